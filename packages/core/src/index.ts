@@ -1,0 +1,4 @@
+export * from './duration.js';
+export * from './logger.js';
+export * from './errors.js';
+export * from './version.js';
