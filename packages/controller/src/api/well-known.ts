@@ -1,0 +1,73 @@
+/**
+ * Names this controller reads and writes on Kubernetes objects. One prefix for everything we own
+ * (annotations, worker-pod labels, the default condition type), so `kubectl get node -o yaml`
+ * shows at a glance what is ours. The verification taint and verified label default to the
+ * reference `node-ready/*` names and are configurable (nodeManagement.*).
+ */
+export const GROUP = 'kube-node-ready.io';
+
+/** Verification progress stored on the Node (docs/architecture.md, ADR 0002). */
+export const Annotation = {
+  /** UID of the Node the annotations below belong to: state written for another UID is ignored. */
+  NodeUid: `${GROUP}/node-uid`,
+  /** Number of the latest worker attempt started for this node (1, 2, ...; never reused). */
+  Attempt: `${GROUP}/attempt`,
+  /** Consecutive failed attempts in the current verification (reset when the node passes). */
+  Failures: `${GROUP}/failures`,
+  /** Verifying | Backoff | Passed | Failed. */
+  Phase: `${GROUP}/phase`,
+  /** RFC 3339 time before which no new attempt starts (phase Backoff). */
+  NextAttemptAt: `${GROUP}/next-attempt-at`,
+  /** Outcome of the last finished attempt (Passed, ChecksFailed, WorkerError, ...). */
+  LastOutcome: `${GROUP}/last-outcome`,
+  /** RFC 3339 time the node passed and was opened. */
+  VerifiedAt: `${GROUP}/verified-at`,
+} as const;
+
+/** Labels and annotations on worker pods. */
+export const PodLabel = {
+  Name: 'app.kubernetes.io/name',
+  Component: 'app.kubernetes.io/component',
+  ManagedBy: 'app.kubernetes.io/managed-by',
+  /** The node name, or `<prefix>-<hash>` when the name is not a valid label value. */
+  Node: `${GROUP}/node`,
+  /** The attempt number, as a label so `kubectl get pods -L` shows it. */
+  Attempt: `${GROUP}/attempt`,
+} as const;
+
+export const PodLabelValue = {
+  Name: 'kube-node-ready',
+  Component: 'worker',
+  ManagedBy: 'kube-node-ready-controller',
+} as const;
+
+export const PodAnnotation = {
+  /** Full node name (labels are limited to 63 characters). */
+  NodeName: `${GROUP}/node-name`,
+  NodeUid: `${GROUP}/node-uid`,
+  Attempt: `${GROUP}/attempt`,
+  /** sha256 prefix of the worker configuration the pod was started with. */
+  ConfigHash: `${GROUP}/config-hash`,
+} as const;
+
+/** Labels other systems set that change what we do. */
+export const Karpenter = {
+  NodePoolLabel: 'karpenter.sh/nodepool',
+  RegisteredLabel: 'karpenter.sh/registered',
+} as const;
+
+/** Taints the worker pod tolerates in addition to the configured verification taints. */
+export const NODE_NOT_READY_TAINT = 'node.kubernetes.io/not-ready';
+export const NODE_UNREACHABLE_TAINT = 'node.kubernetes.io/unreachable';
+
+/** Worker container contract (docs/worker.md). */
+export const WorkerContainer = {
+  Name: 'worker',
+  ConfigDir: '/etc/kube-node-ready',
+  ConfigFile: 'worker.yaml',
+  TerminationMessagePath: '/dev/termination-log',
+  RunAsUser: 65532,
+} as const;
+
+/** Field manager name on every write, so `kubectl get --show-managed-fields` names us. */
+export const FIELD_MANAGER = 'kube-node-ready-controller';

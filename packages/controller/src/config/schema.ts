@@ -1,0 +1,379 @@
+import { parseDuration } from '@kube-node-ready/core';
+import { z } from 'zod';
+import { GROUP } from '../api/well-known.js';
+
+/**
+ * The one schema of the controller configuration (the YAML file given with --config).
+ * Every field has a safe default; unknown keys are errors. Durations are written like Kubernetes
+ * ones ("10s", "2m") and come out as milliseconds. docs/configuration.md is generated from this
+ * file (src/config/docs.ts): the `description` of each field is its documentation.
+ */
+
+// ---------------------------------------------------------------------------------------------
+// Building blocks
+
+/** Metadata keys we add to the JSON schema (read by docs.ts and the error formatter). */
+export interface FieldMeta {
+  description: string;
+  /** Human wording of the allowed values where the type alone does not say it. */
+  'x-allowed'?: string;
+  /** The field is a duration string. */
+  'x-duration'?: true;
+  [key: string]: unknown;
+}
+
+const DURATION_ALLOWED = 'a duration like "500ms", "10s", "2m" or "1h30m"';
+
+/** A duration string parsed to milliseconds; default given as a string, as users write it. */
+function duration(defaultValue: string, description: string, opts: { min?: number } = {}) {
+  return z
+    .string()
+    .transform((text, ctx) => {
+      let ms: number;
+      try {
+        ms = parseDuration(text);
+      } catch {
+        ctx.addIssue({ code: 'custom', message: `expected ${DURATION_ALLOWED}`, input: text });
+        return z.NEVER;
+      }
+      if (opts.min !== undefined && ms < opts.min) {
+        ctx.addIssue({ code: 'custom', message: `expected a duration of at least ${opts.min}ms`, input: text });
+        return z.NEVER;
+      }
+      return ms;
+    })
+    .prefault(defaultValue)
+    .meta({ description, 'x-duration': true, 'x-allowed': DURATION_ALLOWED } satisfies FieldMeta);
+}
+
+// Kubernetes name formats (k8s.io/apimachinery/pkg/util/validation).
+const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const QUALIFIED_NAME_PART = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+const QUANTITY = /^[+]?(\d+(\.\d*)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?\d+)?$/;
+
+/** A label / annotation / taint key: `[prefix/]name`, prefix a DNS subdomain, name <= 63. */
+export function isQualifiedName(key: string): boolean {
+  const parts = key.split('/');
+  if (parts.length > 2) return false;
+  const name = parts.at(-1) as string;
+  if (name.length === 0 || name.length > 63 || !QUALIFIED_NAME_PART.test(name)) return false;
+  if (parts.length === 2) {
+    const prefix = parts[0] as string;
+    if (prefix.length === 0 || prefix.length > 253 || !DNS1123_SUBDOMAIN.test(prefix)) return false;
+  }
+  return true;
+}
+
+const qualifiedName = (description: string) =>
+  z
+    .string()
+    .refine(isQualifiedName, { message: 'expected a qualified name such as "example.com/my-key" or "my-key"' })
+    .meta({ description, 'x-allowed': 'a qualified name: optional DNS prefix and "/", then up to 63 of [A-Za-z0-9-_.]' });
+
+const labelValue = (description: string) =>
+  z
+    .string()
+    .max(63)
+    .regex(LABEL_VALUE, 'expected a label value: up to 63 of [A-Za-z0-9-_.], starting and ending alphanumeric')
+    .meta({ description, 'x-allowed': 'a label value: up to 63 of [A-Za-z0-9-_.], or empty' });
+
+const dnsSubdomain = (description: string) =>
+  z
+    .string()
+    .max(253)
+    .regex(DNS1123_SUBDOMAIN, 'expected a lowercase DNS subdomain such as "kube-system"')
+    .meta({ description, 'x-allowed': 'a lowercase DNS-1123 subdomain' });
+
+const dnsLabel = (description: string) =>
+  z
+    .string()
+    .max(63)
+    .regex(DNS1123_LABEL, 'expected a lowercase DNS label such as "kube-system"')
+    .meta({ description, 'x-allowed': 'a lowercase DNS-1123 label (up to 63 of [a-z0-9-])' });
+
+const TAINT_EFFECTS = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'] as const;
+
+const taint = z
+  .object({
+    key: qualifiedName('Taint key.'),
+    value: labelValue('Taint value (matching ignores it: any value of this key and effect is ours).').default(''),
+    effect: z.enum(TAINT_EFFECTS).meta({ description: 'Taint effect.' }),
+  })
+  .strict();
+
+const toleration = z
+  .object({
+    key: z.string().optional().meta({ description: 'Taint key to tolerate; empty with operator Exists tolerates everything.' }),
+    operator: z.enum(['Exists', 'Equal']).optional().meta({ description: 'Exists or Equal (Kubernetes default Equal).' }),
+    value: z.string().optional().meta({ description: 'Taint value for operator Equal.' }),
+    effect: z.enum(TAINT_EFFECTS).optional().meta({ description: 'Effect to tolerate; empty means all effects.' }),
+    tolerationSeconds: z.number().int().min(0).optional().meta({ description: 'For NoExecute: how long the pod stays bound.' }),
+  })
+  .strict();
+
+const quantityMap = (description: string, defaults: Record<string, string>) =>
+  z
+    .record(
+      z.enum(['cpu', 'memory', 'ephemeral-storage']),
+      z.string().regex(QUANTITY, 'expected a Kubernetes quantity such as "50m", "64Mi" or "1"'),
+    )
+    .default(defaults)
+    .meta({ description, 'x-allowed': 'a map of cpu / memory / ephemeral-storage to quantities ("50m", "64Mi")' });
+
+const port = /^(.*):(\d{1,5})$/;
+const bindAddress = (defaultValue: string, description: string) =>
+  z
+    .string()
+    .refine((text) => {
+      const m = port.exec(text);
+      return m !== null && Number(m[2]) <= 65535;
+    }, 'expected HOST:PORT such as "0.0.0.0:8080" or ":8080"')
+    .default(defaultValue)
+    .meta({ description, 'x-allowed': 'HOST:PORT ("0.0.0.0:8080", ":8080", "127.0.0.1:0")' });
+
+const int = (defaultValue: number, description: string, min: number, max?: number) => {
+  let schema = z.number().int().min(min);
+  if (max !== undefined) schema = schema.max(max);
+  return schema.default(defaultValue).meta({ description });
+};
+
+// ---------------------------------------------------------------------------------------------
+// Sections
+
+const workerSchema = z
+  .object({
+    image: z
+      .object({
+        repository: z
+          .string()
+          .min(1)
+          .default('ghcr.io/kube-node-ready/kube-node-ready')
+          .meta({ description: 'Worker image repository (the same image as the controller; it runs `kube-node-ready worker`).' }),
+        tag: z
+          .string()
+          .default('')
+          .meta({ description: 'Image tag. Empty: the controller\'s own version, so controller and worker always match.' }),
+        digest: z
+          .string()
+          .regex(/^(sha256:[a-f0-9]{64})?$/, 'expected "sha256:" followed by 64 hex digits')
+          .default('')
+          .meta({ description: 'Image digest (sha256:...). When set it pins the image and the tag is only informative.' }),
+      })
+      .strict()
+      .prefault({})
+      .meta({ description: 'Worker container image.' }),
+    imagePullPolicy: z
+      .enum(['Always', 'IfNotPresent', 'Never'])
+      .default('IfNotPresent')
+      .meta({ description: 'Image pull policy of the worker container.' }),
+    imagePullSecrets: z
+      .array(dnsSubdomain('Secret name.'))
+      .default([])
+      .meta({ description: 'Names of image pull Secrets in the worker namespace.' }),
+    namespace: dnsLabel('Namespace the worker pods are created in.').default('kube-system'),
+    serviceAccountName: dnsSubdomain('ServiceAccount of the worker pods (needs read access for the api and service checks).').default(
+      'kube-node-ready-worker',
+    ),
+    priorityClassName: z
+      .string()
+      .regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$/, 'expected a PriorityClass name or ""')
+      .default('system-node-critical')
+      .meta({ description: 'PriorityClass of the worker pods. Empty: none.' }),
+    resources: z
+      .object({
+        requests: quantityMap('Resource requests of the worker container.', { cpu: '50m', memory: '64Mi' }),
+        limits: quantityMap('Resource limits of the worker container.', { memory: '128Mi' }),
+      })
+      .strict()
+      .prefault({})
+      .meta({ description: 'Worker container resources.' }),
+    tolerations: z
+      .array(toleration)
+      .default([])
+      .meta({
+        description:
+          'Extra tolerations. The worker always tolerates the verification taints and node.kubernetes.io/not-ready and /unreachable (NoSchedule).',
+      }),
+    configMapName: dnsSubdomain(
+      'ConfigMap (in the worker namespace) the controller writes `worker.checks` into and mounts in every worker pod.',
+    ).default('kube-node-ready-worker'),
+    timeout: duration('60s', 'Overall deadline of one worker run (passed to the worker as --timeout). A worker still running this long after its container started counts as "deadline exceeded".', {
+      min: 1000,
+    }),
+    scheduleTimeout: duration('2m', 'A worker pod not scheduled this long after it was created counts as a failed attempt ("not scheduled").', {
+      min: 1000,
+    }),
+    startTimeout: duration('3m', 'A worker pod scheduled but whose container has not started this long after scheduling counts as a failed attempt ("not started"); covers image pulls.', {
+      min: 1000,
+    }),
+    keepFailedPods: int(1, 'Failed worker pods kept per node for `kubectl logs` (older ones are deleted). 0 deletes every pod once its result is recorded.', 0, 100),
+    checks: z
+      .record(z.string(), z.unknown())
+      .default({})
+      .meta({
+        description: 'The worker\'s own configuration (checks, per-check timeouts, DNS names...), written verbatim to the worker ConfigMap; the worker validates it (docs/worker.md).',
+        'x-allowed': 'a mapping (see docs/worker.md)',
+      }),
+  })
+  .strict();
+
+const reconciliationSchema = z
+  .object({
+    maxRetries: int(5, 'Failed attempts retried before the node is marked failed (a node gets at most 1 + maxRetries attempts). The taint stays on a failed node.', 0, 1000),
+    initialBackoff: duration('10s', 'Delay before the first retry.'),
+    maxBackoff: duration('5m', 'Upper bound of the delay between retries.'),
+    backoffFactor: z
+      .number()
+      .min(1)
+      .max(10)
+      .default(2)
+      .meta({ description: 'Each retry waits backoffFactor times longer than the previous one (capped at maxBackoff).' }),
+    resyncInterval: duration('1m', 'Safety-net resync: every node is re-examined this often even without a watch event. Normal operation is event-driven.', {
+      min: 1000,
+    }),
+    maxConcurrentVerifications: int(100, 'Worker pods running at the same time, cluster-wide. Nodes beyond it wait for a free slot.', 1, 100_000),
+    workers: int(10, 'Reconcile loops working the queue in parallel (one node is never reconciled by two at once).', 1, 1000),
+  })
+  .strict();
+
+const nodeManagementSchema = z
+  .object({
+    taints: z
+      .array(taint)
+      .min(1)
+      .default([{ key: 'node-ready/unverified', value: 'true', effect: 'NoSchedule' }])
+      .meta({
+        description:
+          'Verification taints. A node carrying any of them (matched by key and effect) and not verified is verified; on success exactly these taints are removed.',
+      }),
+    verifiedLabel: z
+      .object({
+        key: qualifiedName('Label key.').default('node-ready/verified'),
+        value: labelValue('Label value.').default('true'),
+      })
+      .strict()
+      .prefault({})
+      .meta({ description: 'Label added to a node that passed. Removing it starts a new verification.' }),
+    verifyUntaintedNodes: z
+      .boolean()
+      .default(false)
+      .meta({ description: 'Also verify nodes that never had a verification taint (once; they stay schedulable meanwhile).' }),
+    condition: z
+      .object({
+        enabled: z.boolean().default(true).meta({ description: 'Write the node condition (status.conditions) with the verdict.' }),
+        type: qualifiedName('Condition type.').default(`${GROUP}/NetworkVerified`),
+      })
+      .strict()
+      .prefault({})
+      .meta({ description: 'Node condition reporting the verification verdict (True / False / Unknown while verifying).' }),
+    deleteFailedNodes: z
+      .boolean()
+      .default(false)
+      .meta({ description: 'Delete nodes that exhausted their retries (through their Karpenter NodeClaim when there is one). See nodeManagement.remediation.' }),
+    remediation: z
+      .object({})
+      .strict()
+      .prefault({})
+      .meta({ description: 'Guards for deleteFailedNodes (rate limits, circuit breaker, dry run): reserved, see docs/remediation.md.' }),
+  })
+  .strict();
+
+const leaderElectionSchema = z
+  .object({
+    enabled: z.boolean().default(true).meta({ description: 'Elect one active replica through a coordination.k8s.io/v1 Lease. Turn off only for a single replica.' }),
+    leaseName: dnsSubdomain('Name of the Lease.').default('kube-node-ready-controller'),
+    namespace: z
+      .string()
+      .regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$/, 'expected a namespace name or ""')
+      .default('')
+      .meta({ description: 'Namespace of the Lease. Empty: the controller\'s own namespace (POD_NAMESPACE), else kube-system.' }),
+    leaseDuration: duration('15s', 'How long followers wait after the last renewal before taking over.', { min: 1000 }),
+    renewDeadline: duration('10s', 'The leader gives up (and exits) when it could not renew for this long. Must be less than leaseDuration.', {
+      min: 1000,
+    }),
+    retryPeriod: duration('2s', 'Interval between acquire / renew tries. renewDeadline must exceed 1.2 x retryPeriod.', { min: 100 }),
+  })
+  .strict()
+  .superRefine((value, ctx) => {
+    if (value.renewDeadline >= value.leaseDuration) {
+      ctx.addIssue({ code: 'custom', path: ['renewDeadline'], message: 'must be less than leaderElection.leaseDuration', input: value.renewDeadline });
+    }
+    if (value.renewDeadline <= 1.2 * value.retryPeriod) {
+      ctx.addIssue({ code: 'custom', path: ['retryPeriod'], message: 'must be less than leaderElection.renewDeadline / 1.2', input: value.retryPeriod });
+    }
+  });
+
+const loggingSchema = z
+  .object({
+    format: z.enum(['json', 'pretty']).default('json').meta({ description: 'json (one object per line) or pretty (for humans).' }),
+    level: z
+      .enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'])
+      .default('info')
+      .meta({ description: 'Minimum level logged.' }),
+  })
+  .strict();
+
+export const configSchema = z
+  .object({
+    worker: workerSchema.prefault({}).meta({ description: 'The worker pods that verify a node.' }),
+    reconciliation: reconciliationSchema.prefault({}).meta({ description: 'Retries, resync and concurrency.' }),
+    nodeManagement: nodeManagementSchema.prefault({}).meta({ description: 'What marks a node for verification and what is written when it passes or fails.' }),
+    leaderElection: leaderElectionSchema.prefault({}).meta({ description: 'Leader election (client-go semantics).' }),
+    metrics: z
+      .object({
+        bindAddress: bindAddress('0.0.0.0:8080', 'Address of the HTTP server: /metrics, and /healthz and /readyz unless health.bindAddress is set.'),
+      })
+      .strict()
+      .prefault({})
+      .meta({ description: 'Prometheus metrics (docs/metrics.md).' }),
+    health: z
+      .object({
+        bindAddress: z
+          .string()
+          .refine((text) => text === '' || port.test(text), 'expected HOST:PORT or ""')
+          .default('')
+          .meta({ description: 'Separate address for /healthz and /readyz. Empty: served with /metrics.', 'x-allowed': 'HOST:PORT or ""' }),
+      })
+      .strict()
+      .prefault({})
+      .meta({ description: 'Health probes.' }),
+    logging: loggingSchema.prefault({}).meta({ description: 'Logs (pino).' }),
+    kubernetes: z
+      .object({
+        qps: z.number().positive().max(10_000).default(20).meta({ description: 'Client-side limit of API requests per second.' }),
+        burst: z.number().int().min(1).max(10_000).default(30).meta({ description: 'Requests allowed above qps in a burst.' }),
+      })
+      .strict()
+      .prefault({})
+      .meta({ description: 'API client.' }),
+    dryRun: z
+      .boolean()
+      .default(false)
+      .meta({ description: 'Launch workers and report outcomes (logs, Events, metrics) but write nothing to Nodes. Progress is then kept in memory only.' }),
+  })
+  .strict();
+
+/** What users write (durations as strings, everything optional). */
+export type ControllerConfigInput = z.input<typeof configSchema>;
+/** What the controller uses: every field present, durations in milliseconds. */
+export type ControllerConfig = z.output<typeof configSchema>;
+export type WorkerConfig = ControllerConfig['worker'];
+export type TaintConfig = ControllerConfig['nodeManagement']['taints'][number];
+export type TolerationConfig = WorkerConfig['tolerations'][number];
+
+/**
+ * Keys of the earlier Go implementation's configuration and what replaced them, so an old
+ * ConfigMap fails with a pointer instead of a bare "unknown key".
+ */
+export const RENAMED_KEYS: Readonly<Record<string, string>> = {
+  'worker.timeoutSeconds': 'use worker.timeout, a duration such as "300s"',
+  'worker.checkTimeoutSeconds': 'per-check timeouts live in worker.checks (docs/worker.md)',
+  'worker.dnsTestDomains': 'DNS names live in worker.checks (docs/worker.md)',
+  'reconciliation.intervalSeconds': 'use reconciliation.resyncInterval, a duration such as "30s"',
+  'reconciliation.retryBackoff': 'backoff is always exponential: use reconciliation.initialBackoff, maxBackoff and backoffFactor',
+  taintKey: 'use nodeManagement.taints: [{key, value, effect}]',
+  taintValue: 'use nodeManagement.taints: [{key, value, effect}]',
+  taintEffect: 'use nodeManagement.taints: [{key, value, effect}]',
+};
