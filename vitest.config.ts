@@ -1,11 +1,16 @@
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+
+const pkg = (name: string) => fileURLToPath(new URL(`./packages/${name}/src/index.ts`, import.meta.url));
 
 // Two projects: fast unit tests (pure logic, real loopback servers), and sandbox tests that
 // need the real control plane. The sandbox project starts one shared sandbox per run
 // (test/global-setup.ts) and isolates tests by namespace and node names.
 export default defineConfig({
-  resolve: { conditions: ['source'] },
-  ssr: { resolve: { conditions: ['source'] } },
+  // Workspace packages resolve to their TypeScript sources (the `source` export condition elsewhere).
+  resolve: {
+    alias: [{ find: /^@kube-node-ready\/(core|worker|controller|sandbox|cli)$/, replacement: pkg('$1') }],
+  },
   test: {
     projects: [
       {

@@ -1,0 +1,81 @@
+# kube-node-ready: every target sets up what it needs on a fresh machine (npm packages, Node 24
+# from the npm registry, Debian packages, the sandbox's Go-built Kubernetes binaries).
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+ROOT := $(CURDIR)
+export PATH := $(ROOT)/node_modules/.bin:$(PATH)
+NODES ?= 3
+SANDBOX_DIR ?= $(ROOT)/.sandbox
+STAMP := node_modules/.install-stamp
+SRC := $(shell find packages -path '*/node_modules' -prune -o -name '*.ts' -print 2>/dev/null)
+# Debian packages the build and the sandbox use: openssl (certificates), iproute2 (network namespace),
+# procps (pgrep in tests), prometheus (promtool for alert tests).
+APT_PACKAGES := openssl iproute2 procps
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: deps
+deps: $(STAMP) system-deps ## Install npm packages (Node 24 comes from the npm registry) and Debian packages
+
+$(STAMP): package.json package-lock.json packages/*/package.json
+	@echo "==> npm ci (installs Node 24 into node_modules/.bin as well)"
+	npm ci --no-audit --no-fund
+	@node --version | grep -q '^v24\.' || { echo "expected Node 24 from node_modules/.bin, got $$(node --version)"; exit 1; }
+	@touch $@
+
+.PHONY: system-deps
+system-deps:
+	@missing=""; \
+	command -v openssl >/dev/null || missing="$$missing openssl"; \
+	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	command -v pgrep >/dev/null || missing="$$missing procps"; \
+	if [ -n "$$missing" ]; then \
+	  echo "==> apt-get install$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+.PHONY: sandbox-bins
+sandbox-bins: ## Build etcd, kube-apiserver, kube-scheduler, kubectl and helm from Go modules (cached in ~/.cache/kube-node-ready)
+	@bash packages/sandbox/go/build.sh >/dev/null
+
+dist/kube-node-ready.mjs dist/sandbox.mjs: $(STAMP) $(SRC) scripts/bundle.mjs
+	node scripts/bundle.mjs
+
+.PHONY: build
+build: dist/kube-node-ready.mjs ## Bundle the kube-node-ready CLI and the sandbox into dist/
+
+.PHONY: typecheck
+typecheck: $(STAMP) ## TypeScript strict typecheck of every package
+	tsc -p tsconfig.json
+
+.PHONY: lint
+lint: $(STAMP) ## ESLint (typescript-eslint)
+	eslint --max-warnings 0 .
+
+.PHONY: unit
+unit: $(STAMP) ## Fast tests: pure logic and real loopback servers
+	vitest run --project unit
+
+.PHONY: test
+test: deps sandbox-bins build typecheck lint ## Everything: typecheck, lint, unit and sandbox tests
+	vitest run
+
+.PHONY: sandbox-up
+sandbox-up: deps sandbox-bins build ## Start the sandbox in the background (NODES=n simulated nodes); kubeconfig in .sandbox/kubeconfig
+	node dist/sandbox.mjs up --dir "$(SANDBOX_DIR)" --nodes $(NODES)
+
+.PHONY: sandbox-down
+sandbox-down: ## Stop the sandbox; nothing is left running
+	@if [ -f dist/sandbox.mjs ]; then node dist/sandbox.mjs down --dir "$(SANDBOX_DIR)"; fi
+
+.PHONY: demo
+demo: deps sandbox-bins build ## The main job on the sandbox: tainted nodes join and are verified
+	node dist/sandbox.mjs demo --dir "$(SANDBOX_DIR)/demo" --slot 2
+
+.PHONY: clean
+clean: sandbox-down ## Remove build output and the sandbox state (the binary cache stays)
+	rm -rf dist .sandbox

@@ -1,0 +1,153 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import type { Logger } from '@kube-node-ready/core';
+import { startControlPlane } from './control-plane.js';
+import { ClusterDns, DNS_CONFIGMAP } from './dns.js';
+import { SimulatedKubelet, type ImageTable } from './kubelet.js';
+import { createIgnoreExists, k8s, loadKubeConfig, statusCode } from './kube.js';
+import type { SandboxLayout, SandboxState } from './layout.js';
+import { simulatedNode } from './node-registry.js';
+import { sleep } from './proc.js';
+import { ServiceProxy } from './proxy.js';
+
+export interface DaemonOptions {
+  binDir: string;
+  images: ImageTable;
+  nodes: number;
+  leaseRenewMs?: number;
+}
+
+/**
+ * Runs inside the sandbox's network namespace: the control plane, the cluster DNS, the service
+ * proxy and the simulated kubelet. Writes state.json when everything is ready; stops all of it
+ * on SIGTERM/SIGINT.
+ */
+export async function runDaemon(layout: SandboxLayout, opts: DaemonOptions, log: Logger): Promise<void> {
+  const cp = await startControlPlane(layout, opts.binDir, log);
+  const kc = loadKubeConfig(cp.kubeconfig);
+  const parts: Array<{ stop: () => unknown }> = [];
+  let stopping = false;
+  const shutdown = async (why: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ why }, 'sandbox stopping');
+    for (const p of parts.reverse()) await p.stop();
+    await cp.stop();
+    writeState(layout, { ready: false });
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+
+  try {
+    log.info('bootstrapping cluster objects');
+    await bootstrap(layout, kc);
+    const dns = new ClusterDns(layout, kc, log.child({ component: 'dns' }));
+    await dns.start();
+    parts.push(dns);
+    const proxy = new ServiceProxy(layout, kc, log.child({ component: 'proxy' }));
+    proxy.start();
+    parts.push(proxy);
+    const kubelet = new SimulatedKubelet(layout, kc, log.child({ component: 'kubelet' }), {
+      images: opts.images,
+      caFile: cp.certs.caCert,
+      leaseRenewMs: opts.leaseRenewMs,
+    });
+    kubelet.start();
+    parts.push(kubelet);
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    for (let i = 1; i <= opts.nodes; i++) {
+      await createIgnoreExists(() => core.createNode({ body: simulatedNode({ name: `sandbox-node-${i}` }) }));
+    }
+    const version = (await kc.makeApiClient(k8s.VersionApi).getCode()).gitVersion;
+    writeState(layout, {
+      ready: true,
+      pid: process.pid,
+      slot: layout.slot,
+      dir: layout.dir,
+      netns: layout.netns,
+      kubeconfig: layout.paths.kubeconfig,
+      apiServer: `https://${layout.apiHost}:${layout.apiPort}`,
+      kubernetesVersion: version,
+      startedAt: new Date().toISOString(),
+      binDir: opts.binDir,
+    });
+    log.info({ kubeconfig: layout.paths.kubeconfig, version }, 'sandbox ready');
+  } catch (err) {
+    log.error({ err: String(err) }, 'sandbox start failed');
+    await shutdown('start-up failed');
+  }
+}
+
+function writeState(layout: SandboxLayout, state: Partial<SandboxState>): void {
+  writeFileSync(layout.paths.state, JSON.stringify(state, null, 2));
+}
+
+export function readState(layout: SandboxLayout): SandboxState | undefined {
+  try {
+    return JSON.parse(readFileSync(layout.paths.state, 'utf8')) as SandboxState;
+  } catch {
+    return undefined;
+  }
+}
+
+/** What kube-controller-manager and addons would have created: SAs, the kube-dns Service and its endpoints. */
+async function bootstrap(layout: SandboxLayout, kc: k8s.KubeConfig): Promise<void> {
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const discovery = kc.makeApiClient(k8s.DiscoveryV1Api);
+  for (const ns of ['default', 'kube-system', 'kube-public', 'kube-node-lease']) {
+    await waitFor(async () => (await core.readNamespace({ name: ns }), true), `namespace ${ns}`);
+    await createIgnoreExists(() => core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: 'default' } } }));
+  }
+  // The apiserver's own endpoint reconciler publishes the kubernetes Service's endpoints.
+  await waitFor(async () => {
+    const slices = await discovery.listNamespacedEndpointSlice({ namespace: 'default', labelSelector: 'kubernetes.io/service-name=kubernetes' });
+    return slices.items.some((s) => (s.endpoints ?? []).length > 0);
+  }, 'the kubernetes EndpointSlice');
+  await createIgnoreExists(() =>
+    core.createNamespacedService({
+      namespace: 'kube-system',
+      body: {
+        metadata: { name: 'kube-dns', labels: { 'k8s-app': 'kube-dns', 'kubernetes.io/name': 'CoreDNS' } },
+        spec: {
+          clusterIP: layout.clusterDnsIp,
+          selector: { 'k8s-app': 'kube-dns' },
+          ports: [
+            { name: 'dns', port: 53, protocol: 'UDP', targetPort: 53 as unknown as k8s.IntOrString },
+            { name: 'dns-tcp', port: 53, protocol: 'TCP', targetPort: 53 as unknown as k8s.IntOrString },
+          ],
+        },
+      },
+    }),
+  );
+  await createIgnoreExists(() =>
+    discovery.createNamespacedEndpointSlice({
+      namespace: 'kube-system',
+      body: {
+        metadata: { name: 'kube-dns-sandbox', labels: { 'kubernetes.io/service-name': 'kube-dns', 'endpointslice.kubernetes.io/managed-by': 'sandbox.kube-node-ready.io' } },
+        addressType: 'IPv4',
+        endpoints: layout.dnsPodIps.map((ip, i) => ({ addresses: [ip], conditions: { ready: true }, targetRef: { kind: 'Pod', namespace: 'kube-system', name: `coredns-sandbox-${i}` } })),
+        ports: [
+          { name: 'dns', port: 53, protocol: 'UDP' },
+          { name: 'dns-tcp', port: 53, protocol: 'TCP' },
+        ],
+      },
+    }),
+  );
+  await createIgnoreExists(() =>
+    core.createNamespacedConfigMap({ namespace: 'kube-system', body: { metadata: { name: DNS_CONFIGMAP }, data: { mode: 'ok', deadPods: '' } } }),
+  );
+}
+
+async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      if (await check()) return;
+    } catch (err) {
+      if (statusCode(err) !== 404) last = err;
+    }
+    await sleep(200);
+  }
+  throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+}

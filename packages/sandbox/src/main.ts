@@ -1,0 +1,123 @@
+// The sandbox's command line, bundled into dist/sandbox.mjs:
+//   sandbox up [--dir .sandbox] [--slot 0] [--nodes N]   start in the background, return when ready
+//   sandbox down [--dir .sandbox] [--slot 0]              stop it; nothing is left running
+//   sandbox status [--dir .sandbox]
+//   sandbox add-nodes N [--prefix P] [--taint key=value:Effect] [--label k=v] [--dns dead|blackhole|lying] [--never-start]
+//   sandbox exec -- CMD...                                run a command inside the sandbox network namespace
+//   sandbox daemon ...                                    (internal) runs inside the namespace
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { createLogger } from '@kube-node-ready/core';
+import { runDaemon } from './daemon.js';
+import { createIgnoreExists, k8s } from './kube.js';
+import { sandboxLayout } from './layout.js';
+import { simulatedNode } from './node-registry.js';
+import { connectSandbox, execInSandbox, startSandbox, stopSandbox } from './sandbox.js';
+
+const USAGE = `usage: sandbox <up|down|status|add-nodes|exec> [options]
+  up         --dir DIR (default .sandbox) --slot N (0..99) --nodes N
+  down       --dir DIR --slot N
+  status     --dir DIR
+  add-nodes  COUNT --prefix P --taint key=value:Effect --label k=v --dns ok|dead|blackhole|lying --never-start
+  exec       -- COMMAND [ARGS...]`;
+
+async function main(argv: string[]): Promise<number> {
+  const [cmd, ...rest] = argv;
+  const { values, positionals } = parseArgs({
+    args: rest,
+    allowPositionals: true,
+    options: {
+      dir: { type: 'string', default: process.env.KNR_SANDBOX_DIR ?? '.sandbox' },
+      slot: { type: 'string', default: '0' },
+      nodes: { type: 'string', default: '0' },
+      'bin-dir': { type: 'string' },
+      'lease-renew-ms': { type: 'string' },
+      prefix: { type: 'string', default: 'node' },
+      taint: { type: 'string', multiple: true },
+      label: { type: 'string', multiple: true },
+      dns: { type: 'string' },
+      'never-start': { type: 'boolean' },
+      'log-level': { type: 'string', default: 'info' },
+    },
+  });
+  const slot = Number(values.slot);
+  switch (cmd) {
+    case 'up': {
+      const state = await startSandbox({ dir: values.dir, slot, nodes: Number(values.nodes), binDir: values['bin-dir'], logLevel: values['log-level'] === 'debug' ? 'debug' : 'info' });
+      console.log(`sandbox is up: ${state.kubernetesVersion}, apiserver ${state.apiServer}`);
+      console.log(`  kubectl --kubeconfig ${state.kubeconfig} get nodes`);
+      console.log(`  stop it with: make sandbox-down`);
+      return 0;
+    }
+    case 'down':
+      await stopSandbox(values.dir, slot);
+      return 0;
+    case 'status': {
+      const { state } = connectSandbox(values.dir);
+      console.log(JSON.stringify(state, null, 2));
+      return 0;
+    }
+    case 'add-nodes': {
+      const { kc } = connectSandbox(values.dir);
+      const core = kc.makeApiClient(k8s.CoreV1Api);
+      const count = Number(positionals[0] ?? '1');
+      const taints = (values.taint ?? []).map(parseTaint);
+      const labels = Object.fromEntries((values.label ?? []).map((l) => l.split('=', 2) as [string, string]));
+      for (let i = 1; i <= count; i++) {
+        const name = `${values.prefix}-${Date.now().toString(36)}-${i}`;
+        await createIgnoreExists(() =>
+          core.createNode({ body: simulatedNode({ name, taints, labels, faults: { dns: values.dns, neverStart: values['never-start'] } }) }),
+        );
+        console.log(name);
+      }
+      return 0;
+    }
+    case 'exec': {
+      const layout = sandboxLayout(values.dir, slot);
+      const r = await execInSandbox(layout, positionals);
+      process.stdout.write(r.stdout);
+      process.stderr.write(r.stderr);
+      return r.code ?? 1;
+    }
+    case 'daemon': {
+      const layout = sandboxLayout(values.dir, slot);
+      const log = await createLogger({ base: { component: 'sandbox' }, level: values['log-level'] === 'debug' ? 'debug' : 'info' });
+      const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+      await runDaemon(
+        layout,
+        {
+          binDir: values['bin-dir'] ?? '',
+          nodes: Number(values.nodes),
+          leaseRenewMs: values['lease-renew-ms'] ? Number(values['lease-renew-ms']) : undefined,
+          images: {
+            'kube-node-ready': [process.execPath, '--enable-source-maps', join(root, 'dist', 'kube-node-ready.mjs')],
+            'sandbox-shell': ['/bin/sh'],
+            'sandbox-node': [process.execPath],
+          },
+        },
+        log,
+      );
+      return -1; // keep running
+    }
+    default:
+      console.error(USAGE);
+      return 2;
+  }
+}
+
+function parseTaint(s: string): k8s.V1Taint {
+  const m = /^([^=:]+)(?:=([^:]*))?:(NoSchedule|PreferNoSchedule|NoExecute)$/.exec(s);
+  if (!m) throw new Error(`bad taint "${s}": write it as key=value:NoSchedule`);
+  return { key: m[1]!, value: m[2], effect: m[3]! };
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code >= 0) process.exit(code);
+  },
+  (err: unknown) => {
+    console.error(`sandbox: ${err instanceof Error ? err.message : String(err)}`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,128 @@
+import { createConnection, createServer, type Server } from 'node:net';
+import type { Logger } from '@kube-node-ready/core';
+import type { SandboxLayout } from './layout.js';
+import { k8s, listWatch } from './kube.js';
+
+/**
+ * The sandbox's kube-proxy: for every Service with a ClusterIP it listens on ClusterIP:port (TCP)
+ * and forwards each connection to a ready endpoint from the Service's EndpointSlices, round robin.
+ * ClusterIPs are local addresses inside the sandbox's network namespace. The cluster DNS Service
+ * is served by the DNS server itself (UDP and TCP), so it is skipped here.
+ */
+export class ServiceProxy {
+  private listeners = new Map<string, { server: Server; svc: string; port: k8s.V1ServicePort }>();
+  private slices = new Map<string, k8s.V1EndpointSlice>();
+  private services = new Map<string, k8s.V1Service>();
+  private rr = 0;
+  private watches: Array<{ stop: () => void }> = [];
+
+  constructor(
+    private readonly layout: SandboxLayout,
+    private readonly kc: k8s.KubeConfig,
+    private readonly log: Logger,
+  ) {}
+
+  start(): void {
+    const core = this.kc.makeApiClient(k8s.CoreV1Api);
+    const discovery = this.kc.makeApiClient(k8s.DiscoveryV1Api);
+    const key = (o: k8s.KubernetesObject) => `${o.metadata?.namespace}/${o.metadata?.name}`;
+    this.watches.push(
+      listWatch<k8s.V1Service>(
+        this.kc,
+        '/api/v1/services',
+        () => core.listServiceForAllNamespaces(),
+        (type, s) => {
+          if (type === 'DELETED') this.services.delete(key(s));
+          else this.services.set(key(s), s);
+          this.sync();
+        },
+        (items) => {
+          this.services = new Map(items.map((s) => [key(s), s]));
+          this.sync();
+        },
+      ),
+      listWatch<k8s.V1EndpointSlice>(
+        this.kc,
+        '/apis/discovery.k8s.io/v1/endpointslices',
+        () => discovery.listEndpointSliceForAllNamespaces(),
+        (type, s) => {
+          if (type === 'DELETED') this.slices.delete(key(s));
+          else this.slices.set(key(s), s);
+        },
+        (items) => {
+          this.slices = new Map(items.map((s) => [key(s), s]));
+        },
+      ),
+    );
+  }
+
+  stop(): void {
+    for (const w of this.watches) w.stop();
+    for (const l of this.listeners.values()) l.server.close();
+    this.listeners.clear();
+  }
+
+  private sync(): void {
+    const want = new Map<string, { svc: k8s.V1Service; port: k8s.V1ServicePort; ip: string }>();
+    for (const svc of this.services.values()) {
+      const ip = svc.spec?.clusterIP;
+      if (!ip || ip === 'None' || ip === this.layout.clusterDnsIp) continue;
+      for (const port of svc.spec?.ports ?? []) {
+        if ((port.protocol ?? 'TCP') !== 'TCP') continue;
+        want.set(`${ip}:${port.port}`, { svc, port, ip });
+      }
+    }
+    for (const [addr, l] of this.listeners) {
+      if (!want.has(addr)) {
+        l.server.close();
+        this.listeners.delete(addr);
+      }
+    }
+    for (const [addr, { svc, port, ip }] of want) {
+      const svcKey = `${svc.metadata?.namespace}/${svc.metadata?.name}`;
+      const existing = this.listeners.get(addr);
+      if (existing) {
+        existing.port = port;
+        existing.svc = svcKey;
+        continue;
+      }
+      const entry = { server: createServer(), svc: svcKey, port };
+      entry.server.on('connection', (client) => {
+        const target = this.pickEndpoint(entry.svc, entry.port);
+        if (!target) {
+          client.destroy();
+          return;
+        }
+        const upstream = createConnection({ host: target.ip, port: target.port });
+        client.pipe(upstream).pipe(client);
+        const close = () => {
+          client.destroy();
+          upstream.destroy();
+        };
+        client.on('error', close);
+        upstream.on('error', close);
+        client.on('close', close);
+        upstream.on('close', close);
+      });
+      entry.server.on('error', (err) => this.log.warn({ addr, err: err.message }, 'service proxy listener failed'));
+      entry.server.listen(port.port, ip);
+      this.listeners.set(addr, entry);
+    }
+  }
+
+  private pickEndpoint(svcKey: string, port: k8s.V1ServicePort): { ip: string; port: number } | undefined {
+    const [ns, name] = svcKey.split('/');
+    const candidates: Array<{ ip: string; port: number }> = [];
+    for (const s of this.slices.values()) {
+      if (s.metadata?.namespace !== ns || s.metadata?.labels?.['kubernetes.io/service-name'] !== name) continue;
+      const sp = (s.ports ?? []).find((p) => (p.name ?? '') === (port.name ?? '')) ?? s.ports?.[0];
+      const targetPort = sp?.port ?? (typeof port.targetPort === 'number' ? port.targetPort : port.port);
+      for (const ep of s.endpoints ?? []) {
+        if (ep.conditions?.ready === false) continue;
+        for (const ip of ep.addresses) candidates.push({ ip, port: targetPort });
+      }
+    }
+    if (!candidates.length) return undefined;
+    return candidates[this.rr++ % candidates.length];
+  }
+}

@@ -1,0 +1,45 @@
+// Bundles the single `kube-node-ready` entry point (controller, worker, status, verify) and the
+// sandbox daemon into dist/ with esbuild. One self-contained ESM file each: the image copies
+// dist/ alone, and a worker starts without resolving node_modules.
+//   node scripts/bundle.mjs [--quiet]
+import { build } from 'esbuild';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const quiet = process.argv.includes('--quiet');
+const pkg = JSON.parse(readFileSync(`${root}/packages/cli/package.json`, 'utf8'));
+const version = process.env.KNR_VERSION || pkg.version;
+let commit = process.env.KNR_COMMIT || '';
+if (!commit) {
+  try {
+    commit = execFileSync('git', ['rev-parse', '--short=12', 'HEAD'], { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] })
+      .toString()
+      .trim();
+  } catch {
+    commit = 'unknown';
+  }
+}
+
+const started = Date.now();
+const common = {
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node24',
+  conditions: ['source'],
+  sourcemap: true,
+  legalComments: 'none',
+  logLevel: 'warning',
+  // pino-pretty is optional (development only); the rest is bundled.
+  external: ['pino-pretty'],
+  // CommonJS dependencies call require() for Node built-ins.
+  banner: { js: "import { createRequire as __knrCreateRequire } from 'node:module'; const require = __knrCreateRequire(import.meta.url);" },
+  define: { __KNR_VERSION__: JSON.stringify(version), __KNR_COMMIT__: JSON.stringify(commit) },
+};
+await Promise.all([
+  build({ ...common, entryPoints: [`${root}/packages/cli/src/main.ts`], outfile: `${root}/dist/kube-node-ready.mjs` }),
+  build({ ...common, entryPoints: [`${root}/packages/sandbox/src/main.ts`], outfile: `${root}/dist/sandbox.mjs` }),
+]);
+if (!quiet) console.log(`bundled dist/kube-node-ready.mjs and dist/sandbox.mjs (${version}, ${commit}) in ${Date.now() - started} ms`);

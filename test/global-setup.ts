@@ -1,0 +1,32 @@
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import type { TestProject } from 'vitest/node';
+import { repoRoot, startSandbox, stopSandbox } from '@kube-node-ready/sandbox';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    sandboxDir: string;
+  }
+}
+
+/**
+ * Starts one sandbox for the whole `sandbox` test project (slot 1, so it does not collide with
+ * a developer's `make sandbox-up` on slot 0), and stops it afterwards. With KNR_SANDBOX_DIR set,
+ * the tests use that running sandbox instead and leave it up.
+ */
+export default async function setup(project: TestProject): Promise<(() => Promise<void>) | undefined> {
+  const root = repoRoot();
+  const existing = process.env.KNR_SANDBOX_DIR;
+  if (existing) {
+    project.provide('sandboxDir', existing);
+    return undefined;
+  }
+  // The simulated kubelet runs the product from its bundle, as the image would.
+  execFileSync(process.execPath, [join(root, 'scripts', 'bundle.mjs'), '--quiet'], { stdio: 'inherit' });
+  const dir = join(root, '.sandbox', 'test');
+  await startSandbox({ dir, slot: 1, progress: (l) => console.error(l) });
+  project.provide('sandboxDir', dir);
+  return async () => {
+    await stopSandbox(dir, 1, () => {});
+  };
+}
