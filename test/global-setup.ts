@@ -10,8 +10,8 @@ declare module 'vitest' {
 }
 
 /**
- * Starts one sandbox for the whole `sandbox` test project (slot 1, so it does not collide with
- * a developer's `make sandbox-up` on slot 0), and stops it afterwards. With KNR_SANDBOX_DIR set,
+ * Starts one sandbox for the whole `sandbox` test project (slot 1, or KNR_TEST_SLOT, so it does
+ * not collide with a developer's `make sandbox-up` on slot 0), and stops it afterwards. With KNR_SANDBOX_DIR set,
  * the tests use that running sandbox instead and leave it up.
  */
 export default async function setup(project: TestProject): Promise<(() => Promise<void>) | undefined> {
@@ -23,10 +23,12 @@ export default async function setup(project: TestProject): Promise<(() => Promis
   }
   // The simulated kubelet runs the product from its bundle, as the image would.
   execFileSync(process.execPath, [join(root, 'scripts', 'bundle.mjs'), '--quiet'], { stdio: 'inherit' });
+  // KNR_TEST_SLOT lets two test runs (say, a fresh clone beside a working tree) share the machine.
+  const slot = Number(process.env.KNR_TEST_SLOT ?? '1');
   const dir = join(root, '.sandbox', 'test');
-  await startSandbox({ dir, slot: 1, progress: (l) => console.error(l) });
+  await startSandbox({ dir, slot, progress: (l) => console.error(l) });
   project.provide('sandboxDir', dir);
   return async () => {
-    await stopSandbox(dir, 1, () => {});
+    await stopSandbox(dir, slot, () => {});
   };
 }
