@@ -1,0 +1,319 @@
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import type { ControllerConfig } from '../../../config/schema.js';
+import { aNode, aWorkerPod, testConfig } from '../../../testing/builders.js';
+import { backoffDelay, CONCURRENCY_RECHECK_MS, decide, type Action } from './decide.js';
+import { workerPodName } from './naming.js';
+import { readState } from './state.js';
+import { Outcome, Phase } from './types.js';
+
+const T0 = Date.UTC(2025, 0, 1, 0, 0, 0);
+const S = 1000;
+const NOW = T0 + 30 * S;
+const defaults = testConfig();
+
+function run(node: V1Node, pods: V1Pod[] = [], opts: { now?: number; config?: ControllerConfig; active?: number } = {}): Action {
+  const read = readState(node);
+  return decide(node, pods, opts.now ?? NOW, opts.config ?? defaults, {
+    state: read.kind === 'ok' ? read.state : undefined,
+    activeVerifications: opts.active ?? 0,
+  });
+}
+
+const podName = (node: V1Node, attempt: number) => workerPodName(node.metadata?.name ?? '', node.metadata?.uid ?? '', attempt);
+const names = (action: Action) => action.cleanup.map((p) => p.name);
+
+describe('decide: which nodes', () => {
+  it('leaves a node without a verification taint alone', () => {
+    expect(run(aNode().build())).toEqual({ kind: 'Ignore', reason: 'NotCandidate', cleanup: [] });
+  });
+
+  it('matches taints by key and effect, whatever their value', () => {
+    const otherValue = aNode().tainted({ key: 'node-ready/unverified', value: 'pending', effect: 'NoSchedule' }).build();
+    const otherEffect = aNode().tainted({ key: 'node-ready/unverified', value: 'true', effect: 'NoExecute' }).build();
+    const otherKey = aNode().tainted({ key: 'node.cilium.io/agent-not-ready', value: 'true', effect: 'NoSchedule' }).build();
+    expect(run(otherValue).kind).toBe('Launch');
+    expect(run(otherEffect)).toMatchObject({ kind: 'Ignore', reason: 'NotCandidate' });
+    expect(run(otherKey)).toMatchObject({ kind: 'Ignore', reason: 'NotCandidate' });
+  });
+
+  it('verifies a node carrying any of several configured taints', () => {
+    const config = testConfig({
+      nodeManagement: {
+        taints: [
+          { key: 'node-ready/unverified', value: 'true', effect: 'NoSchedule' },
+          { key: 'startup-taint.cluster-autoscaler.kubernetes.io/node-ready', effect: 'NoSchedule' },
+        ],
+      },
+    });
+    const node = aNode().tainted({ key: 'startup-taint.cluster-autoscaler.kubernetes.io/node-ready', value: '', effect: 'NoSchedule' }).build();
+    expect(run(node, [], { config }).kind).toBe('Launch');
+  });
+
+  it('leaves a verified node alone even if it is tainted, and removes its leftover workers', () => {
+    const node = aNode().tainted().verified().withState({ attempt: 2, failures: 0, phase: Phase.Passed, verifiedAt: T0 }).build();
+    const kept = aWorkerPod(node, 1).checksFailed({ dns: 'x' }).build();
+    expect(run(node, [kept])).toEqual({ kind: 'Ignore', reason: 'Verified', cleanup: [{ namespace: 'kube-system', name: podName(node, 1) }] });
+  });
+
+  it('treats another value of the verified label as not verified', () => {
+    expect(run(aNode().tainted().label('node-ready/verified', 'false').build()).kind).toBe('Launch');
+  });
+
+  it('stops and removes every worker of a node being deleted', () => {
+    const node = aNode().tainted().withState({ attempt: 1, failures: 0, phase: Phase.Verifying }).deleting().build();
+    const running = aWorkerPod(node, 1).scheduledAt(T0).runningSince(T0).build();
+    expect(run(node, [running])).toEqual({ kind: 'Ignore', reason: 'NodeDeleting', cleanup: [{ namespace: 'kube-system', name: podName(node, 1) }] });
+  });
+
+  it('re-verifies a node whose verified label was removed, keeping the taint off', () => {
+    const node = aNode().withState({ attempt: 3, failures: 0, phase: Phase.Passed, lastOutcome: Outcome.Passed, verifiedAt: T0 }).build();
+    expect(run(node)).toMatchObject({
+      kind: 'Launch',
+      attempt: 4,
+      state: { attempt: 4, failures: 0, phase: Phase.Verifying, verifiedAt: T0 },
+    });
+  });
+
+  it('verifies untainted nodes only when asked to', () => {
+    const config = testConfig({ nodeManagement: { verifyUntaintedNodes: true } });
+    expect(run(aNode().build(), [], { config }).kind).toBe('Launch');
+    expect(run(aNode().verified().build(), [], { config }).kind).toBe('Ignore');
+  });
+});
+
+describe('decide: launching', () => {
+  it('starts attempt 1 with a deterministic pod name and a deadline to look again', () => {
+    const node = aNode().tainted().build();
+    expect(run(node)).toEqual({
+      kind: 'Launch',
+      attempt: 1,
+      podName: podName(node, 1),
+      state: { uid: 'uid-node-1', attempt: 1, failures: 0, phase: Phase.Verifying },
+      cleanup: [],
+      requeueAfterMs: defaults.worker.scheduleTimeout,
+    });
+  });
+
+  it('waits for a free slot when the cluster-wide bound is reached', () => {
+    const config = testConfig({ reconciliation: { maxConcurrentVerifications: 3 } });
+    const node = aNode().tainted().build();
+    expect(run(node, [], { config, active: 3 })).toEqual({ kind: 'Wait', reason: 'ConcurrencyLimit', requeueAfterMs: CONCURRENCY_RECHECK_MS, cleanup: [] });
+    expect(run(node, [], { config, active: 2 }).kind).toBe('Launch');
+  });
+
+  it('lets an attempt already in flight finish even when the bound is reached', () => {
+    const node = aNode().tainted().withState({ attempt: 1, failures: 0, phase: Phase.Verifying }).build();
+    const pod = aWorkerPod(node, 1).createdAt(T0).build();
+    expect(run(node, [pod], { active: 1_000 })).toMatchObject({ kind: 'Wait', reason: 'Scheduling' });
+  });
+
+  it('never reuses an attempt number, even when the stored state was wiped', () => {
+    // Annotations removed by hand; a finished pod of attempt 3 is still there. Its result was
+    // never recorded as far as the node says, so it is recorded now, and the next attempt is 4.
+    const node = aNode().tainted().build();
+    const kept = aWorkerPod(node, 3).checksFailed({ dns: 'x' }).build();
+    const first = run(node, [kept]);
+    expect(first).toMatchObject({ kind: 'Complete', attempt: 3, state: { attempt: 3, failures: 1, phase: Phase.Backoff } });
+
+    const after = aNode().tainted().withState({ ...(first as { state: { attempt: number; failures: number } }).state, phase: Phase.Backoff, nextAttemptAt: NOW }).build();
+    expect(run(after, [kept])).toMatchObject({ kind: 'Launch', attempt: 4, podName: podName(node, 4) });
+  });
+
+  it('ignores state written for another node UID (a node re-created with the same name)', () => {
+    const node = aNode().tainted().withState({ uid: 'old-uid', attempt: 6, failures: 6, phase: Phase.Failed }).build();
+    const oldPod = aWorkerPod(aNode().uid('old-uid').build(), 6).checksFailed({ dns: 'x' }).build();
+    expect(readState(node).kind).toBe('invalid');
+    expect(run(node, [oldPod])).toMatchObject({
+      kind: 'Launch',
+      attempt: 1,
+      state: { uid: 'uid-node-1', attempt: 1, failures: 0 },
+      cleanup: [{ name: oldPod.metadata?.name }],
+    });
+  });
+});
+
+describe('decide: following an attempt', () => {
+  const verifying = (attempt: number, failures = attempt - 1) =>
+    aNode().tainted().withState({ attempt, failures, phase: Phase.Verifying }).build();
+
+  it.each([
+    ['scheduling', (n: V1Node) => aWorkerPod(n, 1).createdAt(T0).build(), 'Scheduling', 90 * S],
+    ['starting', (n: V1Node) => aWorkerPod(n, 1).createdAt(T0).scheduledAt(T0).waiting('ContainerCreating').build(), 'Starting', 150 * S],
+    ['running', (n: V1Node) => aWorkerPod(n, 1).createdAt(T0).scheduledAt(T0).runningSince(T0 + 10 * S).build(), 'Running', 55 * S],
+  ])('waits while the worker is %s, until its next deadline', (_name, build, reason, requeueAfterMs) => {
+    const node = verifying(1);
+    expect(run(node, [build(node)])).toEqual({ kind: 'Wait', reason, requeueAfterMs, attempt: 1, cleanup: [] });
+  });
+
+  it('adopts a pod newer than the stored state (created just before a restart) instead of starting another', () => {
+    const node = aNode().tainted().build();
+    const pod = aWorkerPod(node, 1).createdAt(T0).build();
+    expect(run(node, [pod])).toEqual({
+      kind: 'Wait',
+      reason: 'Scheduling',
+      requeueAfterMs: 90 * S,
+      attempt: 1,
+      persist: { uid: 'uid-node-1', attempt: 1, failures: 0, phase: Phase.Verifying },
+      cleanup: [],
+    });
+  });
+
+  it('adopts a newer pod during backoff, keeping the failure count', () => {
+    const node = aNode().tainted().withState({ attempt: 1, failures: 1, phase: Phase.Backoff, nextAttemptAt: T0 }).build();
+    const pod = aWorkerPod(node, 2).checksFailed({ dns: 'x' }).build();
+    expect(run(node, [pod])).toMatchObject({ kind: 'Complete', attempt: 2, state: { failures: 2, phase: Phase.Backoff } });
+  });
+
+  it('opens the node when the worker passed, and deletes its pod and older kept ones', () => {
+    const node = verifying(2);
+    const old = aWorkerPod(node, 1).checksFailed({ dns: 'x' }).build();
+    const pod = aWorkerPod(node, 2).passed().build();
+    const action = run(node, [old, pod]);
+    expect(action).toMatchObject({
+      kind: 'Complete',
+      attempt: 2,
+      pod: { namespace: 'kube-system', name: podName(node, 2) },
+      result: { outcome: Outcome.Passed },
+      state: { uid: 'uid-node-1', attempt: 2, failures: 0, phase: Phase.Passed, lastOutcome: Outcome.Passed, verifiedAt: NOW },
+      open: true,
+      deletePod: true,
+    });
+    expect(names(action)).toEqual([podName(node, 1)]);
+    expect(action).not.toHaveProperty('requeueAfterMs');
+  });
+
+  it('waits for Karpenter to register the node before opening it', () => {
+    const unregistered = aNode().tainted().inNodePool('default').withState({ attempt: 1, failures: 0, phase: Phase.Verifying }).build();
+    const pod = aWorkerPod(unregistered, 1).passed().build();
+    expect(run(unregistered, [pod])).toEqual({ kind: 'Wait', reason: 'KarpenterRegistration', attempt: 1, cleanup: [] });
+
+    const registered = aNode().tainted().inNodePool('default').registered().withState({ attempt: 1, failures: 0, phase: Phase.Verifying }).build();
+    expect(run(registered, [pod])).toMatchObject({ kind: 'Complete', open: true });
+  });
+
+  it('does not wait for registration on nodes Karpenter does not manage', () => {
+    const node = verifying(1);
+    expect(run(node, [aWorkerPod(node, 1).passed().build()])).toMatchObject({ kind: 'Complete', open: true });
+  });
+
+  it('records a failed attempt, backs off, keeps the newest failed pod and deletes older ones', () => {
+    const node = verifying(2);
+    const old = aWorkerPod(node, 1).checksFailed({ dns: 'x' }).build();
+    const pod = aWorkerPod(node, 2).checksFailed({ dns: 'SERVFAIL' }).build();
+    const action = run(node, [old, pod]);
+    expect(action).toMatchObject({
+      kind: 'Complete',
+      attempt: 2,
+      result: { outcome: Outcome.ChecksFailed, failedChecks: ['dns'], message: 'check failed: dns: SERVFAIL' },
+      state: { attempt: 2, failures: 2, phase: Phase.Backoff, nextAttemptAt: NOW + 20 * S, lastOutcome: Outcome.ChecksFailed },
+      open: false,
+      deletePod: false,
+      requeueAfterMs: 20 * S,
+    });
+    expect(names(action)).toEqual([podName(node, 1)]);
+  });
+
+  it('deletes failed pods at once when keepFailedPods is 0', () => {
+    const config = testConfig({ worker: { keepFailedPods: 0 } });
+    const node = verifying(1);
+    expect(run(node, [aWorkerPod(node, 1).checksFailed({ dns: 'x' }).build()], { config })).toMatchObject({ kind: 'Complete', deletePod: true });
+  });
+
+  it('always deletes a pod that never finished, whatever keepFailedPods says', () => {
+    const node = verifying(1);
+    const stuck = aWorkerPod(node, 1).createdAt(T0).unschedulable().build();
+    expect(run(node, [stuck], { now: T0 + 120 * S })).toMatchObject({
+      kind: 'Complete',
+      result: { outcome: Outcome.NotScheduled },
+      deletePod: true,
+    });
+  });
+
+  it('counts a worker pod that disappeared as a failed attempt', () => {
+    const node = verifying(1);
+    expect(run(node, [])).toMatchObject({
+      kind: 'Complete',
+      attempt: 1,
+      result: { outcome: Outcome.PodDeleted },
+      state: { failures: 1, phase: Phase.Backoff },
+      deletePod: false,
+    });
+    expect(run(node, [])).not.toHaveProperty('pod');
+  });
+
+  it('marks the node failed after 1 + maxRetries failed attempts, keeping the taint', () => {
+    const node = verifying(6, 5);
+    const action = run(node, [aWorkerPod(node, 6).checksFailed({ tcp: 'refused' }).build()]);
+    expect(action).toMatchObject({ kind: 'Complete', open: false, state: { attempt: 6, failures: 6, phase: Phase.Failed } });
+    expect(action).not.toHaveProperty('requeueAfterMs');
+    expect((action as { state: object }).state).not.toHaveProperty('nextAttemptAt');
+  });
+
+  it('with maxRetries 0, fails on the first failed attempt', () => {
+    const config = testConfig({ reconciliation: { maxRetries: 0 } });
+    const node = verifying(1);
+    expect(run(node, [aWorkerPod(node, 1).checksFailed({ dns: 'x' }).build()], { config })).toMatchObject({ state: { phase: Phase.Failed } });
+  });
+
+  it('removes unfinished pods of older attempts (orphans) and pods of another node UID', () => {
+    const node = verifying(3);
+    const orphan = aWorkerPod(node, 2).createdAt(T0).scheduledAt(T0).runningSince(T0).build();
+    const foreign = aWorkerPod(aNode().uid('old').build(), 1).build();
+    const current = aWorkerPod(node, 3).createdAt(T0).build();
+    const action = run(node, [orphan, foreign, current]);
+    expect(action).toMatchObject({ kind: 'Wait', reason: 'Scheduling', attempt: 3 });
+    expect(names(action).sort()).toEqual([foreign.metadata?.name, podName(node, 2)].sort());
+  });
+
+  it('ignores pods of other nodes and does not delete pods already being deleted', () => {
+    const node = verifying(1);
+    const other = aWorkerPod(aNode('node-2').build(), 1).build();
+    const going = aWorkerPod(aNode().uid('old').build(), 1).deleting().build();
+    expect(run(node, [other, going, aWorkerPod(node, 1).createdAt(T0).build()])).toMatchObject({ kind: 'Wait', cleanup: [] });
+  });
+});
+
+describe('decide: between attempts', () => {
+  it('waits out the backoff, computed from the stored time', () => {
+    const node = aNode().tainted().withState({ attempt: 2, failures: 2, phase: Phase.Backoff, nextAttemptAt: NOW + 15 * S }).build();
+    expect(run(node)).toEqual({ kind: 'Wait', reason: 'Backoff', requeueAfterMs: 15 * S, cleanup: [] });
+  });
+
+  it('launches the next attempt when the backoff is over, carrying the failure count', () => {
+    const node = aNode().tainted().withState({ attempt: 2, failures: 2, phase: Phase.Backoff, nextAttemptAt: NOW, lastOutcome: Outcome.ChecksFailed }).build();
+    const kept = aWorkerPod(node, 2).checksFailed({ dns: 'x' }).build();
+    expect(run(node, [kept])).toEqual({
+      kind: 'Launch',
+      attempt: 3,
+      podName: podName(node, 3),
+      state: { uid: 'uid-node-1', attempt: 3, failures: 2, phase: Phase.Verifying, lastOutcome: Outcome.ChecksFailed },
+      cleanup: [],
+      requeueAfterMs: defaults.worker.scheduleTimeout,
+    });
+  });
+
+  it('does nothing more for a failed node', () => {
+    const node = aNode().tainted().withState({ attempt: 6, failures: 6, phase: Phase.Failed }).build();
+    const kept = aWorkerPod(node, 6).checksFailed({ dns: 'x' }).build();
+    expect(run(node, [kept])).toEqual({ kind: 'Ignore', reason: 'Failed', cleanup: [] });
+  });
+});
+
+describe('backoffDelay', () => {
+  it.each([
+    [1, 10 * S],
+    [2, 20 * S],
+    [3, 40 * S],
+    [5, 160 * S],
+    [6, 300 * S],
+    [50, 300 * S],
+  ])('retry %d waits %d ms (10s x 2^(n-1), capped at 5m)', (failures, ms) => {
+    expect(backoffDelay(failures, defaults.reconciliation)).toBe(ms);
+  });
+
+  it('follows the configured factor', () => {
+    const r = testConfig({ reconciliation: { initialBackoff: '1s', backoffFactor: 3, maxBackoff: '1h' } }).reconciliation;
+    expect([1, 2, 3].map((n) => backoffDelay(n, r))).toEqual([1000, 3000, 9000]);
+  });
+});

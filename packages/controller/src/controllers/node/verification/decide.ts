@@ -1,0 +1,347 @@
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { Karpenter, PodAnnotation } from '../../../api/well-known.js';
+import type { ControllerConfig } from '../../../config/schema.js';
+import { annotation, isPodTerminal, label, nodeName, nodeTaints, nodeUid } from '../../../kube/objects.js';
+import { workerPodName } from './naming.js';
+import { evaluateWorkerPod } from './pod-result.js';
+import { Outcome, Phase, type AttemptResult, type VerificationState } from './types.js';
+
+/**
+ * The verification state machine, as one pure function: from the node, its worker pods, the time
+ * and the stored progress, decide the single next step. No I/O; the controller's executor applies
+ * the Action (controller.ts). Table tests: decide.test.ts. States and transitions:
+ * docs/architecture.md.
+ */
+
+export interface PodRef {
+  namespace: string;
+  name: string;
+}
+
+export type IgnoreReason =
+  /** The node is being deleted. */
+  | 'NodeDeleting'
+  /** The node carries the verified label. */
+  | 'Verified'
+  /** No verification taint and no verification of ours in progress. */
+  | 'NotCandidate'
+  /** Retries exhausted: the taint stays until remediation or `kube-node-ready verify`. */
+  | 'Failed';
+
+export type WaitReason =
+  | 'Scheduling'
+  | 'Starting'
+  | 'Running'
+  | 'Backoff'
+  | 'ConcurrencyLimit'
+  /** The worker passed, but Karpenter has not registered the node: it would put the taint back. */
+  | 'KarpenterRegistration';
+
+export type Action =
+  | { kind: 'Ignore'; reason: IgnoreReason; cleanup: PodRef[] }
+  | {
+      kind: 'Wait';
+      reason: WaitReason;
+      /** Undefined: wait for a watch event (or the resync). */
+      requeueAfterMs?: number;
+      /** The attempt being waited on, if any. */
+      attempt?: number;
+      /** Progress to write first: an in-flight pod newer than the stored state was found (adopted). */
+      persist?: VerificationState;
+      cleanup: PodRef[];
+    }
+  | {
+      kind: 'Launch';
+      attempt: number;
+      podName: string;
+      /** State to store once the pod exists. */
+      state: VerificationState;
+      cleanup: PodRef[];
+      requeueAfterMs: number;
+    }
+  | {
+      kind: 'Complete';
+      attempt: number;
+      /** The attempt's pod, when it still exists. */
+      pod?: PodRef;
+      result: AttemptResult;
+      state: VerificationState;
+      /** Passed: remove the verification taints and add the verified label in the same write. */
+      open: boolean;
+      /** Delete the attempt's pod once the result is stored (else it is kept for `kubectl logs`). */
+      deletePod: boolean;
+      cleanup: PodRef[];
+      requeueAfterMs?: number;
+    };
+
+export interface DecideContext {
+  /** Progress stored on the node (annotations), or in memory in dry-run mode. */
+  state: VerificationState | undefined;
+  /** Verifications in flight cluster-wide, not counting this node's. */
+  activeVerifications: number;
+}
+
+/** How often a node waiting for a free verification slot looks again (it is also woken when one frees). */
+export const CONCURRENCY_RECHECK_MS = 5_000;
+
+export function decide(
+  node: V1Node,
+  workerPods: readonly V1Pod[],
+  now: number,
+  config: ControllerConfig,
+  ctx: DecideContext,
+): Action {
+  const uid = nodeUid(node);
+  const { mine, foreign } = partitionPods(workerPods, node);
+  const state = ctx.state?.uid === uid ? ctx.state : undefined;
+  const keep = config.worker.keepFailedPods;
+
+  // 1. The node is going away: stop and remove every worker.
+  if (node.metadata?.deletionTimestamp) {
+    return { kind: 'Ignore', reason: 'NodeDeleting', cleanup: cleanup(mine, foreign, { keep: 0, all: true }) };
+  }
+
+  // 2. Verified: nothing to do but tidy up.
+  if (isVerified(node, config)) {
+    return { kind: 'Ignore', reason: 'Verified', cleanup: cleanup(mine, foreign, { keep: 0 }) };
+  }
+
+  // 3. Not a candidate: no verification taint and nothing of ours in progress.
+  if (!hasVerificationTaint(node, config) && !state && !config.nodeManagement.verifyUntaintedNodes) {
+    return { kind: 'Ignore', reason: 'NotCandidate', cleanup: cleanup(mine, foreign, { keep: 0 }) };
+  }
+
+  // 4. Retries exhausted: the taint stays; remediation (or a reset) takes it from here.
+  const latest = mine.at(-1);
+  const latestAttempt = latest ? podAttempt(latest) : 0;
+  if (state?.phase === Phase.Failed && latestAttempt <= state.attempt) {
+    return { kind: 'Ignore', reason: 'Failed', cleanup: cleanup(mine, foreign, { keep }) };
+  }
+
+  // 5. An attempt in flight: the stored one, or a pod newer than the stored state (created just
+  //    before a restart, before its state was written): follow it to its result.
+  const storedInFlight = state?.phase === Phase.Verifying ? state.attempt : 0;
+  const inFlight = Math.max(storedInFlight, latestAttempt > (state?.attempt ?? 0) ? latestAttempt : 0);
+  if (inFlight > 0) {
+    const pod = mine.find((p) => podAttempt(p) === inFlight);
+    return follow(node, pod, inFlight, state, { mine, foreign }, now, config);
+  }
+
+  // 6. Backing off after a failed attempt.
+  if (state?.phase === Phase.Backoff && state.nextAttemptAt !== undefined && now < state.nextAttemptAt) {
+    return { kind: 'Wait', reason: 'Backoff', requeueAfterMs: state.nextAttemptAt - now, cleanup: cleanup(mine, foreign, { keep }) };
+  }
+
+  // 7. Bounded concurrency, cluster-wide.
+  if (ctx.activeVerifications >= config.reconciliation.maxConcurrentVerifications) {
+    return { kind: 'Wait', reason: 'ConcurrencyLimit', requeueAfterMs: CONCURRENCY_RECHECK_MS, cleanup: cleanup(mine, foreign, { keep }) };
+  }
+
+  // 8. Start the next attempt. Its number is new even if the stored state was lost.
+  const attempt = Math.max(state?.attempt ?? 0, latestAttempt) + 1;
+  return {
+    kind: 'Launch',
+    attempt,
+    podName: workerPodName(nodeName(node), uid, attempt),
+    state: { ...carried(state, uid), attempt, phase: Phase.Verifying },
+    cleanup: cleanup(mine, foreign, { keep }),
+    requeueAfterMs: config.worker.scheduleTimeout,
+  };
+}
+
+/** Step 5: the attempt's pod decides: still going, finished, or gone. */
+function follow(
+  node: V1Node,
+  pod: V1Pod | undefined,
+  attempt: number,
+  state: VerificationState | undefined,
+  pods: { mine: V1Pod[]; foreign: V1Pod[] },
+  now: number,
+  config: ControllerConfig,
+): Action {
+  const uid = nodeUid(node);
+  const base: VerificationState = { ...carried(state, uid), attempt, phase: Phase.Verifying };
+  const behind = state?.attempt !== attempt || state.phase !== Phase.Verifying;
+  const keep = config.worker.keepFailedPods;
+
+  // 5a. The pod is gone (the caller confirmed it with a live read): a failed attempt.
+  if (!pod) {
+    const result: AttemptResult = {
+      outcome: Outcome.PodDeleted,
+      message: 'the worker pod disappeared before it reported a result',
+      failedChecks: [],
+      checks: [],
+    };
+    return complete(attempt, undefined, result, base, pods, now, config);
+  }
+
+  // 5b. Still scheduling, starting or running: wait for its next deadline.
+  const progress = evaluateWorkerPod(pod, now, config.worker);
+  if (!progress.done) {
+    return {
+      kind: 'Wait',
+      reason: progress.stage,
+      requeueAfterMs: progress.requeueAfterMs,
+      attempt,
+      ...(behind ? { persist: base } : {}),
+      cleanup: cleanup(pods.mine, pods.foreign, { keep, inFlight: attempt }),
+    };
+  }
+
+  // 5c. Passed, but Karpenter would re-add the taint until it has registered the node.
+  if (progress.result.outcome === Outcome.Passed && !karpenterRegistered(node)) {
+    return {
+      kind: 'Wait',
+      reason: 'KarpenterRegistration',
+      attempt,
+      ...(behind ? { persist: base } : {}),
+      cleanup: cleanup(pods.mine, pods.foreign, { keep, inFlight: attempt }),
+    };
+  }
+
+  // 5d. Finished: record the outcome.
+  return complete(attempt, pod, progress.result, base, pods, now, config);
+}
+
+function complete(
+  attempt: number,
+  pod: V1Pod | undefined,
+  result: AttemptResult,
+  base: VerificationState,
+  pods: { mine: V1Pod[]; foreign: V1Pod[] },
+  now: number,
+  config: ControllerConfig,
+): Action {
+  const passed = result.outcome === Outcome.Passed;
+  const state = passed ? passedState(base, now) : failedState(base, result, now, config);
+  const keep = passed ? 0 : config.worker.keepFailedPods;
+  // A pod that never finished (not scheduled / not started / over its deadline) is always removed.
+  const deletePod = pod !== undefined && (keep === 0 || !isPodTerminal(pod));
+  const others = pods.mine.filter((p) => p !== pod);
+  const keepOthers = deletePod || !pod ? keep : Math.max(0, keep - 1);
+  const action: Action = {
+    kind: 'Complete',
+    attempt,
+    result,
+    state,
+    open: passed,
+    deletePod,
+    cleanup: cleanup(others, pods.foreign, { keep: keepOthers }),
+  };
+  if (pod) action.pod = ref(pod);
+  if (state.phase === Phase.Backoff && state.nextAttemptAt !== undefined) action.requeueAfterMs = state.nextAttemptAt - now;
+  return action;
+}
+
+function passedState(base: VerificationState, now: number): VerificationState {
+  return { uid: base.uid, attempt: base.attempt, failures: 0, phase: Phase.Passed, lastOutcome: Outcome.Passed, verifiedAt: now };
+}
+
+function failedState(base: VerificationState, result: AttemptResult, now: number, config: ControllerConfig): VerificationState {
+  const failures = base.failures + 1;
+  const state: VerificationState = { uid: base.uid, attempt: base.attempt, failures, phase: Phase.Failed, lastOutcome: result.outcome };
+  if (base.verifiedAt !== undefined) state.verifiedAt = base.verifiedAt;
+  if (failures <= config.reconciliation.maxRetries) {
+    state.phase = Phase.Backoff;
+    state.nextAttemptAt = now + backoffDelay(failures, config.reconciliation);
+  }
+  return state;
+}
+
+/** Delay before retry number `failures` (1-based): initial x factor^(failures-1), capped. */
+export function backoffDelay(failures: number, r: ControllerConfig['reconciliation']): number {
+  const delay = r.initialBackoff * r.backoffFactor ** Math.max(0, failures - 1);
+  return Math.min(r.maxBackoff, Math.round(delay));
+}
+
+/** What a new attempt inherits: the failure count within this verification, and verifiedAt. */
+function carried(state: VerificationState | undefined, uid: string): VerificationState {
+  const sameVerification = state !== undefined && state.phase !== Phase.Passed;
+  const out: VerificationState = {
+    uid,
+    attempt: state?.attempt ?? 0,
+    failures: sameVerification ? state.failures : 0,
+    phase: Phase.Verifying,
+  };
+  if (state?.lastOutcome !== undefined) out.lastOutcome = state.lastOutcome;
+  if (state?.verifiedAt !== undefined) out.verifiedAt = state.verifiedAt;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Node predicates (exported for the controller's event filter and for remediation)
+
+export function isVerified(node: V1Node, config: ControllerConfig): boolean {
+  const { key, value } = config.nodeManagement.verifiedLabel;
+  return label(node, key) === value;
+}
+
+/** Any configured verification taint, matched by key and effect (the value is not ours to judge). */
+export function hasVerificationTaint(node: V1Node, config: ControllerConfig): boolean {
+  return nodeTaints(node).some((t) => isVerificationTaint(t, config));
+}
+
+export function isVerificationTaint(taint: { key: string; effect: string }, config: ControllerConfig): boolean {
+  return config.nodeManagement.taints.some((c) => c.key === taint.key && c.effect === taint.effect);
+}
+
+/** Karpenter-managed nodes (label karpenter.sh/nodepool) must carry karpenter.sh/registered=true. */
+export function karpenterRegistered(node: V1Node): boolean {
+  if (label(node, Karpenter.NodePoolLabel) === undefined) return true;
+  return label(node, Karpenter.RegisteredLabel) === 'true';
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker pods of a node
+
+/** Attempt number a worker pod was created for (0 if unreadable). */
+export function podAttempt(pod: V1Pod): number {
+  const n = Number(annotation(pod, PodAnnotation.Attempt));
+  return Number.isInteger(n) && n > 0 ? n : 0;
+}
+
+/**
+ * This node's worker pods (same name and UID, sorted by attempt), and pods left by an earlier node
+ * of the same name (other UID) or unreadable ones, which are only ever deleted.
+ */
+function partitionPods(pods: readonly V1Pod[], node: V1Node): { mine: V1Pod[]; foreign: V1Pod[] } {
+  const mine: V1Pod[] = [];
+  const foreign: V1Pod[] = [];
+  for (const pod of pods) {
+    if (annotation(pod, PodAnnotation.NodeName) !== nodeName(node)) continue;
+    if (annotation(pod, PodAnnotation.NodeUid) === nodeUid(node) && podAttempt(pod) > 0) mine.push(pod);
+    else foreign.push(pod);
+  }
+  mine.sort((a, b) => podAttempt(a) - podAttempt(b));
+  return { mine, foreign };
+}
+
+/**
+ * Pods to delete: foreign ones; unfinished pods of old attempts (orphans); finished ones beyond
+ * the newest `keep`. The in-flight attempt's pod is never touched.
+ */
+function cleanup(
+  mine: readonly V1Pod[],
+  foreign: readonly V1Pod[],
+  opts: { keep: number; inFlight?: number; all?: boolean },
+): PodRef[] {
+  if (opts.all) return refs([...mine, ...foreign].filter((p) => !p.metadata?.deletionTimestamp));
+  const doomed: V1Pod[] = [...foreign];
+  const finished: V1Pod[] = [];
+  for (const pod of mine) {
+    if (podAttempt(pod) === opts.inFlight) continue;
+    if (isPodTerminal(pod)) finished.push(pod);
+    else doomed.push(pod);
+  }
+  // `mine` is sorted by attempt: the newest finished pods are at the end.
+  doomed.push(...finished.slice(0, Math.max(0, finished.length - opts.keep)));
+  return refs(doomed.filter((p) => !p.metadata?.deletionTimestamp));
+}
+
+function ref(pod: V1Pod): PodRef {
+  return { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' };
+}
+
+function refs(pods: readonly V1Pod[]): PodRef[] {
+  return pods.map(ref);
+}

@@ -1,0 +1,130 @@
+import type { V1Node } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { aNode, DEFAULT_TAINT, testConfig } from '../../../testing/builders.js';
+import { applyJsonPatch, PatchTestFailed } from '../../../testing/json-patch.js';
+import { conditionPatch, escapePointer, nodePatch, taintsToRemove } from './node-patch.js';
+import { readState } from './state.js';
+import { Outcome, Phase, type VerificationState } from './types.js';
+
+const T0 = Date.UTC(2025, 0, 1);
+const config = testConfig();
+const CILIUM = { key: 'node.cilium.io/agent-not-ready', value: 'true', effect: 'NoSchedule' };
+const GPU = { key: 'nvidia.com/gpu', value: 'present', effect: 'NoSchedule' };
+const passed: VerificationState = { uid: 'uid-node-1', attempt: 1, failures: 0, phase: Phase.Passed, lastOutcome: Outcome.Passed, verifiedAt: T0 };
+
+function open(node: V1Node, state = passed): V1Node {
+  return applyJsonPatch(node, nodePatch({ node, config, state, open: true }));
+}
+
+describe('nodePatch: opening a node', () => {
+  it('removes only our taints, wherever they are, and keeps everyone else\'s in order', () => {
+    const node = aNode().withTaints(CILIUM, DEFAULT_TAINT, GPU, { ...DEFAULT_TAINT, effect: 'NoExecute' }).label('team', 'a').build();
+    const after = open(node);
+    expect(after.spec?.taints).toEqual([CILIUM, GPU, { ...DEFAULT_TAINT, effect: 'NoExecute' }]);
+    expect(after.metadata?.labels).toEqual({ team: 'a', 'node-ready/verified': 'true' });
+  });
+
+  it('removes several configured taints in one write, highest index first', () => {
+    const cfg = testConfig({ nodeManagement: { taints: [{ key: 'a/x', effect: 'NoSchedule' }, { key: 'b/y', effect: 'NoSchedule' }] } });
+    const node = aNode().withTaints({ key: 'a/x', value: '', effect: 'NoSchedule' }, CILIUM, { key: 'b/y', value: '1', effect: 'NoSchedule' }).build();
+    const ops = nodePatch({ node, config: cfg, state: passed, open: true });
+    expect(ops.filter((o) => o.op === 'remove').map((o) => o.path)).toEqual(['/spec/taints/2', '/spec/taints/0']);
+    expect(applyJsonPatch(node, ops).spec?.taints).toEqual([CILIUM]);
+  });
+
+  it('adds the verified label and stores the state, creating the maps a node may not have', () => {
+    const node = aNode().tainted().build();
+    delete node.metadata?.labels;
+    delete node.metadata?.annotations;
+    const after = open(node);
+    expect(after.metadata?.labels).toEqual({ 'node-ready/verified': 'true' });
+    expect(readState(after)).toEqual({ kind: 'ok', state: passed });
+    expect(after.spec?.taints).toEqual([]);
+  });
+
+  it('is refused when the taint list changed since the node was read (never removes by a stale index)', () => {
+    const read = aNode().withTaints(CILIUM, DEFAULT_TAINT).build();
+    const ops = nodePatch({ node: read, config, state: passed, open: true });
+    // Meanwhile the CNI agent removed its taint: our taint moved from index 1 to 0.
+    const live = aNode().withTaints(DEFAULT_TAINT).build();
+    expect(() => applyJsonPatch(live, ops)).toThrow(PatchTestFailed);
+  });
+
+  it('is refused when another writer moved our state on, or the node was re-created', () => {
+    const read = aNode().tainted().withState({ attempt: 1, failures: 0, phase: Phase.Verifying }).build();
+    const ops = nodePatch({ node: read, config, state: passed, open: true });
+    const movedOn = aNode().tainted().withState({ attempt: 2, failures: 1, phase: Phase.Verifying }).build();
+    const recreated = aNode().uid('other').tainted().withState({ attempt: 1, failures: 0, phase: Phase.Verifying, uid: 'uid-node-1' }).build();
+    expect(() => applyJsonPatch(movedOn, ops)).toThrow(/attempt/);
+    expect(() => applyJsonPatch(recreated, ops)).toThrow(/uid/);
+  });
+
+  it('is not disturbed by changes to fields it does not own', () => {
+    const read = aNode().withTaints(DEFAULT_TAINT, CILIUM).withState({ attempt: 1, failures: 0, phase: Phase.Verifying }).build();
+    const ops = nodePatch({ node: read, config, state: passed, open: true });
+    const live = structuredClone(read);
+    live.metadata!.resourceVersion = '999';
+    live.metadata!.labels = { ...live.metadata!.labels, 'topology.kubernetes.io/zone': 'a' };
+    live.spec!.taints!.push(GPU); // appended after ours: indexes of ours unchanged
+    live.status!.conditions = [{ type: 'Ready', status: 'True' }];
+    const after = applyJsonPatch(live, ops);
+    expect(after.spec?.taints).toEqual([CILIUM, GPU]);
+    expect(after.metadata?.labels).toEqual({ 'topology.kubernetes.io/zone': 'a', 'node-ready/verified': 'true' });
+    expect(after.status?.conditions).toEqual([{ type: 'Ready', status: 'True' }]);
+  });
+});
+
+describe('nodePatch: storing progress only', () => {
+  it('writes the whole state and removes fields the new state does not have', () => {
+    const node = aNode().tainted().withState({ attempt: 1, failures: 1, phase: Phase.Backoff, nextAttemptAt: T0 }).build();
+    const next: VerificationState = { uid: 'uid-node-1', attempt: 2, failures: 1, phase: Phase.Verifying, lastOutcome: Outcome.ChecksFailed };
+    const after = applyJsonPatch(node, nodePatch({ node, config, state: next, open: false }));
+    expect(readState(after)).toEqual({ kind: 'ok', state: next });
+    expect(after.metadata?.annotations).not.toHaveProperty('kube-node-ready.io/next-attempt-at');
+    expect(after.spec?.taints).toEqual([DEFAULT_TAINT]);
+    expect(after.metadata?.labels).toEqual({});
+  });
+
+  it('round-trips every field through the annotations', () => {
+    const state: VerificationState = { uid: 'uid-node-1', attempt: 12, failures: 3, phase: Phase.Backoff, nextAttemptAt: T0 + 61_000, lastOutcome: Outcome.NotStarted, verifiedAt: T0 };
+    const node = aNode().build();
+    expect(readState(applyJsonPatch(node, nodePatch({ node, config, state, open: false })))).toEqual({ kind: 'ok', state });
+  });
+
+  it('escapes JSON pointer segments', () => {
+    expect(escapePointer('kube-node-ready.io/attempt')).toBe('kube-node-ready.io~1attempt');
+    expect(escapePointer('a~b/c')).toBe('a~0b~1c');
+  });
+
+  it('names the taints it removes', () => {
+    expect(taintsToRemove(aNode().withTaints(CILIUM, DEFAULT_TAINT).build(), config)).toEqual(['node-ready/unverified=true:NoSchedule']);
+  });
+});
+
+describe('conditionPatch', () => {
+  const wanted = { type: 'kube-node-ready.io/NetworkVerified', status: 'False' as const, reason: 'ChecksFailed', message: 'dns: timeout' };
+
+  it('sets the condition with a transition time of now when it is new', () => {
+    expect(conditionPatch(aNode().build(), wanted, T0)).toEqual({
+      status: { conditions: [{ ...wanted, lastHeartbeatTime: '2025-01-01T00:00:00.000Z', lastTransitionTime: '2025-01-01T00:00:00.000Z' }] },
+    });
+  });
+
+  it('keeps the transition time when only the reason or message changes', () => {
+    const node = aNode().build();
+    node.status!.conditions = [{ ...wanted, message: 'older', lastTransitionTime: new Date(T0 - 60_000) }];
+    expect(conditionPatch(node, wanted, T0)?.status.conditions[0]?.lastTransitionTime).toBe('2024-12-31T23:59:00.000Z');
+  });
+
+  it('moves the transition time when the status changes', () => {
+    const node = aNode().build();
+    node.status!.conditions = [{ ...wanted, status: 'Unknown', lastTransitionTime: new Date(T0 - 60_000) }];
+    expect(conditionPatch(node, wanted, T0)?.status.conditions[0]?.lastTransitionTime).toBe('2025-01-01T00:00:00.000Z');
+  });
+
+  it('writes nothing when the node already says exactly this', () => {
+    const node = aNode().build();
+    node.status!.conditions = [{ ...wanted, lastTransitionTime: new Date(T0) }];
+    expect(conditionPatch(node, wanted, T0 + 5_000)).toBeUndefined();
+  });
+});

@@ -1,0 +1,137 @@
+import type { V1Node } from '@kubernetes/client-node';
+import { Annotation } from '../../../api/well-known.js';
+import type { ControllerConfig } from '../../../config/schema.js';
+import { annotation, nodeTaints, toMillis } from '../../../kube/objects.js';
+import { isVerificationTaint } from './decide.js';
+import { stateAnnotations } from './state.js';
+import type { VerificationState } from './types.js';
+
+/**
+ * Node writes as RFC 6902 JSON patches, computed from the node the decision was made on and
+ * guarded by `test` operations on exactly what the decision relied on:
+ *
+ *   - the node UID (the object was not deleted and re-created under the same name);
+ *   - each of our state annotations as we read it (no other leader moved the state on);
+ *   - each taint we remove, at its index (key and effect), removed from the highest index down.
+ *
+ * A failed test makes the API server refuse the whole patch (HTTP 422), the executor re-reads the
+ * node and decides again. Fields other writers own (their taints, labels, annotations, status)
+ * are never in the patch, so a concurrent kubelet status update or label change is no conflict.
+ */
+export type JsonPatchOp =
+  | { op: 'test'; path: string; value: unknown }
+  | { op: 'add'; path: string; value: unknown }
+  | { op: 'replace'; path: string; value: unknown }
+  | { op: 'remove'; path: string };
+
+export interface NodePatchInput {
+  node: V1Node;
+  config: ControllerConfig;
+  /** The progress to store. */
+  state: VerificationState;
+  /** The node passed: remove our taints, add the verified label. */
+  open: boolean;
+}
+
+export function nodePatch({ node, config, state, open }: NodePatchInput): JsonPatchOp[] {
+  const ops: JsonPatchOp[] = [...guards(node)];
+
+  if (open) {
+    const taints = nodeTaints(node);
+    const ours = taints.map((t, i) => ({ t, i })).filter(({ t }) => isVerificationTaint(t, config));
+    for (const { t, i } of ours) {
+      ops.push({ op: 'test', path: `/spec/taints/${i}/key`, value: t.key }, { op: 'test', path: `/spec/taints/${i}/effect`, value: t.effect });
+    }
+    for (const { i } of [...ours].reverse()) ops.push({ op: 'remove', path: `/spec/taints/${i}` });
+
+    const { key, value } = config.nodeManagement.verifiedLabel;
+    ops.push(...setMapEntries(node.metadata?.labels, '/metadata/labels', { [key]: value }));
+  }
+
+  ops.push(...setMapEntries(node.metadata?.annotations, '/metadata/annotations', stateAnnotations(state)));
+  return ops;
+}
+
+/** The taints a successful verification removes (for logs and events). */
+export function taintsToRemove(node: V1Node, config: ControllerConfig): string[] {
+  return nodeTaints(node)
+    .filter((t) => isVerificationTaint(t, config))
+    .map((t) => `${t.key}${t.value ? `=${t.value}` : ''}:${t.effect}`);
+}
+
+/** Tests that the node is the one we read and our state on it is what we read. */
+function guards(node: V1Node): JsonPatchOp[] {
+  const ops: JsonPatchOp[] = [{ op: 'test', path: '/metadata/uid', value: node.metadata?.uid ?? '' }];
+  for (const key of Object.values(Annotation)) {
+    const current = annotation(node, key);
+    if (current !== undefined) ops.push({ op: 'test', path: `/metadata/annotations/${escapePointer(key)}`, value: current });
+  }
+  return ops;
+}
+
+/** Sets (or, for null, removes) entries of a string map, creating the map if the object has none. */
+function setMapEntries(current: Record<string, string> | undefined, path: string, entries: Record<string, string | null>): JsonPatchOp[] {
+  const ops: JsonPatchOp[] = [];
+  if (current === undefined) {
+    const created = Object.fromEntries(Object.entries(entries).filter((e): e is [string, string] => e[1] !== null));
+    return Object.keys(created).length > 0 ? [{ op: 'add', path, value: created }] : [];
+  }
+  for (const [key, value] of Object.entries(entries)) {
+    const entryPath = `${path}/${escapePointer(key)}`;
+    if (value === null) {
+      if (key in current) ops.push({ op: 'remove', path: entryPath });
+    } else if (current[key] !== value) {
+      ops.push({ op: 'add', path: entryPath, value });
+    }
+  }
+  return ops;
+}
+
+/** RFC 6901: "~" -> "~0", "/" -> "~1". */
+export function escapePointer(segment: string): string {
+  return segment.replaceAll('~', '~0').replaceAll('/', '~1');
+}
+
+// ---------------------------------------------------------------------------------------------
+// The node condition (status subresource)
+
+export type ConditionStatus = 'True' | 'False' | 'Unknown';
+
+export interface ConditionInput {
+  type: string;
+  status: ConditionStatus;
+  reason: string;
+  message: string;
+}
+
+/**
+ * A strategic-merge patch for nodes/status that sets our one condition. Conditions merge by
+ * `type`, so the kubelet's conditions (and anyone else's) are untouched. lastTransitionTime only
+ * moves when the status changes. Undefined when the node already says exactly this.
+ */
+export interface ConditionPatch {
+  status: { conditions: Array<ConditionInput & { lastHeartbeatTime: string; lastTransitionTime: string }> };
+}
+
+export function conditionPatch(node: V1Node, wanted: ConditionInput, now: number): ConditionPatch | undefined {
+  const existing = node.status?.conditions?.find((c) => c.type === wanted.type);
+  if (existing && existing.status === wanted.status && existing.reason === wanted.reason && existing.message === wanted.message) {
+    return undefined;
+  }
+  const nowIso = new Date(now).toISOString();
+  const transition = existing && existing.status === wanted.status ? (toMillis(existing.lastTransitionTime) ?? now) : now;
+  return {
+    status: {
+      conditions: [
+        {
+          type: wanted.type,
+          status: wanted.status,
+          reason: wanted.reason,
+          message: wanted.message,
+          lastHeartbeatTime: nowIso,
+          lastTransitionTime: new Date(transition).toISOString(),
+        },
+      ],
+    },
+  };
+}

@@ -1,0 +1,80 @@
+import { describe, expect, it } from 'vitest';
+import { aNode, aWorkerPod, summaryText, testConfig } from '../../../testing/builders.js';
+import { evaluateWorkerPod, MAX_MESSAGE, RUN_GRACE_MS, type PodProgress } from './pod-result.js';
+import { Outcome } from './types.js';
+
+const T0 = Date.UTC(2025, 0, 1, 0, 0, 0);
+const S = 1000;
+const config = testConfig(); // scheduleTimeout 2m, startTimeout 3m, timeout 60s
+const node = aNode('node-1').tainted().build();
+const pod = () => aWorkerPod(node, 1).createdAt(T0);
+
+function outcome(progress: PodProgress): { outcome: string; message: string } | { waiting: string; requeueAfterMs: number } {
+  return progress.done
+    ? { outcome: progress.result.outcome, message: progress.result.message }
+    : { waiting: progress.stage, requeueAfterMs: progress.requeueAfterMs };
+}
+
+describe('evaluateWorkerPod: in progress, with the time left until its next deadline', () => {
+  it.each([
+    ['just created, not scheduled', pod().build(), T0 + 10 * S, { waiting: 'Scheduling', requeueAfterMs: 110 * S }],
+    ['unschedulable but within scheduleTimeout', pod().unschedulable().build(), T0 + 119 * S, { waiting: 'Scheduling', requeueAfterMs: S }],
+    ['scheduled, pulling its image', pod().scheduledAt(T0 + 5 * S).waiting('ContainerCreating').build(), T0 + 65 * S, { waiting: 'Starting', requeueAfterMs: 120 * S }],
+    ['running', pod().scheduledAt(T0).runningSince(T0 + 10 * S).build(), T0 + 20 * S, { waiting: 'Running', requeueAfterMs: 50 * S + RUN_GRACE_MS }],
+  ])('%s', (_name, p, now, expected) => {
+    expect(outcome(evaluateWorkerPod(p, now, config.worker))).toEqual(expected);
+  });
+});
+
+describe('evaluateWorkerPod: outcomes', () => {
+  it.each([
+    ['exit 0 with a passing summary', pod().scheduledAt(T0).passed(['dns', 'api']).build(), T0, Outcome.Passed, 'all checks passed in 24ms (dns, api)'],
+    [
+      'exit 1 naming the failed checks and their errors',
+      pod().scheduledAt(T0).checksFailed({ dns: 'kubernetes.default.svc.cluster.local: SERVFAIL from 10.96.0.10' }).build(),
+      T0,
+      Outcome.ChecksFailed,
+      'check failed: dns: kubernetes.default.svc.cluster.local: SERVFAIL from 10.96.0.10',
+    ],
+    ['several failed checks', pod().scheduledAt(T0).checksFailed({ dns: 'timeout', tcp: 'connection refused' }).build(), T0, Outcome.ChecksFailed, 'checks failed: dns: timeout; tcp: connection refused'],
+    ['exit 2: configuration error', pod().exited(2, summaryText([], { ok: false, error: 'checks.dns.names: expected a list' })).build(), T0, Outcome.WorkerError, 'the worker exited with code 2 (configuration error): checks.dns.names: expected a list'],
+    ['exit 3: internal error, unstructured message', pod().exited(3, 'TypeError: boom\n    at x').build(), T0, Outcome.WorkerError, 'the worker exited with code 3 (internal error): TypeError: boom'],
+    ['OOM killed', pod().exited(137, '', { reason: 'OOMKilled' }).build(), T0, Outcome.WorkerError, 'the worker exited with code 137 (OOMKilled)'],
+    ['exit 0 with a malformed summary', pod().exited(0, 'hello').build(), T0, Outcome.WorkerError, 'the worker exited with code 0 but its summary is unusable: termination message is not JSON: "hello"'],
+    ['exit 0 with no summary at all', pod().exited(0, '').build(), T0, Outcome.WorkerError, 'the worker exited with code 0 but its summary is unusable: empty termination message'],
+    ['exit 1 with a summary of the wrong version', pod().exited(1, '{"v":2}').build(), T0, Outcome.WorkerError, 'the worker exited with code 1 but its summary is unusable: unsupported summary version 2'],
+    ['exit 0 while the summary says failed', pod().exited(0, summaryText([{ name: 'dns', ok: false, durationMs: 1 }])).build(), T0, Outcome.WorkerError, "the worker's exit code 0 contradicts its summary (ok: false)"],
+    ['kubelet deadline', pod().scheduledAt(T0).runningSince(T0).failedWith('DeadlineExceeded', 'Pod was active on the node longer than the specified deadline').build(), T0, Outcome.DeadlineExceeded, 'the worker pod exceeded its activeDeadlineSeconds: Pod was active on the node longer than the specified deadline'],
+    ['evicted', pod().scheduledAt(T0).failedWith('Evicted', 'The node was low on resource: memory.').build(), T0, Outcome.PodDeleted, 'the worker pod was evicted (Evicted): The node was low on resource: memory.'],
+    ['rejected by the kubelet at admission', pod().failedWith('OutOfcpu', 'Node didn\'t have enough resource: cpu').build(), T0, Outcome.WorkerError, "the worker pod failed without a result: OutOfcpu: Node didn't have enough resource: cpu"],
+    ['being deleted before it finished', pod().scheduledAt(T0).runningSince(T0).deleting().build(), T0, Outcome.PodDeleted, 'the worker pod was deleted before it reported a result'],
+    ['not scheduled in time, with the scheduler\'s reason', pod().unschedulable('0/5 nodes are available: 5 node(s) didn\'t match Pod\'s node affinity/selector.').build(), T0 + 120 * S, Outcome.NotScheduled, "the worker pod was not scheduled within 2m: 0/5 nodes are available: 5 node(s) didn't match Pod's node affinity/selector."],
+    ['not started in time, with the kubelet\'s reason', pod().scheduledAt(T0).waiting('ImagePullBackOff', 'Back-off pulling image "x"').build(), T0 + 180 * S, Outcome.NotStarted, 'the worker container did not start within 3m of scheduling: ImagePullBackOff: Back-off pulling image "x"'],
+    ['running past worker.timeout (kubelet gone)', pod().scheduledAt(T0).runningSince(T0 + 10 * S).build(), T0 + 85 * S, Outcome.DeadlineExceeded, 'the worker was still running 1m15s after it started (worker.timeout 1m)'],
+  ])('%s', (_name, p, now, expected, message) => {
+    expect(outcome(evaluateWorkerPod(p, now, config.worker))).toEqual({ outcome: expected, message });
+  });
+
+  it('reports failed check names and every check for metrics', () => {
+    const progress = evaluateWorkerPod(pod().checksFailed({ dns: 'timeout', podnet: 'no answer' }, ['api', 'tcp']).build(), T0, config.worker);
+    expect(progress.done && progress.result.failedChecks).toEqual(['dns', 'podnet']);
+    expect(progress.done && progress.result.checks.map((c) => `${c.name}:${c.ok}`)).toEqual(['api:true', 'tcp:true', 'dns:false', 'podnet:false']);
+    expect(progress.done && progress.result.exitCode).toBe(1);
+  });
+
+  it('keeps the container start and finish times', () => {
+    const progress = evaluateWorkerPod(pod().passed(['dns'], { startedAt: T0 + 5 * S, finishedAt: T0 + 8 * S }).build(), T0, config.worker);
+    expect(progress.done && [progress.result.startedAt, progress.result.finishedAt]).toEqual([T0 + 5 * S, T0 + 8 * S]);
+  });
+
+  it('bounds the message, however long the errors are', () => {
+    const progress = evaluateWorkerPod(pod().checksFailed({ dns: 'x'.repeat(5000) }).build(), T0, config.worker);
+    expect(progress.done && progress.result.message.length).toBe(MAX_MESSAGE);
+  });
+
+  it('never throws on a pod without status', () => {
+    const p = pod().build();
+    delete p.status;
+    expect(evaluateWorkerPod(p, T0, config.worker)).toEqual({ done: false, stage: 'Scheduling', requeueAfterMs: 120 * S });
+  });
+});

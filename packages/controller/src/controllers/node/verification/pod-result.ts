@@ -1,0 +1,150 @@
+import type { V1ContainerStateTerminated, V1Pod } from '@kubernetes/client-node';
+import { ExitCode, formatDuration } from '@kube-node-ready/core';
+import { WorkerContainer } from '../../../api/well-known.js';
+import type { WorkerConfig } from '../../../config/schema.js';
+import { toMillis } from '../../../kube/objects.js';
+import { parseSummary } from './summary.js';
+import { Outcome, type AttemptResult } from './types.js';
+
+/**
+ * Reads a worker pod: still in progress (and until when we wait), or finished with an outcome.
+ * Pure: every deadline comes from timestamps on the pod and the injected `now`.
+ */
+export type PodProgress =
+  | { done: false; stage: 'Scheduling' | 'Starting' | 'Running'; requeueAfterMs: number }
+  | { done: true; result: AttemptResult };
+
+/** Time the worker gets beyond worker.timeout to write its summary and for the kubelet to report it. */
+export const RUN_GRACE_MS = 15_000;
+/** Longest message we put in an Event or a condition (both are shown by `kubectl describe`). */
+export const MAX_MESSAGE = 1024;
+
+/** Pod-level reasons (status.reason) that mean the pod was taken away rather than failing on its own. */
+const EVICTION_REASONS = new Set(['Evicted', 'Preempting', 'NodeShutdown', 'Terminated', 'NodeLost', 'Shutdown']);
+
+export function evaluateWorkerPod(pod: V1Pod, now: number, worker: WorkerConfig): PodProgress {
+  const status = pod.status ?? {};
+  const container = status.containerStatuses?.find((c) => c.name === WorkerContainer.Name);
+  const terminated = container?.state?.terminated;
+  const terminal = status.phase === 'Succeeded' || status.phase === 'Failed';
+
+  // 1. Deleted while not finished: the result will never come.
+  if (pod.metadata?.deletionTimestamp && !terminal && !terminated) {
+    return finished(Outcome.PodDeleted, 'the worker pod was deleted before it reported a result');
+  }
+
+  // 2. Pod-level failures the kubelet reports without (or before) a container result.
+  if (status.phase === 'Failed' && status.reason === 'DeadlineExceeded') {
+    return finished(Outcome.DeadlineExceeded, `the worker pod exceeded its activeDeadlineSeconds${suffix(status.message)}`, terminated);
+  }
+  if (status.phase === 'Failed' && status.reason && EVICTION_REASONS.has(status.reason)) {
+    return finished(Outcome.PodDeleted, `the worker pod was evicted (${status.reason})${suffix(status.message)}`, terminated);
+  }
+
+  // 3. The container finished: exit code and summary decide.
+  if (terminated) return fromTermination(terminated);
+  if (terminal) {
+    const why = status.reason ? `${status.reason}${suffix(status.message)}` : 'no container result was reported';
+    return finished(Outcome.WorkerError, `the worker pod ${status.phase === 'Failed' ? 'failed' : 'ended'} without a result: ${why}`);
+  }
+
+  // 4. Still pending or running: which deadline applies?
+  const created = toMillis(pod.metadata?.creationTimestamp) ?? now;
+  const scheduled = status.conditions?.find((c) => c.type === 'PodScheduled');
+  if (scheduled?.status !== 'True') {
+    const deadline = created + worker.scheduleTimeout;
+    if (now < deadline) return { done: false, stage: 'Scheduling', requeueAfterMs: deadline - now };
+    const why = scheduled?.message ? `: ${scheduled.message}` : '';
+    return finished(Outcome.NotScheduled, `the worker pod was not scheduled within ${formatDuration(worker.scheduleTimeout)}${why}`);
+  }
+
+  const running = container?.state?.running;
+  const startedAt = toMillis(running?.startedAt);
+  if (startedAt === undefined) {
+    const scheduledAt = toMillis(scheduled.lastTransitionTime) ?? created;
+    const deadline = scheduledAt + worker.startTimeout;
+    if (now < deadline) return { done: false, stage: 'Starting', requeueAfterMs: deadline - now };
+    const waiting = container?.state?.waiting;
+    const why = waiting?.reason ? `: ${waiting.reason}${suffix(waiting.message)}` : '';
+    return finished(Outcome.NotStarted, `the worker container did not start within ${formatDuration(worker.startTimeout)} of scheduling${why}`);
+  }
+
+  const deadline = startedAt + worker.timeout + RUN_GRACE_MS;
+  if (now < deadline) return { done: false, stage: 'Running', requeueAfterMs: deadline - now };
+  return finished(
+    Outcome.DeadlineExceeded,
+    `the worker was still running ${formatDuration(now - startedAt)} after it started (worker.timeout ${formatDuration(worker.timeout)})`,
+    undefined,
+    { startedAt },
+  );
+}
+
+const EXIT_MEANING: Record<number, string> = {
+  [ExitCode.CONFIG_ERROR]: 'configuration error',
+  [ExitCode.INTERNAL_ERROR]: 'internal error',
+  137: 'killed',
+  143: 'terminated',
+};
+
+function fromTermination(t: V1ContainerStateTerminated): PodProgress {
+  const code = t.exitCode;
+  const parsed = parseSummary(t.message ?? '');
+
+  // 1. Exit 0 and 1 are the worker's verdict: they must come with a readable, consistent summary.
+  if (code === ExitCode.OK || code === ExitCode.CHECK_FAILED) {
+    if (!parsed.ok) return finished(Outcome.WorkerError, `the worker exited with code ${code} but its summary is unusable: ${parsed.reason}`, t);
+    const { summary } = parsed;
+    const failed = summary.checks.filter((c) => !c.ok);
+    const passed = code === ExitCode.OK && summary.ok && failed.length === 0;
+    const failedVerdict = code === ExitCode.CHECK_FAILED && !summary.ok;
+    if (passed) {
+      const names = summary.checks.map((c) => c.name).join(', ') || 'no checks';
+      return finished(Outcome.Passed, `all checks passed in ${formatDuration(summary.durationMs)} (${names})`, t, { checks: summary.checks });
+    }
+    if (!failedVerdict) {
+      return finished(Outcome.WorkerError, `the worker's exit code ${code} contradicts its summary (ok: ${summary.ok})`, t, { checks: summary.checks });
+    }
+    const detail = failed.length > 0 ? failed.map((c) => `${c.name}: ${c.error ?? 'failed'}`).join('; ') : (summary.error ?? 'no check reported the failure');
+    return finished(Outcome.ChecksFailed, `${failed.length === 1 ? 'check' : 'checks'} failed: ${detail}`, t, {
+      checks: summary.checks,
+      failedChecks: failed.map((c) => c.name),
+    });
+  }
+
+  // 2. Any other exit: the worker could not do its job (configuration, internal error, killed).
+  const meaning = t.reason === 'OOMKilled' ? 'OOMKilled' : (EXIT_MEANING[code] ?? 'unexpected exit code');
+  const detail = parsed.ok ? (parsed.summary.error ?? '') : firstLine(t.message ?? '');
+  return finished(Outcome.WorkerError, `the worker exited with code ${code} (${meaning})${suffix(detail)}`, t, {
+    checks: parsed.ok ? parsed.summary.checks : [],
+  });
+}
+
+function finished(
+  outcome: Outcome,
+  message: string,
+  t?: V1ContainerStateTerminated,
+  extra: Partial<Pick<AttemptResult, 'checks' | 'failedChecks' | 'startedAt'>> = {},
+): PodProgress {
+  const result: AttemptResult = { outcome, message: bounded(message), failedChecks: [], checks: [], ...extra };
+  if (t) {
+    result.exitCode = t.exitCode;
+    const startedAt = toMillis(t.startedAt);
+    const finishedAt = toMillis(t.finishedAt);
+    if (startedAt !== undefined) result.startedAt = startedAt;
+    if (finishedAt !== undefined) result.finishedAt = finishedAt;
+  }
+  return { done: true, result };
+}
+
+function suffix(text: string | undefined): string {
+  return text ? `: ${text}` : '';
+}
+
+function firstLine(text: string): string {
+  return text.split('\n', 1)[0]?.trim() ?? '';
+}
+
+function bounded(text: string): string {
+  const line = text.replace(/\s+/g, ' ').trim();
+  return line.length <= MAX_MESSAGE ? line : `${line.slice(0, MAX_MESSAGE - 3)}...`;
+}

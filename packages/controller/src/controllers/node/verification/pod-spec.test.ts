@@ -1,0 +1,169 @@
+import type { V1Pod } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { aNode, testConfig } from '../../../testing/builders.js';
+import { workerPodName } from './naming.js';
+import {
+  activeDeadlineSeconds,
+  buildWorkerPod,
+  configHash,
+  workerArgs,
+  workerConfigDocument,
+  workerImage,
+  workerTolerations,
+  WORKER_POD_SELECTOR,
+} from './pod-spec.js';
+
+const LONG_NODE = `${'segment-'.repeat(31)}abcde`; // 253 characters
+const config = testConfig();
+
+function build(nodeName = 'ip-10-0-1-23.ec2.internal', cfg = config): V1Pod {
+  const node = aNode(nodeName).uid('5d2c1d8e-1111-2222-3333-444455556666').tainted().build();
+  return buildWorkerPod({ node, attempt: 2, podName: workerPodName(nodeName, 'u', 2), config: cfg, image: 'img:1', configHash: 'abc' });
+}
+
+const container = (pod: V1Pod) => pod.spec?.containers[0];
+
+describe('buildWorkerPod', () => {
+  it('pins the pod through the scheduler with a required nodeAffinity on metadata.name, never nodeName', () => {
+    const pod = build();
+    expect(pod.spec?.nodeName).toBeUndefined();
+    expect(pod.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms).toEqual([
+      { matchFields: [{ key: 'metadata.name', operator: 'In', values: ['ip-10-0-1-23.ec2.internal'] }] },
+    ]);
+  });
+
+  it('tolerates exactly our taints (any value), not-ready and unreachable (NoSchedule), then configured ones', () => {
+    const cfg = testConfig({
+      nodeManagement: { taints: [{ key: 'node-ready/unverified', value: 'true', effect: 'NoSchedule' }, { key: 'x/y', effect: 'NoExecute' }] },
+      worker: { tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'gpu', effect: 'NoSchedule' }] },
+    });
+    expect(workerTolerations(cfg)).toEqual([
+      { key: 'node-ready/unverified', operator: 'Exists', effect: 'NoSchedule' },
+      { key: 'x/y', operator: 'Exists', effect: 'NoExecute' },
+      { key: 'node.kubernetes.io/not-ready', operator: 'Exists', effect: 'NoSchedule' },
+      { key: 'node.kubernetes.io/unreachable', operator: 'Exists', effect: 'NoSchedule' },
+      { key: 'dedicated', operator: 'Equal', value: 'gpu', effect: 'NoSchedule' },
+    ]);
+    // No blanket toleration: other startup taints (a CNI agent's) keep the worker off until they go.
+    expect(build().spec?.tolerations?.every((t) => t.key)).toBe(true);
+  });
+
+  it('runs once, with a deadline, a priority class and the configured identity', () => {
+    const pod = build();
+    expect(pod.spec).toMatchObject({
+      restartPolicy: 'Never',
+      activeDeadlineSeconds: 60 + 180 + 15,
+      priorityClassName: 'system-node-critical',
+      serviceAccountName: 'kube-node-ready-worker',
+      automountServiceAccountToken: true,
+      hostNetwork: false,
+      dnsPolicy: 'ClusterFirst',
+    });
+    expect(pod.metadata?.namespace).toBe('kube-system');
+    expect(activeDeadlineSeconds(testConfig({ worker: { timeout: '10s', startTimeout: '1m' } }).worker)).toBe(85);
+  });
+
+  it('omits the priority class when configured empty', () => {
+    expect(build(undefined, testConfig({ worker: { priorityClassName: '' } })).spec).not.toHaveProperty('priorityClassName');
+  });
+
+  it('satisfies the restricted Pod Security Standard', () => {
+    const pod = build();
+    expect(pod.spec?.securityContext).toEqual({
+      runAsNonRoot: true,
+      runAsUser: 65532,
+      runAsGroup: 65532,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    expect(container(pod)?.securityContext).toEqual({
+      runAsNonRoot: true,
+      runAsUser: 65532,
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      privileged: false,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    expect(pod.spec?.volumes?.every((v) => v.configMap || v.emptyDir)).toBe(true); // no hostPath
+  });
+
+  it('gives the worker its identity through the downward API and a File termination message', () => {
+    const c = container(build());
+    expect(c?.env).toEqual([
+      { name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
+      { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+      { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+      { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+    ]);
+    expect(c).toMatchObject({ name: 'worker', image: 'img:1', imagePullPolicy: 'IfNotPresent', terminationMessagePath: '/dev/termination-log', terminationMessagePolicy: 'File' });
+    expect(c?.resources).toEqual({ requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '128Mi' } });
+  });
+
+  it('runs `kube-node-ready worker` on the mounted config with the overall timeout', () => {
+    expect(workerArgs(config.worker)).toEqual([
+      'worker',
+      '--config',
+      '/etc/kube-node-ready/worker.yaml',
+      '--timeout',
+      '1m',
+      '--termination-log',
+      '/dev/termination-log',
+      '--log-format',
+      'json',
+    ]);
+    const pod = build();
+    expect(container(pod)?.volumeMounts).toContainEqual({ name: 'config', mountPath: '/etc/kube-node-ready', readOnly: true });
+    expect(pod.spec?.volumes).toContainEqual({ name: 'config', configMap: { name: 'kube-node-ready-worker', items: [{ key: 'worker.yaml', path: 'worker.yaml' }] } });
+  });
+
+  it('labels the pod so `kubectl get pods -l` finds the workers of a node, and annotates the full identity', () => {
+    const pod = build();
+    expect(pod.metadata?.labels).toEqual({
+      'app.kubernetes.io/name': 'kube-node-ready',
+      'app.kubernetes.io/component': 'worker',
+      'app.kubernetes.io/managed-by': 'kube-node-ready-controller',
+      'kube-node-ready.io/node': 'ip-10-0-1-23.ec2.internal',
+      'kube-node-ready.io/attempt': '2',
+    });
+    expect(pod.metadata?.annotations).toEqual({
+      'kube-node-ready.io/node-name': 'ip-10-0-1-23.ec2.internal',
+      'kube-node-ready.io/node-uid': '5d2c1d8e-1111-2222-3333-444455556666',
+      'kube-node-ready.io/attempt': '2',
+      'kube-node-ready.io/config-hash': 'abc',
+    });
+    expect(WORKER_POD_SELECTOR).toBe('app.kubernetes.io/component=worker,app.kubernetes.io/managed-by=kube-node-ready-controller');
+  });
+
+  it('hashes a node label value that would be too long, keeping the full name in an annotation', () => {
+    const pod = build(LONG_NODE);
+    expect(LONG_NODE).toHaveLength(253);
+    expect(pod.metadata?.labels?.['kube-node-ready.io/node']?.length).toBeLessThanOrEqual(63);
+    expect(pod.metadata?.annotations?.['kube-node-ready.io/node-name']).toBe(LONG_NODE);
+    expect(pod.metadata?.name?.length).toBeLessThanOrEqual(63);
+  });
+
+  it('is owned by its Node (garbage-collected with it) without blocking the Node deletion', () => {
+    expect(build().metadata?.ownerReferences).toEqual([
+      { apiVersion: 'v1', kind: 'Node', name: 'ip-10-0-1-23.ec2.internal', uid: '5d2c1d8e-1111-2222-3333-444455556666', blockOwnerDeletion: false, controller: false },
+    ]);
+  });
+});
+
+describe('worker image and configuration', () => {
+  it.each([
+    [{ repository: 'r/kube-node-ready', tag: '', digest: '' }, 'r/kube-node-ready:1.2.3'],
+    [{ repository: 'r/kube-node-ready', tag: 'v9', digest: '' }, 'r/kube-node-ready:v9'],
+    [{ repository: 'r/kube-node-ready', tag: 'v9', digest: `sha256:${'a'.repeat(64)}` }, `r/kube-node-ready@sha256:${'a'.repeat(64)}`],
+  ])('%j -> %s', (image, expected) => {
+    expect(workerImage(image, '1.2.3')).toBe(expected);
+  });
+
+  it('writes worker.checks verbatim and hashes it', () => {
+    const checks = { dns: { names: ['kubernetes.default.svc.cluster.local'], timeout: '2s' }, podnet: { enabled: false } };
+    const doc = workerConfigDocument(testConfig({ worker: { checks } }).worker);
+    expect(parseYaml(doc)).toEqual(checks);
+    expect(configHash(doc)).toMatch(/^[0-9a-f]{16}$/);
+    expect(configHash(doc)).not.toBe(configHash(workerConfigDocument(config.worker)));
+  });
+});

@@ -1,0 +1,184 @@
+import type { V1Node, V1Pod, V1Toleration } from '@kubernetes/client-node';
+import { formatDuration } from '@kube-node-ready/core';
+import { stringify as toYaml } from 'yaml';
+import {
+  NODE_NOT_READY_TAINT,
+  NODE_UNREACHABLE_TAINT,
+  PodAnnotation,
+  PodLabel,
+  PodLabelValue,
+  WorkerContainer,
+} from '../../../api/well-known.js';
+import type { ControllerConfig, WorkerConfig } from '../../../config/schema.js';
+import { nodeName, nodeUid } from '../../../kube/objects.js';
+import { nodeLabelValue, shortHash } from './naming.js';
+import { RUN_GRACE_MS } from './pod-result.js';
+
+/**
+ * The worker Pod for one attempt on one node. Pinned through the scheduler with a required
+ * nodeAffinity on the node's metadata.name (not spec.nodeName, which bypasses the scheduler and
+ * so every other taint and admission check: ADR 0001).
+ */
+export interface WorkerPodInput {
+  node: V1Node;
+  attempt: number;
+  podName: string;
+  config: ControllerConfig;
+  /** Fully resolved image reference (workerImage()). */
+  image: string;
+  /** configHash() of the worker ConfigMap content the pod will read. */
+  configHash: string;
+}
+
+const CONFIG_VOLUME = 'config';
+const TMP_VOLUME = 'tmp';
+
+export function buildWorkerPod(input: WorkerPodInput): V1Pod {
+  const { node, attempt, podName, config, image, configHash } = input;
+  const worker = config.worker;
+  const name = nodeName(node);
+
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: podName,
+      namespace: worker.namespace,
+      labels: workerPodLabels(name, attempt),
+      annotations: {
+        [PodAnnotation.NodeName]: name,
+        [PodAnnotation.NodeUid]: nodeUid(node),
+        [PodAnnotation.Attempt]: String(attempt),
+        [PodAnnotation.ConfigHash]: configHash,
+      },
+      // Garbage-collected with its Node; never blocks the Node's deletion.
+      ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name, uid: nodeUid(node), blockOwnerDeletion: false, controller: false }],
+    },
+    spec: {
+      affinity: {
+        nodeAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: {
+            nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: [name] }] }],
+          },
+        },
+      },
+      tolerations: workerTolerations(config),
+      restartPolicy: 'Never',
+      activeDeadlineSeconds: activeDeadlineSeconds(worker),
+      terminationGracePeriodSeconds: 10,
+      ...(worker.priorityClassName ? { priorityClassName: worker.priorityClassName } : {}),
+      serviceAccountName: worker.serviceAccountName,
+      automountServiceAccountToken: true, // the api check authenticates with it
+      enableServiceLinks: false,
+      dnsPolicy: 'ClusterFirst', // the dns check must see the node's view of cluster DNS
+      hostNetwork: false, // the pod network is what we verify
+      ...(worker.imagePullSecrets.length > 0 ? { imagePullSecrets: worker.imagePullSecrets.map((s) => ({ name: s })) } : {}),
+      securityContext: {
+        runAsNonRoot: true,
+        runAsUser: WorkerContainer.RunAsUser,
+        runAsGroup: WorkerContainer.RunAsUser,
+        seccompProfile: { type: 'RuntimeDefault' },
+      },
+      containers: [
+        {
+          name: WorkerContainer.Name,
+          image,
+          imagePullPolicy: worker.imagePullPolicy,
+          args: workerArgs(worker),
+          env: [
+            { name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
+            { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+            { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+            { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+          ],
+          resources: { requests: { ...worker.resources.requests }, limits: { ...worker.resources.limits } },
+          securityContext: {
+            runAsNonRoot: true,
+            runAsUser: WorkerContainer.RunAsUser,
+            readOnlyRootFilesystem: true,
+            allowPrivilegeEscalation: false,
+            privileged: false,
+            capabilities: { drop: ['ALL'] },
+            seccompProfile: { type: 'RuntimeDefault' },
+          },
+          terminationMessagePath: WorkerContainer.TerminationMessagePath,
+          terminationMessagePolicy: 'File',
+          volumeMounts: [
+            { name: CONFIG_VOLUME, mountPath: WorkerContainer.ConfigDir, readOnly: true },
+            { name: TMP_VOLUME, mountPath: '/tmp' },
+          ],
+        },
+      ],
+      volumes: [
+        { name: CONFIG_VOLUME, configMap: { name: worker.configMapName, items: [{ key: WorkerContainer.ConfigFile, path: WorkerContainer.ConfigFile }] } },
+        { name: TMP_VOLUME, emptyDir: { medium: 'Memory', sizeLimit: '16Mi' } },
+      ],
+    },
+  };
+}
+
+/** Labels that find the workers of a node: `kubectl get pods -l kube-node-ready.io/node=NODE`. */
+export function workerPodLabels(node: string, attempt: number): Record<string, string> {
+  return {
+    [PodLabel.Name]: PodLabelValue.Name,
+    [PodLabel.Component]: PodLabelValue.Component,
+    [PodLabel.ManagedBy]: PodLabelValue.ManagedBy,
+    [PodLabel.Node]: nodeLabelValue(node),
+    [PodLabel.Attempt]: String(attempt),
+  };
+}
+
+/** Selector of every worker pod this controller creates (for its pod informer). */
+export const WORKER_POD_SELECTOR = `${PodLabel.Component}=${PodLabelValue.Component},${PodLabel.ManagedBy}=${PodLabelValue.ManagedBy}`;
+
+/**
+ * The verification taints (any value), the node lifecycle taints a fresh node carries while its
+ * kubelet or CNI comes up, then the user's extra tolerations.
+ */
+export function workerTolerations(config: ControllerConfig): V1Toleration[] {
+  const tolerations: V1Toleration[] = config.nodeManagement.taints.map((t) => ({ key: t.key, operator: 'Exists', effect: t.effect }));
+  tolerations.push(
+    { key: NODE_NOT_READY_TAINT, operator: 'Exists', effect: 'NoSchedule' },
+    { key: NODE_UNREACHABLE_TAINT, operator: 'Exists', effect: 'NoSchedule' },
+  );
+  for (const t of config.worker.tolerations) tolerations.push({ ...t });
+  return tolerations;
+}
+
+/**
+ * The kubelet's backstop deadline, counted from the pod's start (before the image pull):
+ * start time + run time + grace. The controller applies tighter deadlines itself (pod-result.ts).
+ */
+export function activeDeadlineSeconds(worker: WorkerConfig): number {
+  return Math.ceil((worker.startTimeout + worker.timeout + RUN_GRACE_MS) / 1000);
+}
+
+/** `kube-node-ready worker ...` (the image's entrypoint is the kube-node-ready binary). */
+export function workerArgs(worker: WorkerConfig): string[] {
+  return [
+    'worker',
+    '--config',
+    `${WorkerContainer.ConfigDir}/${WorkerContainer.ConfigFile}`,
+    '--timeout',
+    formatDuration(worker.timeout),
+    '--termination-log',
+    WorkerContainer.TerminationMessagePath,
+    '--log-format',
+    'json',
+  ];
+}
+
+/** `repository@digest`, else `repository:tag`, the tag defaulting to the controller's version. */
+export function workerImage(image: WorkerConfig['image'], controllerVersion: string): string {
+  if (image.digest) return `${image.repository}@${image.digest}`;
+  return `${image.repository}:${image.tag || controllerVersion}`;
+}
+
+/** The worker ConfigMap's `worker.yaml`: worker.checks, verbatim. */
+export function workerConfigDocument(worker: WorkerConfig): string {
+  return toYaml(worker.checks);
+}
+
+export function configHash(document: string): string {
+  return shortHash(document, 16);
+}

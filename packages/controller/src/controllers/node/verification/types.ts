@@ -1,0 +1,59 @@
+import type { CheckSummary } from './summary.js';
+
+/** How one worker attempt ended. Each has its own Event reason and condition reason. */
+export const Outcome = {
+  /** Every check passed. */
+  Passed: 'Passed',
+  /** The worker ran and one or more checks failed (exit 1 with a summary). */
+  ChecksFailed: 'ChecksFailed',
+  /** The worker could not do its job: configuration / internal error, crash, OOM, unreadable summary. */
+  WorkerError: 'WorkerError',
+  /** The pod was not scheduled within worker.scheduleTimeout. */
+  NotScheduled: 'NotScheduled',
+  /** The pod was scheduled but its container did not start within worker.startTimeout. */
+  NotStarted: 'NotStarted',
+  /** The worker ran longer than worker.timeout (or hit activeDeadlineSeconds). */
+  DeadlineExceeded: 'DeadlineExceeded',
+  /** The pod disappeared, was deleted or evicted before it reported a result. */
+  PodDeleted: 'PodDeleted',
+} as const;
+export type Outcome = (typeof Outcome)[keyof typeof Outcome];
+export const OUTCOMES: readonly Outcome[] = Object.values(Outcome);
+
+export interface AttemptResult {
+  outcome: Outcome;
+  /** One line for humans: names the failed checks and their first errors. */
+  message: string;
+  /** Names of failed checks (ChecksFailed), in the worker's order. */
+  failedChecks: string[];
+  /** Every check of the summary, for per-check metrics (empty when there is no summary). */
+  checks: CheckSummary[];
+  exitCode?: number;
+  /** When the worker container started / finished (ms), where known. */
+  startedAt?: number;
+  finishedAt?: number;
+}
+
+/** Where a node is in its verification. Persisted in annotations (api/well-known.ts). */
+export const Phase = {
+  Verifying: 'Verifying',
+  Backoff: 'Backoff',
+  Passed: 'Passed',
+  Failed: 'Failed',
+} as const;
+export type Phase = (typeof Phase)[keyof typeof Phase];
+
+export interface VerificationState {
+  /** The Node UID this state was written for. */
+  uid: string;
+  /** Latest attempt started (1-based, never reused for this node UID). */
+  attempt: number;
+  /** Consecutive failed attempts in the current verification. */
+  failures: number;
+  phase: Phase;
+  /** Phase Backoff: no new attempt before this time (ms). */
+  nextAttemptAt?: number;
+  lastOutcome?: Outcome;
+  /** Set when the node passed (kept across later re-verifications: "was ever verified"). */
+  verifiedAt?: number;
+}
