@@ -1,0 +1,168 @@
+import type { Clock, Timer } from '../clock.js';
+import { controllerRateLimiter, type RateLimiter } from './rate-limiter.js';
+
+/**
+ * A work queue with client-go `util/workqueue` semantics:
+ *
+ *   - an item is queued at most once (dirty set), however often it is added;
+ *   - an item being processed is never handed to a second worker: adds during processing are
+ *     remembered and the item is queued again when the worker calls done();
+ *   - addAfter() delays an add (the earliest of several delays wins), on the injected clock;
+ *   - addRateLimited() delays by the rate limiter (per-item exponential backoff and a global
+ *     token bucket); forget() resets an item's backoff once it was processed successfully;
+ *   - shutDown() stops accepting items; items already queued are still handed out, and
+ *     shutDownWithDrain() resolves once every handed-out item is done.
+ */
+export interface QueueObserver {
+  /** Called whenever the number of queued (not yet handed out) items changes. */
+  depth?(n: number): void;
+  added?(): void;
+  retried?(): void;
+}
+
+export interface WorkQueueOptions<K> {
+  clock: Clock;
+  rateLimiter?: RateLimiter<K>;
+  observer?: QueueObserver;
+}
+
+export class WorkQueue<K = string> {
+  private readonly clock: Clock;
+  private readonly limiter: RateLimiter<K>;
+  private readonly observer: QueueObserver;
+
+  /** FIFO of items ready to be handed out. */
+  private queue: K[] = [];
+  /** Items that need processing (queued, or re-added while being processed). */
+  private readonly dirty = new Set<K>();
+  /** Items handed out and not yet done. */
+  private readonly processing = new Set<K>();
+  /** Delayed adds: the earliest due time per item. */
+  private readonly waiting = new Map<K, { at: number; timer: Timer }>();
+  private getters: Array<(item: K | undefined) => void> = [];
+  private drainWaiters: Array<() => void> = [];
+  private stopped = false;
+
+  constructor(opts: WorkQueueOptions<K>) {
+    this.clock = opts.clock;
+    this.limiter = opts.rateLimiter ?? controllerRateLimiter<K>(opts.clock);
+    this.observer = opts.observer ?? {};
+  }
+
+  add(item: K): void {
+    if (this.stopped || this.dirty.has(item)) return;
+    this.observer.added?.();
+    this.dirty.add(item);
+    if (this.processing.has(item)) return; // queued again by done()
+    this.enqueue(item);
+  }
+
+  addAfter(item: K, delayMs: number): void {
+    if (this.stopped) return;
+    if (delayMs <= 0) return this.add(item);
+    const at = this.clock.now() + delayMs;
+    const existing = this.waiting.get(item);
+    if (existing && existing.at <= at) return;
+    existing?.timer.cancel();
+    const timer = this.clock.setTimer(delayMs, () => {
+      this.waiting.delete(item);
+      this.add(item);
+    });
+    this.waiting.set(item, { at, timer });
+  }
+
+  addRateLimited(item: K): void {
+    this.observer.retried?.();
+    this.addAfter(item, this.limiter.when(item));
+  }
+
+  forget(item: K): void {
+    this.limiter.forget(item);
+  }
+
+  numRequeues(item: K): number {
+    return this.limiter.numRequeues(item);
+  }
+
+  /** The next item, once one is queued; undefined when the queue is shut down and empty. */
+  get(): Promise<K | undefined> {
+    const item = this.take();
+    if (item !== undefined || this.stopped) return Promise.resolve(item);
+    return new Promise((resolve) => this.getters.push(resolve));
+  }
+
+  done(item: K): void {
+    this.processing.delete(item);
+    if (this.dirty.has(item)) this.enqueue(item);
+    else if (this.stopped && this.processing.size === 0 && this.queue.length === 0) this.notifyDrained();
+  }
+
+  /** Queued items, not counting delayed or in-process ones (client-go Len). */
+  len(): number {
+    return this.queue.length;
+  }
+
+  /** Items handed out and not yet done. */
+  inProcess(): number {
+    return this.processing.size;
+  }
+
+  /** Delayed adds not yet due. */
+  delayed(): number {
+    return this.waiting.size;
+  }
+
+  get shuttingDown(): boolean {
+    return this.stopped;
+  }
+
+  shutDown(): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    for (const { timer } of this.waiting.values()) timer.cancel();
+    this.waiting.clear();
+    if (this.queue.length === 0) {
+      const getters = this.getters;
+      this.getters = [];
+      for (const resolve of getters) resolve(undefined);
+    }
+    if (this.processing.size === 0 && this.queue.length === 0) this.notifyDrained();
+  }
+
+  /** Shuts down, then resolves when every queued and handed-out item is done. */
+  shutDownWithDrain(): Promise<void> {
+    this.shutDown();
+    if (this.processing.size === 0 && this.queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push(resolve));
+  }
+
+  private enqueue(item: K): void {
+    const getter = this.getters.shift();
+    if (getter) {
+      this.handOut(item);
+      getter(item);
+      return;
+    }
+    this.queue.push(item);
+    this.observer.depth?.(this.queue.length);
+  }
+
+  private take(): K | undefined {
+    if (this.queue.length === 0) return undefined;
+    const item = this.queue.shift() as K;
+    this.observer.depth?.(this.queue.length);
+    this.handOut(item);
+    return item;
+  }
+
+  private handOut(item: K): void {
+    this.processing.add(item);
+    this.dirty.delete(item);
+  }
+
+  private notifyDrained(): void {
+    const waiters = this.drainWaiters;
+    this.drainWaiters = [];
+    for (const resolve of waiters) resolve();
+  }
+}
