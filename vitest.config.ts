@@ -17,6 +17,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'unit',
+          sequence: { groupOrder: 0 },
           include: ['packages/*/src/**/*.test.ts', 'test/unit/**/*.test.ts'],
           exclude: ['**/*.sandbox.test.ts', '**/node_modules/**'],
         },
@@ -25,6 +26,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'sandbox',
+          sequence: { groupOrder: 1 },
           include: ['packages/*/src/**/*.sandbox.test.ts', 'test/**/*.sandbox.test.ts'],
           globalSetup: ['test/global-setup.ts'],
           testTimeout: 120_000,
