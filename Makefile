@@ -62,7 +62,8 @@ unit: $(STAMP) ## Fast tests: pure logic and real loopback servers
 
 .PHONY: test
 test: deps sandbox-bins build typecheck lint ## Everything: typecheck, lint, unit and sandbox tests
-	vitest run
+	vitest run --reporter=default --reporter=json --outputFile.json=.test-results.json
+	@node scripts/test-summary.mjs .test-results.json
 
 .PHONY: sandbox-up
 sandbox-up: deps sandbox-bins build ## Start the sandbox in the background (NODES=n simulated nodes); kubeconfig in .sandbox/kubeconfig
