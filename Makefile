@@ -48,6 +48,17 @@ dist/kube-node-ready.mjs dist/sandbox.mjs: $(STAMP) $(SRC) scripts/bundle.mjs
 .PHONY: build
 build: dist/kube-node-ready.mjs ## Bundle the kube-node-ready CLI and the sandbox into dist/
 
+.PHONY: dist
+dist: build ## Assemble dist/image/: exactly what the container image copies
+	node scripts/dist.mjs
+
+IMAGE ?= kube-node-ready:dev
+PLATFORMS ?= linux/amd64,linux/arm64
+.PHONY: docker-build
+docker-build: ## Build the multi-arch image with docker buildx (needs a Docker engine; IMAGE=..., PLATFORMS=...)
+	docker buildx build --platform $(PLATFORMS) --build-arg VERSION=$$(node -p "require('./packages/cli/package.json').version") \
+	  --build-arg COMMIT=$$(git rev-parse --short=12 HEAD) -t $(IMAGE) .
+
 .PHONY: typecheck
 typecheck: $(STAMP) ## TypeScript strict typecheck of every package
 	tsc -p tsconfig.json

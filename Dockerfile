@@ -1,0 +1,31 @@
+# syntax=docker/dockerfile:1.7
+# One image for the controller and the worker. The bundle is plain JavaScript, so the build stage
+# runs once on the build platform and the final stage is per target platform (amd64/arm64):
+#   make docker-build IMAGE=ghcr.io/you/kube-node-ready:1.0.0
+ARG NODE_IMAGE=node:24-bookworm-slim
+ARG RUNTIME_IMAGE=gcr.io/distroless/nodejs24-debian12:nonroot
+
+FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS build
+WORKDIR /src
+COPY package.json package-lock.json .npmrc ./
+COPY packages/core/package.json packages/core/
+COPY packages/worker/package.json packages/worker/
+COPY packages/controller/package.json packages/controller/
+COPY packages/sandbox/package.json packages/sandbox/
+COPY packages/cli/package.json packages/cli/
+# The image's own Node 24 builds; the `node` devDependency's download is not needed here.
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY scripts scripts
+COPY packages packages
+ARG VERSION=dev
+ARG COMMIT=unknown
+RUN KNR_VERSION=${VERSION} KNR_COMMIT=${COMMIT} node scripts/bundle.mjs && node scripts/dist.mjs
+
+FROM ${RUNTIME_IMAGE}
+LABEL org.opencontainers.image.title="kube-node-ready" \
+      org.opencontainers.image.description="Verifies a new node's network from its pod network before opening it to workloads" \
+      org.opencontainers.image.licenses="Apache-2.0"
+COPY --from=build /src/dist/image /app
+# Non-root, nothing written at run time: works with readOnlyRootFilesystem.
+USER 65532:65532
+ENTRYPOINT ["/nodejs/bin/node", "--enable-source-maps", "/app/kube-node-ready.mjs"]
