@@ -1,0 +1,39 @@
+/**
+ * Reasons of the Kubernetes Events this controller emits, on the Node (`kubectl describe node`).
+ * One constant each; docs/architecture.md lists them with their meaning.
+ */
+export const EventType = { Normal: 'Normal', Warning: 'Warning' } as const;
+export type EventType = (typeof EventType)[keyof typeof EventType];
+
+export const Reason = {
+  /** A worker attempt started (message: attempt n of m, pod name). */
+  VerificationStarted: 'VerificationStarted',
+  /** Every check passed; the taint was removed and the verified label added. */
+  VerificationPassed: 'VerificationPassed',
+  /** The worker ran and named failed checks. */
+  VerificationChecksFailed: 'VerificationChecksFailed',
+  /** The worker could not run its checks (config / internal error, crash, unreadable summary). */
+  VerificationWorkerError: 'VerificationWorkerError',
+  /** The worker pod was not scheduled within worker.scheduleTimeout. */
+  VerificationWorkerNotScheduled: 'VerificationWorkerNotScheduled',
+  /** The worker container did not start within worker.startTimeout. */
+  VerificationWorkerNotStarted: 'VerificationWorkerNotStarted',
+  /** The worker ran past its deadline. */
+  VerificationDeadlineExceeded: 'VerificationDeadlineExceeded',
+  /** The worker pod was deleted or evicted before reporting. */
+  VerificationWorkerPodDeleted: 'VerificationWorkerPodDeleted',
+  /** Retries exhausted: the node stays tainted and is marked failed. */
+  VerificationFailed: 'VerificationFailed',
+  /** Passed, but waiting for karpenter.sh/registered=true before removing the taint. */
+  AwaitingKarpenterRegistration: 'AwaitingKarpenterRegistration',
+  /** Dry run: the node passed and would have been opened. */
+  DryRunWouldOpenNode: 'DryRunWouldOpenNode',
+
+  // Remediation (issue 5), reserved here so every reason lives in one module.
+  RemediationNodeClaimDeleted: 'RemediationNodeClaimDeleted',
+  RemediationNodeDeleted: 'RemediationNodeDeleted',
+  RemediationSkipped: 'RemediationSkipped',
+  RemediationBlocked: 'RemediationBlocked',
+  RemediationDryRun: 'RemediationDryRun',
+} as const;
+export type Reason = (typeof Reason)[keyof typeof Reason];

@@ -1,0 +1,243 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import {
+  AttemptStatus,
+  Buckets,
+  CheckResult,
+  KNOWN_CHECKS,
+  LabelName,
+  MetricName,
+  NodeStatus,
+  RemediationAction,
+  RemediationBlockReason,
+  RemediationResult,
+  WatchedResource,
+  WorkerPodStatus,
+} from './names.js';
+import { OUTCOMES } from '../controllers/node/verification/types.js';
+
+/**
+ * Every metric of the controller, registered on an injected Registry (no global registry), with
+ * series of known label values pre-set to 0 so dashboards and alerts see them from the start.
+ * Per-node series are removed with forgetNode() when the node goes away.
+ */
+export interface MetricsOptions {
+  version: string;
+  commit: string;
+  /** Counts worker pods by status at scrape time (from the informer cache). */
+  workerPods?: () => Record<WorkerPodStatus, number>;
+}
+
+const L = LabelName;
+
+export class ControllerMetrics {
+  readonly verificationStatus: Gauge<typeof L.Node | typeof L.Status>;
+  readonly verificationDuration: Histogram<typeof L.Status>;
+  readonly verificationsTotal: Counter<typeof L.Status>;
+  readonly workerPods: Gauge<typeof L.Status>;
+  readonly retryAttemptsTotal: Counter<typeof L.Node>;
+  readonly controllerHealthy: Gauge;
+  readonly reconcileErrorsTotal: Counter;
+  readonly attemptOutcomesTotal: Counter<typeof L.Outcome>;
+  readonly creationToTaintRemoval: Histogram;
+  readonly checkFailuresTotal: Counter<typeof L.Check>;
+  readonly checkDuration: Histogram<typeof L.Check | typeof L.Result>;
+  readonly activeVerifications: Gauge;
+  readonly reconcileDuration: Histogram<typeof L.Result>;
+  readonly queueDepth: Gauge;
+  readonly queueAddsTotal: Counter;
+  readonly queueRetriesTotal: Counter;
+  readonly watchRestartsTotal: Counter<typeof L.Resource>;
+  readonly leader: Gauge;
+  readonly buildInfo: Gauge<typeof L.Version | typeof L.Commit>;
+  readonly remediationsTotal: Counter<typeof L.Action | typeof L.Result>;
+  readonly remediationBlocked: Gauge<typeof L.Reason>;
+
+  constructor(
+    readonly registry: Registry,
+    opts: MetricsOptions,
+  ) {
+    const registers = [registry];
+    this.verificationStatus = new Gauge({
+      name: MetricName.VerificationStatus,
+      help: 'Verification status of each node under verification or verified by this controller: 1 for its current status, 0 for the others.',
+      labelNames: [L.Node, L.Status],
+      registers,
+    });
+    this.verificationDuration = new Histogram({
+      name: MetricName.VerificationDuration,
+      help: 'Duration of worker attempts, from pod creation to result, by result (success, failed).',
+      labelNames: [L.Status],
+      buckets: [...Buckets.attemptSeconds],
+      registers,
+    });
+    this.verificationsTotal = new Counter({
+      name: MetricName.VerificationsTotal,
+      help: 'Worker attempts finished, by result (success, failed).',
+      labelNames: [L.Status],
+      registers,
+    });
+    const workerPods = opts.workerPods;
+    this.workerPods = new Gauge({
+      name: MetricName.WorkerPods,
+      help: 'Worker pods that exist now, by status (pending, running, succeeded, failed).',
+      labelNames: [L.Status],
+      registers,
+      collect() {
+        if (!workerPods) return;
+        const counts = workerPods();
+        for (const status of WorkerPodStatus) this.set({ status }, counts[status]);
+      },
+    });
+    this.retryAttemptsTotal = new Counter({
+      name: MetricName.RetryAttemptsTotal,
+      help: 'Retries started per node (attempts after the first).',
+      labelNames: [L.Node],
+      registers,
+    });
+    this.controllerHealthy = new Gauge({
+      name: MetricName.ControllerHealthy,
+      help: '1 when the controller is healthy (watches running, caches synced), else 0.',
+      registers,
+    });
+    this.reconcileErrorsTotal = new Counter({
+      name: MetricName.ReconcileErrorsTotal,
+      help: 'Reconciles that ended with an error (retried with backoff).',
+      registers,
+    });
+    this.attemptOutcomesTotal = new Counter({
+      name: MetricName.AttemptOutcomesTotal,
+      help: 'Worker attempts finished, by outcome (Passed, ChecksFailed, WorkerError, NotScheduled, NotStarted, DeadlineExceeded, PodDeleted).',
+      labelNames: [L.Outcome],
+      registers,
+    });
+    this.creationToTaintRemoval = new Histogram({
+      name: MetricName.CreationToTaintRemoval,
+      help: 'Time from node creation to the removal of its verification taint (node opened).',
+      buckets: [...Buckets.creationToTaintRemovalSeconds],
+      registers,
+    });
+    this.checkFailuresTotal = new Counter({
+      name: MetricName.CheckFailuresTotal,
+      help: 'Failed checks reported by workers, by check.',
+      labelNames: [L.Check],
+      registers,
+    });
+    this.checkDuration = new Histogram({
+      name: MetricName.CheckDuration,
+      help: 'Duration of each check inside the worker, by check and result (pass, fail).',
+      labelNames: [L.Check, L.Result],
+      buckets: [...Buckets.checkSeconds],
+      registers,
+    });
+    this.activeVerifications = new Gauge({
+      name: MetricName.ActiveVerifications,
+      help: 'Worker attempts in flight (bounded by reconciliation.maxConcurrentVerifications).',
+      registers,
+    });
+    this.reconcileDuration = new Histogram({
+      name: MetricName.ReconcileDuration,
+      help: 'Duration of one reconcile of one node, by result (success, error).',
+      labelNames: [L.Result],
+      buckets: [...Buckets.reconcileSeconds],
+      registers,
+    });
+    this.queueDepth = new Gauge({ name: MetricName.QueueDepth, help: 'Nodes waiting in the work queue.', registers });
+    this.queueAddsTotal = new Counter({ name: MetricName.QueueAddsTotal, help: 'Nodes added to the work queue.', registers });
+    this.queueRetriesTotal = new Counter({
+      name: MetricName.QueueRetriesTotal,
+      help: 'Rate-limited re-adds to the work queue (reconcile errors).',
+      registers,
+    });
+    this.watchRestartsTotal = new Counter({
+      name: MetricName.WatchRestartsTotal,
+      help: 'Watches restarted after an error, by resource.',
+      labelNames: [L.Resource],
+      registers,
+    });
+    this.leader = new Gauge({ name: MetricName.Leader, help: '1 while this replica is the leader, else 0.', registers });
+    this.buildInfo = new Gauge({
+      name: MetricName.BuildInfo,
+      help: 'Always 1; the labels carry the version and commit.',
+      labelNames: [L.Version, L.Commit],
+      registers,
+    });
+    this.remediationsTotal = new Counter({
+      name: MetricName.RemediationsTotal,
+      help: 'Remediation actions on failed nodes, by action (delete-nodeclaim, delete-node) and result.',
+      labelNames: [L.Action, L.Result],
+      registers,
+    });
+    this.remediationBlocked = new Gauge({
+      name: MetricName.RemediationBlocked,
+      help: '1 while remediation is blocked for the reason given, else 0.',
+      labelNames: [L.Reason],
+      registers,
+    });
+
+    this.preset(opts);
+  }
+
+  /** Known label combinations start at 0, so absent-vs-zero never confuses an alert. */
+  private preset(opts: MetricsOptions): void {
+    for (const status of AttemptStatus) {
+      this.verificationsTotal.inc({ status }, 0);
+      this.verificationDuration.zero({ status });
+    }
+    for (const outcome of OUTCOMES) this.attemptOutcomesTotal.inc({ outcome }, 0);
+    for (const status of WorkerPodStatus) this.workerPods.set({ status }, 0);
+    for (const check of KNOWN_CHECKS) {
+      this.checkFailuresTotal.inc({ check }, 0);
+      for (const result of CheckResult) this.checkDuration.zero({ check, result });
+    }
+    for (const resource of WatchedResource) this.watchRestartsTotal.inc({ resource }, 0);
+    for (const action of RemediationAction) for (const result of RemediationResult) this.remediationsTotal.inc({ action, result }, 0);
+    for (const reason of RemediationBlockReason) this.remediationBlocked.set({ reason }, 0);
+    for (const result of ['success', 'error']) this.reconcileDuration.zero({ result });
+    this.controllerHealthy.set(0);
+    this.reconcileErrorsTotal.inc(0);
+    this.activeVerifications.set(0);
+    this.queueDepth.set(0);
+    this.queueAddsTotal.inc(0);
+    this.queueRetriesTotal.inc(0);
+    this.leader.set(0);
+    this.buildInfo.set({ version: opts.version, commit: opts.commit }, 1);
+  }
+
+  /** Sets the node's current status to 1 and its other statuses to 0. */
+  setNodeStatus(node: string, current: NodeStatus): void {
+    for (const status of NodeStatus) this.verificationStatus.set({ node, status }, status === current ? 1 : 0);
+  }
+
+  /** Removes every per-node series (the node was deleted, or is no longer ours to report). */
+  forgetNode(node: string): void {
+    for (const status of NodeStatus) this.verificationStatus.remove({ node, status });
+    this.retryAttemptsTotal.remove({ node });
+  }
+
+  /** One finished worker attempt. */
+  recordAttempt(attempt: {
+    outcome: string;
+    durationSeconds?: number;
+    checks: ReadonlyArray<{ name: string; ok: boolean; durationMs: number }>;
+  }): void {
+    const status: AttemptStatus = attempt.outcome === 'Passed' ? 'success' : 'failed';
+    this.verificationsTotal.inc({ status });
+    this.attemptOutcomesTotal.inc({ outcome: attempt.outcome });
+    if (attempt.durationSeconds !== undefined && attempt.durationSeconds >= 0) {
+      this.verificationDuration.observe({ status }, attempt.durationSeconds);
+    }
+    for (const check of attempt.checks) {
+      const result = check.ok ? 'pass' : 'fail';
+      if (!check.ok) this.checkFailuresTotal.inc({ check: check.name });
+      this.checkDuration.observe({ check: check.name, result }, check.durationMs / 1000);
+    }
+  }
+
+  recordRetry(node: string): void {
+    this.retryAttemptsTotal.inc({ node });
+  }
+
+  recordOpened(creationToOpenSeconds: number): void {
+    if (creationToOpenSeconds >= 0) this.creationToTaintRemoval.observe(creationToOpenSeconds);
+  }
+}

@@ -1,0 +1,83 @@
+/**
+ * Every metric name, label name, label value set and bucket layout, in one place
+ * (docs/metrics.md documents each; a test fails when a registered metric is undocumented).
+ * Names follow the reference README (`kube_node_ready_*`).
+ */
+export const METRIC_PREFIX = 'kube_node_ready_';
+
+export const MetricName = {
+  // Reference metrics
+  VerificationStatus: 'kube_node_ready_verification_status',
+  VerificationDuration: 'kube_node_ready_verification_duration_seconds',
+  VerificationsTotal: 'kube_node_ready_verifications_total',
+  WorkerPods: 'kube_node_ready_worker_pods',
+  RetryAttemptsTotal: 'kube_node_ready_retry_attempts_total',
+  ControllerHealthy: 'kube_node_ready_controller_healthy',
+  ReconcileErrorsTotal: 'kube_node_ready_controller_reconcile_errors_total',
+  // Verification, extended
+  AttemptOutcomesTotal: 'kube_node_ready_attempt_outcomes_total',
+  CreationToTaintRemoval: 'kube_node_ready_creation_to_taint_removal_seconds',
+  CheckFailuresTotal: 'kube_node_ready_check_failures_total',
+  CheckDuration: 'kube_node_ready_check_duration_seconds',
+  ActiveVerifications: 'kube_node_ready_active_verifications',
+  // Controller machinery
+  ReconcileDuration: 'kube_node_ready_reconcile_duration_seconds',
+  QueueDepth: 'kube_node_ready_queue_depth',
+  QueueAddsTotal: 'kube_node_ready_queue_adds_total',
+  QueueRetriesTotal: 'kube_node_ready_queue_retries_total',
+  WatchRestartsTotal: 'kube_node_ready_watch_restarts_total',
+  Leader: 'kube_node_ready_leader',
+  BuildInfo: 'kube_node_ready_build_info',
+  // Remediation (issue 5)
+  RemediationsTotal: 'kube_node_ready_remediations_total',
+  RemediationBlocked: 'kube_node_ready_remediation_blocked',
+} as const;
+export type MetricName = (typeof MetricName)[keyof typeof MetricName];
+
+export const LabelName = {
+  Node: 'node',
+  Status: 'status',
+  Outcome: 'outcome',
+  Check: 'check',
+  Result: 'result',
+  Resource: 'resource',
+  Action: 'action',
+  Reason: 'reason',
+  Version: 'version',
+  Commit: 'commit',
+} as const;
+
+/** kube_node_ready_verification_status{status}: where each node is; exactly one is 1 per node. */
+export const NodeStatus = ['verifying', 'backoff', 'verified', 'failed'] as const;
+export type NodeStatus = (typeof NodeStatus)[number];
+
+/** kube_node_ready_verifications_total{status} (reference values). */
+export const AttemptStatus = ['success', 'failed'] as const;
+export type AttemptStatus = (typeof AttemptStatus)[number];
+
+/** kube_node_ready_worker_pods{status}: worker pods by phase. */
+export const WorkerPodStatus = ['pending', 'running', 'succeeded', 'failed'] as const;
+export type WorkerPodStatus = (typeof WorkerPodStatus)[number];
+
+/** Checks the worker ships with (docs/worker.md); their series exist from the start. */
+export const KNOWN_CHECKS = ['dns', 'api', 'tcp', 'service', 'podnet'] as const;
+
+export const CheckResult = ['pass', 'fail'] as const;
+
+export const WatchedResource = ['nodes', 'pods'] as const;
+
+/** Reserved for remediation (issue 5). */
+export const RemediationAction = ['delete-nodeclaim', 'delete-node'] as const;
+export const RemediationResult = ['success', 'error', 'dry-run', 'skipped'] as const;
+export const RemediationBlockReason = ['circuit-breaker', 'max-in-flight', 'hourly-limit'] as const;
+
+export const Buckets = {
+  /** One worker attempt, pod created to result: seconds to a few minutes. */
+  attemptSeconds: [1, 2, 3, 5, 7.5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300],
+  /** Node created to taint removed: includes boot, kubelet and CNI start. */
+  creationToTaintRemovalSeconds: [5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1200, 1800, 3600],
+  /** One check inside the worker. */
+  checkSeconds: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  /** One reconcile (API calls included). */
+  reconcileSeconds: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+} as const;
