@@ -4,12 +4,14 @@
 //   sandbox status [--dir .sandbox]
 //   sandbox add-nodes N [--prefix P] [--taint key=value:Effect] [--label k=v] [--dns dead|blackhole|lying] [--never-start]
 //   sandbox exec -- CMD...                                run a command inside the sandbox network namespace
+//   sandbox demo [--dir D] [--slot N]                     the `make demo` scenario (KEEP=1 leaves the sandbox up)
 //   sandbox daemon ...                                    (internal) runs inside the namespace
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { createLogger } from '@kube-node-ready/core';
 import { runDaemon } from './daemon.js';
+import { runDemo } from './demo.js';
 import { createIgnoreExists, k8s } from './kube.js';
 import { sandboxLayout } from './layout.js';
 import { simulatedNode } from './node-registry.js';
@@ -73,6 +75,8 @@ async function main(argv: string[]): Promise<number> {
       }
       return 0;
     }
+    case 'demo':
+      return runDemo({ dir: values.dir, slot, keep: process.env.KEEP === '1', out: (l) => console.log(l) });
     case 'exec': {
       const layout = sandboxLayout(values.dir, slot);
       const r = await execInSandbox(layout, positionals);

@@ -1,0 +1,57 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { k8s, loadKubeConfig } from './kube.js';
+import { run } from './proc.js';
+import { simulatedNode } from './node-registry.js';
+import { startSandbox, stopSandbox } from './sandbox.js';
+
+const exec = promisify(execFile);
+// A second sandbox beside the shared one: what `make sandbox-up NODES=3` and `make sandbox-down` do.
+const slot = (Number(process.env.KNR_TEST_SLOT ?? '1') + 50) % 100;
+const dir = mkdtempSync(join(tmpdir(), 'knr-lifecycle-'));
+afterAll(async () => {
+  await stopSandbox(dir, slot, () => {});
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('sandbox lifecycle', () => {
+  it('up with 3 nodes is visible to the built kubectl; down leaves no process and no namespace behind', async () => {
+    const state = await startSandbox({ dir, slot, nodes: 3, progress: () => {} });
+    const kubectl = join(state.binDir, 'kubectl');
+    const nodes = await exec(kubectl, ['--kubeconfig', state.kubeconfig, 'get', 'nodes', '-o', 'name']);
+    expect(nodes.stdout.trim().split('\n').sort()).toEqual(['node/sandbox-node-1', 'node/sandbox-node-2', 'node/sandbox-node-3']);
+    const version = await exec(kubectl, ['--kubeconfig', state.kubeconfig, 'version', '-o', 'json']);
+    const v = JSON.parse(version.stdout) as { clientVersion: { gitVersion: string }; serverVersion: { gitVersion: string } };
+    expect(v.serverVersion.gitVersion).toBe(state.kubernetesVersion);
+    expect(v.clientVersion.gitVersion).toBe(state.kubernetesVersion);
+    expect(state.kubernetesVersion).toMatch(/^v1\.(3[6-9]|[4-9]\d)\.\d+$/);
+
+    // A running pod process must not outlive the sandbox.
+    const kc = loadKubeConfig(state.kubeconfig);
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    await core.createNode({ body: simulatedNode({ name: 'lifecycle-node' }) });
+    await core.createNamespacedPod({
+      namespace: 'default',
+      body: { metadata: { name: 'sleeper' }, spec: { nodeName: 'lifecycle-node', restartPolicy: 'Never', containers: [{ name: 'main', image: 'sandbox-shell', command: ['/bin/sh', '-c', 'exec sleep 303'] }] } },
+    });
+    for (let i = 0; i < 100 && (await core.readNamespacedPod({ name: 'sleeper', namespace: 'default' })).status?.phase !== 'Running'; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const pids = await run('ip', ['netns', 'pids', `knr-sandbox-${slot}`]);
+    expect(pids.stdout.trim().split(/\s+/).length).toBeGreaterThanOrEqual(5); // daemon, etcd, apiserver, scheduler, the pod
+
+    await stopSandbox(dir, slot, () => {});
+    const after = await run('ip', ['netns', 'pids', `knr-sandbox-${slot}`]);
+    expect(after.code).not.toBe(0); // the namespace is gone
+    const list = await run('ip', ['netns', 'list']);
+    expect(list.stdout).not.toContain(`knr-sandbox-${slot} `);
+    const sleeping = await run('pgrep', ['-f', 'sleep 303']);
+    expect(sleeping.stdout.trim()).toBe('');
+    const link = await run('ip', ['link', 'show', `knr${slot}h`]);
+    expect(link.code).not.toBe(0);
+  });
+});
