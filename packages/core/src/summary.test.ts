@@ -1,0 +1,131 @@
+import { describe, expect, it } from 'vitest';
+import { encodeSummary, parseSummary, SUMMARY_MAX_BYTES, type WorkerSummary } from './summary.js';
+
+const bytes = (text: string) => Buffer.byteLength(text, 'utf8');
+
+function summaryWith(checks: WorkerSummary['checks'], extra: Partial<WorkerSummary> = {}): WorkerSummary {
+  return { v: 1, ok: checks.every((c) => c.ok), node: 'ip-10-0-1-23.ec2.internal', durationMs: 1234, checks, ...extra };
+}
+
+/** Deterministic pseudo-random numbers (mulberry32) so a failure can be replayed. */
+function rng(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// ASCII, 2-, 3- and 4-byte UTF-8, characters JSON escapes (quote, backslash, control), a lone surrogate.
+const ALPHABET = ['a', 'Z', '7', ' ', 'é', 'ж', '€', '中', '😀', '🚀', '"', '\\', '\n', '\u0001', '\ud800'];
+
+function randomText(next: () => number, length: number): string {
+  let out = '';
+  for (let i = 0; i < length; i++) out += ALPHABET[Math.floor(next() * ALPHABET.length)];
+  return out;
+}
+
+describe('encodeSummary', () => {
+  it('keeps a small summary whole and parseSummary reads it back', () => {
+    const summary = summaryWith([
+      { name: 'dns', ok: true, durationMs: 12 },
+      { name: 'api', ok: false, durationMs: 40, error: '403 Forbidden: services "kubernetes" is forbidden' },
+    ]);
+    const text = encodeSummary(summary);
+    expect(JSON.parse(text)).toEqual(summary);
+    expect(parseSummary(text)).toEqual({ ok: true, summary });
+  });
+
+  it('fits 50 checks failing with 10 KB multibyte errors, keeping a prefix of every error', () => {
+    const error = '名前解決に失敗しました😀'.repeat(600); // > 10 KB of UTF-8
+    const summary = summaryWith(Array.from({ length: 50 }, (_, i) => ({ name: `check-${i}`, ok: false, durationMs: i, error })));
+    const text = encodeSummary(summary);
+    expect(bytes(text)).toBeLessThanOrEqual(SUMMARY_MAX_BYTES);
+    const parsed = parseSummary(text);
+    if (!parsed.ok) throw new Error(parsed.reason);
+    expect(parsed.summary.checks).toHaveLength(50);
+    for (const check of parsed.summary.checks) {
+      expect(check.error?.endsWith('…')).toBe(true);
+      expect(error.startsWith(check.error!.slice(0, -1))).toBe(true);
+    }
+    // Bisection uses the space: one more code point per error would not fit.
+    expect(bytes(text)).toBeGreaterThan(SUMMARY_MAX_BYTES - 50 * 4 * 2);
+  });
+
+  it('drops passed checks before failed ones when even bare checks do not fit', () => {
+    const checks = Array.from({ length: 200 }, (_, i) => ({
+      name: `check-with-a-long-name-${i}`,
+      ok: i % 10 !== 0,
+      durationMs: 1000 + i,
+      ...(i % 10 === 0 ? { error: 'x'.repeat(500) } : {}),
+    }));
+    const text = encodeSummary(summaryWith(checks));
+    expect(bytes(text)).toBeLessThanOrEqual(SUMMARY_MAX_BYTES);
+    const parsed = parseSummary(text);
+    if (!parsed.ok) throw new Error(parsed.reason);
+    const names = parsed.summary.checks.map((c) => c.name);
+    for (let i = 0; i < 200; i += 10) expect(names).toContain(`check-with-a-long-name-${i}`);
+    expect(parsed.summary.omittedChecks).toBe(200 - parsed.summary.checks.length);
+    expect(parsed.summary.ok).toBe(false);
+  });
+
+  it('survives an absurd node name', () => {
+    const text = encodeSummary(summaryWith([{ name: 'dns', ok: false, durationMs: 1, error: 'e' }], { node: 'n'.repeat(10_000) }));
+    expect(bytes(text)).toBeLessThanOrEqual(SUMMARY_MAX_BYTES);
+    expect(parseSummary(text)).toMatchObject({ ok: true, summary: { ok: false, omittedChecks: 1 } });
+  });
+
+  it('always fits 4096 bytes and stays parseable (random sizes and characters)', () => {
+    const next = rng(20240601);
+    for (let round = 0; round < 300; round++) {
+      const count = Math.floor(next() * 80);
+      const checks = Array.from({ length: count }, (_, i) => {
+        const ok = next() < 0.4;
+        const len = Math.floor(next() ** 3 * 12_000);
+        return { name: `c${i}-${randomText(next, Math.floor(next() * 20))}`, ok, durationMs: Math.floor(next() * 1e6), ...(ok ? {} : { error: randomText(next, len) }) };
+      });
+      const extra = next() < 0.3 ? { error: randomText(next, Math.floor(next() * 9000)) } : {};
+      const summary = summaryWith(checks, extra);
+      const text = encodeSummary(summary);
+      expect(bytes(text), `round ${round}`).toBeLessThanOrEqual(SUMMARY_MAX_BYTES);
+      const parsed = parseSummary(text);
+      expect(parsed.ok, `round ${round}`).toBe(true);
+      if (parsed.ok) expect(parsed.summary.ok).toBe(summary.ok);
+    }
+  });
+});
+
+describe('parseSummary', () => {
+  it.each([
+    ['', /empty/],
+    ['   \n', /empty/],
+    ['not json', /not JSON/],
+    ['null', /invalid summary/],
+    ['[]', /invalid summary/],
+    ['{"v":2,"ok":true,"durationMs":1,"checks":[]}', /unsupported summary version 2/],
+    ['{"v":1,"ok":"yes","durationMs":1,"checks":[]}', /ok/],
+    ['{"v":1,"ok":true,"durationMs":1}', /checks/],
+    ['{"v":1,"ok":true,"durationMs":1,"checks":[{"name":"dns"}]}', /checks\.0\.ok/],
+  ])('rejects %j with a reason', (text, reason) => {
+    const parsed = parseSummary(text);
+    expect(parsed.ok).toBe(false);
+    if (!parsed.ok) expect(parsed.reason).toMatch(reason);
+  });
+
+  it('ignores unknown keys from a newer worker', () => {
+    expect(parseSummary('{"v":1,"ok":true,"durationMs":5,"checks":[],"extra":{"x":1}}')).toEqual({
+      ok: true,
+      summary: { v: 1, ok: true, durationMs: 5, checks: [] },
+    });
+  });
+
+  it('never throws, whatever the input', () => {
+    const next = rng(7);
+    const inputs = ['{', '{"v":1', '"\\ud800"', '1e999', '{"__proto__":{"v":1}}', '{"v":1,"ok":true,"durationMs":1,"checks":null}'];
+    for (let i = 0; i < 200; i++) inputs.push(randomText(next, Math.floor(next() * 50)));
+    for (const input of inputs) expect(() => parseSummary(input)).not.toThrow();
+    expect(() => parseSummary(undefined as unknown as string)).not.toThrow();
+  });
+});

@@ -1,0 +1,186 @@
+import { z } from 'zod';
+
+/**
+ * The worker's termination message: a compact JSON summary the controller reads from the
+ * terminated container's status instead of the logs. The kubelet keeps at most 4096 bytes of it,
+ * so encodeSummary never produces more (docs/worker.md, "Summary").
+ */
+export const SUMMARY_MAX_BYTES = 4096;
+
+export interface CheckSummary {
+  name: string;
+  ok: boolean;
+  durationMs: number;
+  /** The check's error (possibly truncated), only on failed checks. */
+  error?: string;
+}
+
+export interface WorkerSummary {
+  v: 1;
+  ok: boolean;
+  node?: string;
+  durationMs: number;
+  checks: CheckSummary[];
+  /** A failure of the worker itself (configuration, internal error), not of one check. */
+  error?: string;
+  /** Checks left out to fit the size limit (failed checks are kept first). */
+  omittedChecks?: number;
+}
+
+export type SummaryParse = { ok: true; summary: WorkerSummary } | { ok: false; reason: string };
+
+const ELLIPSIS = '…';
+
+/**
+ * Serializes a summary in at most SUMMARY_MAX_BYTES bytes of UTF-8. When the full summary is too
+ * large it keeps as much of every error as fits (the same cap for all errors, found by bisection),
+ * then drops passed checks, then failed ones from the end, then the node name.
+ */
+export function encodeSummary(summary: WorkerSummary): string {
+  const full = serialize(summary);
+  if (fits(full)) return full;
+
+  // No error longer than the whole budget can survive: clip first, so each trial below is cheap.
+  const clipped = capErrors(summary, SUMMARY_MAX_BYTES);
+  const longest = Math.max(0, ...textsOf(clipped).map(codePointLength));
+  const best = largestFitting(longest, (cap) => fits(serialize(capErrors(clipped, cap))));
+  if (best !== undefined) return serialize(capErrors(clipped, best));
+
+  // Even without error texts it is too large: keep failed checks (they say why), drop the rest.
+  const bare = capErrors(summary, 0);
+  const ordered = [...bare.checks.filter((c) => !c.ok), ...bare.checks.filter((c) => c.ok)];
+  for (let keep = ordered.length - 1; keep >= 0; keep--) {
+    const kept = new Set(ordered.slice(0, keep));
+    const candidate: WorkerSummary = {
+      ...bare,
+      checks: bare.checks.filter((c) => kept.has(c)),
+      omittedChecks: (summary.omittedChecks ?? 0) + summary.checks.length - keep,
+    };
+    const text = serialize(candidate);
+    if (fits(text)) return text;
+  }
+  // Only an absurd node name (or omittedChecks) can get here; drop everything optional.
+  return serialize({
+    v: 1,
+    ok: summary.ok,
+    durationMs: finiteOr0(summary.durationMs),
+    checks: [],
+    omittedChecks: (summary.omittedChecks ?? 0) + summary.checks.length,
+    error: 'summary truncated',
+  });
+}
+
+/** Reads a termination message. Never throws: anything unusable comes back as a reason. */
+export function parseSummary(text: string): SummaryParse {
+  if (typeof text !== 'string' || text.trim() === '') return { ok: false, reason: 'empty termination message' };
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    return { ok: false, reason: `termination message is not JSON: ${JSON.stringify(truncate(text, 60))}` };
+  }
+  const result = summarySchema.safeParse(doc);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    const where = issue && issue.path.length > 0 ? issue.path.map(String).join('.') : 'summary';
+    return { ok: false, reason: `invalid summary: ${where}: ${issue?.message ?? 'does not match the format'}` };
+  }
+  return { ok: true, summary: result.data };
+}
+
+// Unknown keys are ignored (a newer worker may add some); `v` is the compatibility switch.
+const checkSchema = z.object({
+  name: z.string(),
+  ok: z.boolean(),
+  durationMs: z.number(),
+  error: z.string().optional(),
+});
+const summarySchema = z.object({
+  v: z.literal(1, { error: (issue) => `unsupported summary version ${JSON.stringify(issue.input)}` }),
+  ok: z.boolean(),
+  node: z.string().optional(),
+  durationMs: z.number(),
+  checks: z.array(checkSchema),
+  error: z.string().optional(),
+  omittedChecks: z.number().int().nonnegative().optional(),
+});
+
+function serialize(summary: WorkerSummary): string {
+  const ordered: WorkerSummary = {
+    v: 1,
+    ok: summary.ok,
+    ...(summary.node !== undefined ? { node: summary.node } : {}),
+    durationMs: finiteOr0(summary.durationMs),
+    checks: summary.checks.map((c) => ({
+      name: c.name,
+      ok: c.ok,
+      durationMs: finiteOr0(c.durationMs),
+      ...(c.error !== undefined ? { error: c.error } : {}),
+    })),
+    ...(summary.error !== undefined ? { error: summary.error } : {}),
+    ...(summary.omittedChecks ? { omittedChecks: summary.omittedChecks } : {}),
+  };
+  return JSON.stringify(ordered);
+}
+
+function fits(text: string): boolean {
+  return Buffer.byteLength(text, 'utf8') <= SUMMARY_MAX_BYTES;
+}
+
+function textsOf(summary: WorkerSummary): string[] {
+  const texts = summary.checks.flatMap((c) => (c.error === undefined ? [] : [c.error]));
+  if (summary.error !== undefined) texts.push(summary.error);
+  return texts;
+}
+
+/** Every error text cut to `cap` code points; with cap 0 the error fields are left out. */
+function capErrors(summary: WorkerSummary, cap: number): WorkerSummary {
+  const { error, ...rest } = summary;
+  return {
+    ...rest,
+    checks: summary.checks.map(({ error: checkError, ...check }) =>
+      checkError === undefined || cap === 0 ? check : { ...check, error: truncate(checkError, cap) },
+    ),
+    ...(error !== undefined && cap > 0 ? { error: truncate(error, cap) } : {}),
+  };
+}
+
+/** Largest n in [0, max] with ok(n), assuming ok is monotone (true up to some n). */
+function largestFitting(max: number, ok: (n: number) => boolean): number | undefined {
+  if (!ok(0)) return undefined;
+  let lo = 0;
+  let hi = max;
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (ok(mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+/** Cuts at a code point boundary (never inside a surrogate pair), marking the cut with "…". */
+function truncate(text: string, maxCodePoints: number): string {
+  if (text.length <= maxCodePoints) return text; // UTF-16 units >= code points
+  if (maxCodePoints <= 0) return '';
+  let kept = '';
+  let count = 0;
+  for (const point of text) {
+    if (count === maxCodePoints - 1) {
+      // One more code point after this one means the text does not fit: cut here.
+      return text.length > kept.length + point.length ? kept + ELLIPSIS : kept + point;
+    }
+    kept += point;
+    count++;
+  }
+  return kept;
+}
+
+function codePointLength(text: string): number {
+  let n = 0;
+  for (const _ of text) n++;
+  return n;
+}
+
+function finiteOr0(n: number): number {
+  return Number.isFinite(n) ? Math.round(n) : 0;
+}
