@@ -1,0 +1,51 @@
+import { ApiException } from '@kubernetes/client-node';
+
+/** HTTP status of a client-node ApiException, or undefined for other errors (network, timeout). */
+export function statusCode(err: unknown): number | undefined {
+  if (err instanceof ApiException) return err.code;
+  if (typeof err === 'object' && err !== null && typeof (err as { code?: unknown }).code === 'number') {
+    return (err as { code: number }).code;
+  }
+  return undefined;
+}
+
+export const isNotFound = (err: unknown): boolean => statusCode(err) === 404;
+export const isAlreadyExists = (err: unknown): boolean => statusCode(err) === 409 && reasonOf(err) === 'AlreadyExists';
+/** A write refused because the object changed: 409 Conflict, or 422 from a failed JSON-patch `test`. */
+export const isConflict = (err: unknown): boolean => {
+  const code = statusCode(err);
+  if (code === 409) return reasonOf(err) !== 'AlreadyExists';
+  return code === 422 && /test/i.test(messageOf(err));
+};
+/** Worth retrying: throttling, server errors, timeouts and network errors. */
+export const isTransient = (err: unknown): boolean => {
+  const code = statusCode(err);
+  return code === undefined || code === 429 || code >= 500;
+};
+
+/** The Status object in an ApiException body (client-node keeps it as text or parsed JSON). */
+function status(err: unknown): { reason?: string; message?: string } {
+  if (!(err instanceof ApiException)) return {};
+  const body: unknown = err.body;
+  if (typeof body === 'string') {
+    try {
+      return JSON.parse(body) as { reason?: string; message?: string };
+    } catch {
+      return { message: body };
+    }
+  }
+  return typeof body === 'object' && body !== null ? (body as { reason?: string; message?: string }) : {};
+}
+
+export function reasonOf(err: unknown): string | undefined {
+  return status(err).reason;
+}
+
+/** A one-line description of an API error: "409 Conflict: <message>". */
+export function messageOf(err: unknown): string {
+  if (err instanceof ApiException) {
+    const s = status(err);
+    return `${err.code}${s.reason ? ` ${s.reason}` : ''}: ${s.message ?? err.message}`;
+  }
+  return err instanceof Error ? err.message : String(err);
+}
