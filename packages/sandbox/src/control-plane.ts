@@ -7,10 +7,26 @@ import { certPaths, ensureCerts, kubeconfigYaml, type SandboxCerts } from './cer
 import type { SandboxLayout } from './layout.js';
 import { sleep, startLogged, stopProcess } from './proc.js';
 
+export type Component = 'etcd' | 'kube-apiserver' | 'kube-scheduler';
+
 export interface ControlPlane {
   certs: SandboxCerts;
   kubeconfig: string;
+  /** Stops and starts one component with the same flags (fault injection); resolves when it is healthy again. */
+  restart(component: Component): Promise<void>;
+  /** Stops one component until `start` (fault injection: the API is down). */
+  stopComponent(component: Component): Promise<void>;
+  startComponent(component: Component): Promise<void>;
+  /** Compacts etcd at its current revision, so watches from older revisions get 410 Gone. */
+  compact(): Promise<number>;
   stop(): Promise<void>;
+}
+
+interface ComponentSpec {
+  bin: string;
+  args: string[];
+  health: () => Promise<void>;
+  proc?: ChildProcess;
 }
 
 /**
@@ -21,22 +37,31 @@ export async function startControlPlane(layout: SandboxLayout, binDir: string, l
   const L = layout;
   for (const d of [L.paths.logs, L.paths.etcdData]) mkdirSync(d, { recursive: true });
   const certs = await ensureCerts(L);
-  const procs: ChildProcess[] = [];
-  const stop = async () => {
-    for (const p of procs.reverse()) await stopProcess(p);
-  };
-  const watchExit = (name: string, p: ChildProcess) =>
-    p.once('exit', (code, signal) => {
-      if (!stopping) log.error({ component: name, code, signal }, `${name} exited; see ${join(L.paths.logs, `${name}.log`)}`);
-    });
-  let stopping = false;
+  const etcdUrl = `http://127.0.0.1:${L.etcdClientPort}`;
+  const server = `https://${L.apiHost}:${L.apiPort}`;
+  const schedKubeconfig = join(L.dir, 'scheduler.kubeconfig');
+  const schedConfig = join(L.dir, 'scheduler.yaml');
+  writeFileSync(L.paths.kubeconfig, kubeconfigYaml(server, certs.caCert, certs.adminCert, certs.adminKey, 'sandbox-admin'));
+  writeFileSync(schedKubeconfig, kubeconfigYaml(server, certs.caCert, certs.schedulerCert, certs.schedulerKey, 'kube-scheduler'));
+  writeFileSync(
+    schedConfig,
+    [
+      'apiVersion: kubescheduler.config.k8s.io/v1',
+      'kind: KubeSchedulerConfiguration',
+      'clientConnection:',
+      `  kubeconfig: ${schedKubeconfig}`,
+      '  qps: 200',
+      '  burst: 400',
+      'leaderElection:',
+      '  leaderElect: false',
+      '',
+    ].join('\n'),
+  );
 
-  try {
-    const etcdUrl = `http://127.0.0.1:${L.etcdClientPort}`;
-    log.info('starting etcd');
-    const etcd = startLogged(
-      join(binDir, 'etcd'),
-      [
+  const components: Record<Component, ComponentSpec> = {
+    etcd: {
+      bin: join(binDir, 'etcd'),
+      args: [
         '--name=sandbox',
         `--data-dir=${L.paths.etcdData}`,
         `--listen-client-urls=${etcdUrl}`,
@@ -48,15 +73,11 @@ export async function startControlPlane(layout: SandboxLayout, binDir: string, l
         '--quota-backend-bytes=4294967296',
         '--log-level=warn',
       ],
-      join(L.paths.logs, 'etcd.log'),
-    );
-    procs.push(etcd);
-    watchExit('etcd', etcd);
-
-    log.info('starting kube-apiserver');
-    const apiserver = startLogged(
-      join(binDir, 'kube-apiserver'),
-      [
+      health: () => waitHealthy(`${etcdUrl}/health`, undefined, 60_000, 'etcd'),
+    },
+    'kube-apiserver': {
+      bin: join(binDir, 'kube-apiserver'),
+      args: [
         `--etcd-servers=${etcdUrl}`,
         '--bind-address=0.0.0.0',
         `--secure-port=${L.apiPort}`,
@@ -80,35 +101,11 @@ export async function startControlPlane(layout: SandboxLayout, binDir: string, l
         '--max-mutating-requests-inflight=400',
         '--v=0',
       ],
-      join(L.paths.logs, 'kube-apiserver.log'),
-    );
-    procs.push(apiserver);
-    watchExit('kube-apiserver', apiserver);
-    await waitHealthy(`https://127.0.0.1:${L.apiPort}/readyz`, certs, 90_000, () => apiserver.exitCode !== null, 'kube-apiserver');
-
-    const server = `https://${L.apiHost}:${L.apiPort}`;
-    writeFileSync(L.paths.kubeconfig, kubeconfigYaml(server, certs.caCert, certs.adminCert, certs.adminKey, 'sandbox-admin'));
-    const schedKubeconfig = join(L.dir, 'scheduler.kubeconfig');
-    writeFileSync(schedKubeconfig, kubeconfigYaml(server, certs.caCert, certs.schedulerCert, certs.schedulerKey, 'kube-scheduler'));
-    const schedConfig = join(L.dir, 'scheduler.yaml');
-    writeFileSync(
-      schedConfig,
-      [
-        'apiVersion: kubescheduler.config.k8s.io/v1',
-        'kind: KubeSchedulerConfiguration',
-        'clientConnection:',
-        `  kubeconfig: ${schedKubeconfig}`,
-        '  qps: 200',
-        '  burst: 400',
-        'leaderElection:',
-        '  leaderElect: false',
-        '',
-      ].join('\n'),
-    );
-    log.info('starting kube-scheduler');
-    const scheduler = startLogged(
-      join(binDir, 'kube-scheduler'),
-      [
+      health: () => waitHealthy(`https://127.0.0.1:${L.apiPort}/readyz`, certs, 90_000, 'kube-apiserver'),
+    },
+    'kube-scheduler': {
+      bin: join(binDir, 'kube-scheduler'),
+      args: [
         `--config=${schedConfig}`,
         `--authentication-kubeconfig=${schedKubeconfig}`,
         `--authorization-kubeconfig=${schedKubeconfig}`,
@@ -116,32 +113,76 @@ export async function startControlPlane(layout: SandboxLayout, binDir: string, l
         `--secure-port=${L.schedulerPort}`,
         '--v=0',
       ],
-      join(L.paths.logs, 'kube-scheduler.log'),
+      health: () => waitHealthy(`https://127.0.0.1:${L.schedulerPort}/healthz`, undefined, 60_000, 'kube-scheduler'),
+    },
+  };
+  const order: Component[] = ['etcd', 'kube-apiserver', 'kube-scheduler'];
+  let stopping = false;
+
+  const startComponent = async (name: Component) => {
+    const c = components[name];
+    if (c.proc && c.proc.exitCode === null && c.proc.signalCode === null) return;
+    log.info(`starting ${name}`);
+    const proc = startLogged(c.bin, c.args, join(L.paths.logs, `${name}.log`));
+    c.proc = proc;
+    proc.once('exit', (code, signal) => {
+      if (!stopping && c.proc === proc) log.error({ component: name, code, signal }, `${name} exited; see ${join(L.paths.logs, `${name}.log`)}`);
+    });
+    const died = new Promise<never>((_, reject) =>
+      proc.once('exit', () => reject(new Error(`${name} exited during start-up; see ${join(L.paths.logs, `${name}.log`)}`))),
     );
-    procs.push(scheduler);
-    watchExit('kube-scheduler', scheduler);
-    await waitHealthy(`https://127.0.0.1:${L.schedulerPort}/healthz`, undefined, 60_000, () => scheduler.exitCode !== null, 'kube-scheduler');
-  } catch (err) {
+    died.catch(() => undefined);
+    await Promise.race([c.health(), died]);
+  };
+  const stopComponent = async (name: Component) => {
+    const c = components[name];
+    const proc = c.proc;
+    c.proc = undefined;
+    if (proc) await stopProcess(proc);
+  };
+  const stop = async () => {
     stopping = true;
+    for (const name of [...order].reverse()) await stopComponent(name);
+  };
+
+  try {
+    for (const name of order) await startComponent(name);
+  } catch (err) {
     await stop();
     throw err;
   }
   return {
     certs: certPaths(L.paths.certs),
     kubeconfig: L.paths.kubeconfig,
-    stop: async () => {
-      stopping = true;
-      await stop();
+    restart: async (name) => {
+      await stopComponent(name);
+      await startComponent(name);
     },
+    stopComponent,
+    startComponent,
+    compact: () => compactEtcd(etcdUrl),
+    stop,
   };
 }
 
+/** Compacts etcd's keyspace at the current revision through etcd's JSON gateway; returns the revision. */
+async function compactEtcd(etcdUrl: string): Promise<number> {
+  const post = async (path: string, body: unknown) => {
+    const res = await fetch(`${etcdUrl}${path}`, { method: 'POST', body: JSON.stringify(body) });
+    if (!res.ok) throw new Error(`etcd ${path}: ${res.status} ${await res.text()}`);
+    return (await res.json()) as { header?: { revision?: string } };
+  };
+  const status = await post('/v3/kv/range', { key: Buffer.from('/').toString('base64'), limit: 1 });
+  const revision = Number(status.header?.revision ?? 0);
+  await post('/v3/kv/compaction', { revision: String(revision), physical: true });
+  return revision;
+}
+
 /** Polls an HTTPS health endpoint until it answers 200 "ok". */
-async function waitHealthy(url: string, certs: SandboxCerts | undefined, timeoutMs: number, died: () => boolean, name: string): Promise<void> {
+async function waitHealthy(url: string, certs: SandboxCerts | undefined, timeoutMs: number, name: string): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last = '';
   while (Date.now() < deadline) {
-    if (died()) throw new Error(`${name} exited during start-up; see its log in the sandbox logs directory`);
     last = await get(url, certs).catch((err: Error) => err.message);
     if (last === '200') return;
     await sleep(250);
@@ -150,6 +191,7 @@ async function waitHealthy(url: string, certs: SandboxCerts | undefined, timeout
 }
 
 function get(url: string, certs: SandboxCerts | undefined): Promise<string> {
+  if (url.startsWith('http:')) return fetch(url, { signal: AbortSignal.timeout(2000) }).then((r) => String(r.status));
   return new Promise((resolve, reject) => {
     const req = request(
       url,

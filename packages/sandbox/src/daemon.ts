@@ -1,6 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { Logger } from '@kube-node-ready/core';
-import { startControlPlane } from './control-plane.js';
+import { startControlPlane, type Component } from './control-plane.js';
+import { NotFound, startControlServer } from './control.js';
 import { ClusterDns, DNS_CONFIGMAP } from './dns.js';
 import { SimulatedKubelet, type ImageTable } from './kubelet.js';
 import { createIgnoreExists, k8s, loadKubeConfig, statusCode } from './kube.js';
@@ -54,6 +55,18 @@ export async function runDaemon(layout: SandboxLayout, opts: DaemonOptions, log:
     });
     kubelet.start();
     parts.push(kubelet);
+    const control = startControlServer(layout.dir, async (method, path) => {
+      const [, action, arg] = path.split('/');
+      const component = arg as Component;
+      const known = ['etcd', 'kube-apiserver', 'kube-scheduler'].includes(component);
+      if (method === 'POST' && action === 'restart' && known) return cp.restart(component);
+      if (method === 'POST' && action === 'stop' && known) return cp.stopComponent(component);
+      if (method === 'POST' && action === 'start' && known) return cp.startComponent(component);
+      if (method === 'POST' && action === 'compact') return { revision: await cp.compact() };
+      if (method === 'GET' && action === 'stats') return { processes: kubelet.runningProcesses(), dnsQueries: dns.queries };
+      throw new NotFound(`unknown control action ${method} ${path}`);
+    });
+    parts.push({ stop: () => control.close() });
     const core = kc.makeApiClient(k8s.CoreV1Api);
     for (let i = 1; i <= opts.nodes; i++) {
       await createIgnoreExists(() => core.createNode({ body: simulatedNode({ name: `sandbox-node-${i}` }) }));

@@ -3,3 +3,4 @@ export { startSandbox, stopSandbox, connectSandbox, execInSandbox, ensureBinarie
 export { simulatedNode, SIMULATED_LABEL, FAULT, type NodeSpecOptions } from './node-registry.js';
 export { DNS_CONFIGMAP, type DnsMode } from './dns.js';
 export { k8s, loadKubeConfig, statusCode } from './kube.js';
+export { sandboxControl } from './control.js';

@@ -8,6 +8,7 @@ import { k8s, loadKubeConfig } from './kube.js';
 import { run } from './proc.js';
 import { simulatedNode } from './node-registry.js';
 import { startSandbox, stopSandbox } from './sandbox.js';
+import { sandboxControl } from './control.js';
 
 const exec = promisify(execFile);
 // A second sandbox beside the shared one: what `make sandbox-up NODES=3` and `make sandbox-down` do.
@@ -19,7 +20,7 @@ afterAll(async () => {
 });
 
 describe('sandbox lifecycle', () => {
-  it('up with 3 nodes is visible to the built kubectl; down leaves no process and no namespace behind', async () => {
+  it('up with 3 nodes is visible to the built kubectl; faults can be injected; down leaves no process and no namespace behind', async () => {
     const state = await startSandbox({ dir, slot, nodes: 3, progress: () => {} });
     const kubectl = join(state.binDir, 'kubectl');
     const nodes = await exec(kubectl, ['--kubeconfig', state.kubeconfig, 'get', 'nodes', '-o', 'name']);
@@ -44,6 +45,8 @@ describe('sandbox lifecycle', () => {
     const pids = await run('ip', ['netns', 'pids', `knr-sandbox-${slot}`]);
     expect(pids.stdout.trim().split(/\s+/).length).toBeGreaterThanOrEqual(5); // daemon, etcd, apiserver, scheduler, the pod
 
+    await faultInjection(dir, core);
+
     await stopSandbox(dir, slot, () => {});
     const after = await run('ip', ['netns', 'pids', `knr-sandbox-${slot}`]);
     expect(after.code).not.toBe(0); // the namespace is gone
@@ -55,3 +58,30 @@ describe('sandbox lifecycle', () => {
     expect(link.code).not.toBe(0);
   });
 });
+
+/** The control socket: etcd compaction + apiserver restart give 410 Gone for an old revision; stop/start takes the API down. */
+async function faultInjection(sandboxDir: string, core: k8s.CoreV1Api): Promise<void> {
+  const before = await core.listNamespace();
+  const oldRv = before.metadata!.resourceVersion!;
+  await core.createNamespace({ body: { metadata: { generateName: 'compact-' } } });
+  const { revision } = (await sandboxControl(sandboxDir, 'POST', '/compact')) as { revision: number };
+  expect(revision).toBeGreaterThan(Number(oldRv));
+  // The apiserver's watch cache still holds recent history; after a restart it starts from etcd's
+  // compacted keyspace, so a client resuming from the old resourceVersion is told 410 Gone.
+  await sandboxControl(sandboxDir, 'POST', '/restart/kube-apiserver');
+  const gone = await core.listNamespace({ resourceVersion: oldRv, resourceVersionMatch: 'Exact' }).then(
+    () => 0,
+    (err: { code?: number }) => err.code,
+  );
+  expect(gone).toBe(410);
+
+  await sandboxControl(sandboxDir, 'POST', '/stop/kube-apiserver');
+  const down = await core.listNamespace().then(
+    () => 'up',
+    () => 'down',
+  );
+  expect(down).toBe('down');
+  await sandboxControl(sandboxDir, 'POST', '/start/kube-apiserver');
+  expect((await core.listNamespace()).items.length).toBeGreaterThan(0);
+  await expect(sandboxControl(sandboxDir, 'POST', '/restart/nothing')).rejects.toThrow(/unknown control action/);
+}
