@@ -42,7 +42,7 @@ describe('evaluateWorkerPod: outcomes', () => {
     ['OOM killed', pod().exited(137, '', { reason: 'OOMKilled' }).build(), T0, Outcome.WorkerError, 'the worker exited with code 137 (OOMKilled)'],
     ['exit 0 with a malformed summary', pod().exited(0, 'hello').build(), T0, Outcome.WorkerError, 'the worker exited with code 0 but its summary is unusable: termination message is not JSON: "hello"'],
     ['exit 0 with no summary at all', pod().exited(0, '').build(), T0, Outcome.WorkerError, 'the worker exited with code 0 but its summary is unusable: empty termination message'],
-    ['exit 1 with a summary of the wrong version', pod().exited(1, '{"v":2}').build(), T0, Outcome.WorkerError, 'the worker exited with code 1 but its summary is unusable: unsupported summary version 2'],
+    ['exit 1 with a summary of the wrong version', pod().exited(1, '{"v":2}').build(), T0, Outcome.WorkerError, 'the worker exited with code 1 but its summary is unusable: invalid summary: v: unsupported summary version 2'],
     ['exit 0 while the summary says failed', pod().exited(0, summaryText([{ name: 'dns', ok: false, durationMs: 1 }])).build(), T0, Outcome.WorkerError, "the worker's exit code 0 contradicts its summary (ok: false)"],
     ['kubelet deadline', pod().scheduledAt(T0).runningSince(T0).failedWith('DeadlineExceeded', 'Pod was active on the node longer than the specified deadline').build(), T0, Outcome.DeadlineExceeded, 'the worker pod exceeded its activeDeadlineSeconds: Pod was active on the node longer than the specified deadline'],
     ['evicted', pod().scheduledAt(T0).failedWith('Evicted', 'The node was low on resource: memory.').build(), T0, Outcome.PodDeleted, 'the worker pod was evicted (Evicted): The node was low on resource: memory.'],
