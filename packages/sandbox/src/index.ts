@@ -4,3 +4,5 @@ export { simulatedNode, SIMULATED_LABEL, FAULT, type NodeSpecOptions } from './n
 export { DNS_CONFIGMAP, type DnsMode } from './dns.js';
 export { k8s, loadKubeConfig, statusCode } from './kube.js';
 export { sandboxControl } from './control.js';
+export { startFaultProxy, type FaultProxy, type Faults } from './fault-proxy.js';
+export { certPaths } from './certs.js';

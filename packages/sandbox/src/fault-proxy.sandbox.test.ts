@@ -1,0 +1,56 @@
+import { request } from 'node:https';
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { core, createNamespace, sandbox } from '../../../test/sandbox.js';
+import { certPaths } from './certs.js';
+import { startFaultProxy, type FaultProxy } from './fault-proxy.js';
+
+let proxy: FaultProxy;
+let token: string;
+
+beforeAll(async () => {
+  const { layout } = sandbox();
+  const c = certPaths(layout.paths.certs);
+  proxy = await startFaultProxy({ upstreamHost: layout.apiHost, upstreamPort: layout.apiPort, caFile: c.caCert, certFile: c.serverCert, keyFile: c.serverKey });
+  const ns = await createNamespace('proxy');
+  const tr = await core().createNamespacedServiceAccountToken({ name: 'default', namespace: ns, body: { spec: { audiences: [] } } });
+  token = tr.status?.token ?? "";
+  expect(token).not.toBe("");
+});
+afterAll(async () => proxy?.close());
+
+function get(path: string): Promise<{ status: number; body: string } | { error: string }> {
+  const ca = readFileSync(certPaths(sandbox().layout.paths.certs).caCert);
+  return new Promise((resolve) => {
+    const req = request({ host: '127.0.0.1', port: proxy.port, path, ca, headers: { authorization: `Bearer ${token}` } }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', (err: NodeJS.ErrnoException) => resolve({ error: err.code ?? err.message }));
+    req.end();
+  });
+}
+
+describe('fault proxy in front of the apiserver', () => {
+  it('forwards with the caller identity, then injects 429, 500 and resets on demand', async () => {
+    proxy.set({});
+    expect(await get('/version')).toMatchObject({ status: 200 });
+    const forbidden = await get('/api/v1/nodes');
+    expect(forbidden).toMatchObject({ status: 403 });
+    expect((forbidden as { body: string }).body).toContain('system:serviceaccount:');
+
+    proxy.set({ throttleRate: 1 });
+    expect(await get('/version')).toMatchObject({ status: 429 });
+    proxy.set({ errorRate: 1 });
+    expect(await get('/version')).toMatchObject({ status: 500 });
+    proxy.set({ resetRate: 1 });
+    expect(await get('/version')).toEqual({ error: 'ECONNRESET' });
+    proxy.set({ latencyMs: 300 });
+    const started = Date.now();
+    expect(await get('/version')).toMatchObject({ status: 200 });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(300);
+    expect(proxy.stats()).toMatchObject({ throttled: 1, errors: 1, resets: 1 });
+    proxy.set({});
+  });
+});

@@ -1,0 +1,137 @@
+import { request as httpsRequest } from 'node:https';
+import { createServer, type Server } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { readFileSync } from 'node:fs';
+
+/**
+ * A fault-injecting HTTPS proxy in front of the apiserver, on 127.0.0.1. It terminates TLS with
+ * the apiserver's own certificate (valid for 127.0.0.1, signed by the sandbox CA) and forwards each
+ * request, Authorization header included, so a client using a bearer token (a service-account
+ * kubeconfig) keeps its identity and RBAC. Faults apply per request and can change at any time:
+ */
+export interface Faults {
+  /** Added before forwarding each request. */
+  latencyMs?: number;
+  /** Probability [0,1] that a request's connection is reset instead of answered. */
+  resetRate?: number;
+  /** Probability that a request is answered 429 Too Many Requests (with Retry-After: 1). */
+  throttleRate?: number;
+  /** Probability that a request is answered 500. */
+  errorRate?: number;
+  /** Open watch streams stop receiving data but stay open (a silently dead connection). */
+  stallWatches?: boolean;
+}
+
+export interface FaultProxy {
+  url: string;
+  port: number;
+  set(faults: Faults): void;
+  /** Counters since start: requests seen and faults injected. */
+  stats(): { requests: number; resets: number; throttled: number; errors: number; stalled: number };
+  /** Cuts every open connection (resets), e.g. to break long-running watches at once. */
+  cutAll(): void;
+  close(): Promise<void>;
+}
+
+export interface FaultProxyOptions {
+  upstreamHost: string;
+  upstreamPort: number;
+  caFile: string;
+  certFile: string;
+  keyFile: string;
+  /** Random source, injectable for reproducible scenarios. */
+  random?: () => number;
+}
+
+export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultProxy> {
+  const ca = readFileSync(opts.caFile);
+  const random = opts.random ?? Math.random;
+  let faults: Faults = {};
+  const counters = { requests: 0, resets: 0, throttled: 0, errors: 0, stalled: 0 };
+  const sockets = new Set<Socket>();
+  const stalledStreams = new Set<() => void>();
+
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
+    counters.requests++;
+    const f = faults;
+    const roll = (p?: number) => p !== undefined && p > 0 && random() < p;
+    if (roll(f.resetRate)) {
+      counters.resets++;
+      req.socket.destroy();
+      return;
+    }
+    if (roll(f.throttleRate)) {
+      counters.throttled++;
+      res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '1' });
+      res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', message: 'injected: too many requests', reason: 'TooManyRequests', code: 429 }));
+      return;
+    }
+    if (roll(f.errorRate)) {
+      counters.errors++;
+      res.writeHead(500, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', message: 'injected: internal error', reason: 'InternalError', code: 500 }));
+      return;
+    }
+    const forward = () => {
+      const headers = { ...req.headers, host: `${opts.upstreamHost}:${opts.upstreamPort}` };
+      const up = httpsRequest(
+        { host: opts.upstreamHost, port: opts.upstreamPort, method: req.method, path: req.url, headers, ca },
+        (upRes) => {
+          res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+          const isWatch = /[?&]watch=(true|1)/.test(req.url ?? '');
+          if (isWatch) {
+            // Forward chunk by chunk so a stall can start in the middle of a stream.
+            const stall = () => {
+              counters.stalled++;
+              upRes.removeAllListeners('data');
+              upRes.pause();
+            };
+            upRes.on('data', (chunk: Buffer) => {
+              if (faults.stallWatches) return stall();
+              res.write(chunk);
+            });
+            upRes.on('end', () => res.end());
+            stalledStreams.add(stall);
+            res.on('close', () => {
+              stalledStreams.delete(stall);
+              upRes.destroy();
+            });
+          } else {
+            upRes.pipe(res);
+          }
+        },
+      );
+      up.on('error', () => req.socket.destroy());
+      req.pipe(up);
+    };
+    if (f.latencyMs) setTimeout(forward, f.latencyMs);
+    else forward();
+  };
+
+  const server: Server = createServer({ cert: readFileSync(opts.certFile), key: readFileSync(opts.keyFile) }, handle);
+  server.on('connection', (s: Socket) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  server.on('tlsClientError', () => {});
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  return {
+    url: `https://127.0.0.1:${port}`,
+    port,
+    set: (next) => {
+      faults = { ...next };
+      if (faults.stallWatches) for (const stall of stalledStreams) stall();
+    },
+    stats: () => ({ ...counters }),
+    cutAll: () => {
+      for (const s of sockets) s.destroy();
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
