@@ -1,0 +1,150 @@
+{{/*
+The alerting rules (docs/alerts.md has one section per alert: its runbook). Rendered into the
+PrometheusRule (prometheusRule.enabled); examples/prometheus-rules.yaml is this output for the
+default values, release "kube-node-ready" in "kube-system" (a test keeps them identical).
+
+Metrics (packages/controller/src/metrics/names.ts):
+  kube_node_ready_verification_status{node,status}  1 for the node's current status (verifying, backoff, verified, failed), 0 for the others
+  kube_node_ready_verifications_total{status}       finished worker attempts by result (success, failed)
+  kube_node_ready_remediation_blocked{reason}       1 while remediation is blocked (circuit-breaker, max-in-flight, hourly-limit)
+  kube_node_ready_leader                            1 on the replica that leads, 0 on the others
+  kube_node_ready_controller_healthy                1 when watches run and caches are synced
+  up                                                Prometheus' own scrape result for the controller pods
+  kube_node_spec_taint{node,key,value,effect}       kube-state-metrics: the taints of each node
+*/}}
+{{- define "kube-node-ready.alertGroups" -}}
+{{- $rule := .Values.prometheusRule }}
+{{- $disabled := $rule.disabledAlerts }}
+{{- $runbook := $rule.runbookBaseUrl }}
+{{- $up := default (printf "job=%q,namespace=%q" (include "kube-node-ready.metricsServiceName" .) .Release.Namespace) $rule.targetSelector }}
+{{- $taintKeys := list }}
+{{- range .Values.config.nodeManagement.taints }}
+{{- $taintKeys = append $taintKeys .key }}
+{{- end }}
+{{- $labels := $rule.alertLabels }}
+groups:
+  - name: kube-node-ready
+    rules:
+      {{- if not (has "KubeNodeReadyNodeVerificationFailed" $disabled) }}
+      - alert: KubeNodeReadyNodeVerificationFailed
+        expr: max by (node) (kube_node_ready_verification_status{status="failed"}) == 1
+        for: 1m
+        labels:
+          severity: warning
+          {{- with $labels }}
+          {{- toYaml . | nindent 10 }}
+          {{- end }}
+        annotations:
+          summary: {{ `Node {{ $labels.node }} failed its network verification.` | quote }}
+          description: {{ `Node {{ $labels.node }} used up its verification attempts and still carries the verification taint, so no new workload is scheduled on it. kubectl describe node {{ $labels.node }} names the failed check (Events, condition kube-node-ready.io/NetworkVerified).` | quote }}
+          runbook_url: {{ $runbook }}#kubenodereadynodeverificationfailed
+      {{- end }}
+      {{- if not (has "KubeNodeReadyNodeVerificationPending" $disabled) }}
+      - alert: KubeNodeReadyNodeVerificationPending
+        expr: max by (node) (kube_node_ready_verification_status{status=~"verifying|backoff"}) == 1
+        for: {{ $rule.pendingFor }}
+        labels:
+          severity: warning
+          {{- with $labels }}
+          {{- toYaml . | nindent 10 }}
+          {{- end }}
+        annotations:
+          summary: {{ printf "Node {{ $labels.node }} has been waiting for its network verification for more than %s." $rule.pendingFor | quote }}
+          description: {{ printf "Node {{ $labels.node }} is still tainted and neither verified nor failed after %s: its worker pods do not finish, or keep failing and retrying. Capacity the autoscaler bought is not usable." $rule.pendingFor | quote }}
+          runbook_url: {{ $runbook }}#kubenodereadynodeverificationpending
+      {{- end }}
+      {{- if not (has "KubeNodeReadyTaintedNodeNotTracked" $disabled) }}
+      - alert: KubeNodeReadyTaintedNodeNotTracked
+        expr: |-
+          max by (node) (kube_node_spec_taint{key=~{{ join "|" $taintKeys | quote }}})
+          unless on (node) max by (node) (kube_node_ready_verification_status)
+          and on () count(up{ {{- $up -}} } == 1) > 0
+        for: {{ $rule.untrackedFor }}
+        labels:
+          severity: warning
+          {{- with $labels }}
+          {{- toYaml . | nindent 10 }}
+          {{- end }}
+        annotations:
+          summary: {{ `Node {{ $labels.node }} carries a verification taint the controller is not working on.` | quote }}
+          description: {{ printf "Node {{ $labels.node }} has had a verification taint (%s) for more than %s, the controller is running, yet it reports no verification for that node. The node stays closed to workloads until someone acts." (join ", " $taintKeys) $rule.untrackedFor | quote }}
+          runbook_url: {{ $runbook }}#kubenodereadytaintednodenottracked
+      {{- end }}
+      {{- if not (has "KubeNodeReadyHighFailureRate" $disabled) }}
+      - alert: KubeNodeReadyHighFailureRate
+        expr: |-
+          (
+            sum(rate(kube_node_ready_verifications_total{status="failed"}[{{ $rule.failureRate.window }}]))
+            /
+            sum(rate(kube_node_ready_verifications_total[{{ $rule.failureRate.window }}]))
+          ) > {{ $rule.failureRate.threshold }}
+          and
+          sum(increase(kube_node_ready_verifications_total[{{ $rule.failureRate.window }}])) >= {{ $rule.failureRate.minAttempts }}
+        for: 10m
+        labels:
+          severity: critical
+          {{- with $labels }}
+          {{- toYaml . | nindent 10 }}
+          {{- end }}
+        annotations:
+          summary: {{ `{{ $value | humanizePercentage }} of node verification attempts are failing.` | quote }}
+          description: {{ printf "The share of failed worker attempts over the last %s is above %v. Failures on many nodes at once usually mean a cluster-wide fault (cluster DNS, CNI, API server, a network policy) rather than bad nodes: new nodes stay closed and scale-up does not help." $rule.failureRate.window $rule.failureRate.threshold | quote }}
+          runbook_url: {{ $runbook }}#kubenodereadyhighfailurerate
+      {{- end }}
+      {{- if not (has "KubeNodeReadyRemediationBlocked" $disabled) }}
+      - alert: KubeNodeReadyRemediationBlocked
+        expr: max(kube_node_ready_remediation_blocked{reason="circuit-breaker"}) == 1
+        for: 5m
+        labels:
+          severity: warning
+          {{- with $labels }}
+          {{- toYaml . | nindent 10 }}
+          {{- end }}
+        annotations:
+          summary: {{ `Remediation of failed nodes is paused by its circuit breaker.` | quote }}
+          description: {{ `Too large a share of recent verifications failed, so kube-node-ready stopped deleting failed nodes (a cluster-wide fault must not delete every new node). Failed nodes stay, tainted, until the failure rate drops or the cause is fixed.` | quote }}
+          runbook_url: {{ $runbook }}#kubenodereadyremediationblocked
+      {{- end }}
+      {{- if not (has "KubeNodeReadyControllerDown" $disabled) }}
+      - alert: KubeNodeReadyControllerDown
+        expr: absent(up{ {{- $up -}} } == 1)
+        for: 5m
+        labels:
+          severity: critical
+          {{- with $labels }}
+          {{- toYaml . | nindent 10 }}
+          {{- end }}
+        annotations:
+          summary: {{ `No kube-node-ready controller is up.` | quote }}
+          description: {{ printf "Prometheus has no healthy scrape of the kube-node-ready controller (up{%s}) for 5 minutes. New nodes keep their verification taint and never receive workloads." $up | quote }}
+          runbook_url: {{ $runbook }}#kubenodereadycontrollerdown
+      {{- end }}
+      {{- if not (has "KubeNodeReadyNoLeader" $disabled) }}
+      - alert: KubeNodeReadyNoLeader
+        expr: max(kube_node_ready_leader) == 0
+        for: 5m
+        labels:
+          severity: critical
+          {{- with $labels }}
+          {{- toYaml . | nindent 10 }}
+          {{- end }}
+        annotations:
+          summary: {{ `kube-node-ready controllers are running but none is leading.` | quote }}
+          description: {{ `No controller replica has held the leader Lease for 5 minutes, so nothing verifies new nodes; they keep their verification taint.` | quote }}
+          runbook_url: {{ $runbook }}#kubenodereadynoleader
+      {{- end }}
+      {{- if not (has "KubeNodeReadyControllerUnhealthy" $disabled) }}
+      - alert: KubeNodeReadyControllerUnhealthy
+        expr: kube_node_ready_controller_healthy == 0
+        for: 10m
+        labels:
+          severity: warning
+          {{- with $labels }}
+          {{- toYaml . | nindent 10 }}
+          {{- end }}
+        annotations:
+          summary: {{ `kube-node-ready controller {{ $labels.instance }} reports itself unhealthy.` | quote }}
+          description: {{ `The controller replica {{ $labels.instance }} has reported kube_node_ready_controller_healthy = 0 (watches not running or caches not synced) for 10 minutes; while it leads, nodes are not verified.` | quote }}
+          runbook_url: {{ $runbook }}#kubenodereadycontrollerunhealthy
+      {{- end }}
+{{- end }}

@@ -1,0 +1,144 @@
+{{/* Chart name, truncated to 63 characters (a label value). */}}
+{{- define "kube-node-ready.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Name prefix of every object: the release name, with the chart name appended unless the release
+name already contains it. Kept short enough for the longest suffix ("-leader-election").
+*/}}
+{{- define "kube-node-ready.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 47 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 47 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 47 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "kube-node-ready.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every object. */}}
+{{- define "kube-node-ready.labels" -}}
+helm.sh/chart: {{ include "kube-node-ready.chart" . }}
+app.kubernetes.io/name: {{ include "kube-node-ready.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: kube-node-ready
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Selector of the controller pods (never changes across upgrades: Deployment selectors are immutable). */}}
+{{- define "kube-node-ready.controllerSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "kube-node-ready.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controller
+{{- end }}
+
+{{- define "kube-node-ready.controllerLabels" -}}
+{{ include "kube-node-ready.labels" . }}
+app.kubernetes.io/component: controller
+{{- end }}
+
+{{- define "kube-node-ready.controllerName" -}}
+{{- printf "%s-controller" (include "kube-node-ready.fullname" .) }}
+{{- end }}
+
+{{- define "kube-node-ready.controllerServiceAccountName" -}}
+{{- default (include "kube-node-ready.controllerName" .) .Values.serviceAccount.controller.name }}
+{{- end }}
+
+{{- define "kube-node-ready.configMapName" -}}
+{{- printf "%s-config" (include "kube-node-ready.fullname" .) }}
+{{- end }}
+
+{{- define "kube-node-ready.metricsServiceName" -}}
+{{- printf "%s-metrics" (include "kube-node-ready.fullname" .) }}
+{{- end }}
+
+{{/* Image reference: repository@digest, else repository:tag (tag defaults to appVersion). */}}
+{{- define "kube-node-ready.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The controller configuration as it is written to the ConfigMap: values.config with the keys the
+chart fills in when they are left empty (worker namespace and image, pull secrets).
+*/}}
+{{- define "kube-node-ready.config" -}}
+{{- $config := deepCopy .Values.config }}
+{{- $worker := $config.worker }}
+{{- if not $worker.namespace }}
+{{- $_ := set $worker "namespace" .Release.Namespace }}
+{{- end }}
+{{- $image := $worker.image }}
+{{- if not $image.repository }}
+{{- $_ := set $image "repository" .Values.image.repository }}
+{{- end }}
+{{- if not $image.tag }}
+{{- $_ := set $image "tag" (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- if not $image.digest }}
+{{- $_ := set $image "digest" .Values.image.digest }}
+{{- end }}
+{{- if and (not $worker.imagePullSecrets) .Values.imagePullSecrets }}
+{{- $names := list }}
+{{- range .Values.imagePullSecrets }}
+{{- $names = append $names .name }}
+{{- end }}
+{{- $_ := set $worker "imagePullSecrets" $names }}
+{{- end }}
+{{- toYaml $config }}
+{{- end }}
+
+{{/* Namespace of the worker pods (and of the controller's Role for them). */}}
+{{- define "kube-node-ready.workerNamespace" -}}
+{{- default .Release.Namespace .Values.config.worker.namespace }}
+{{- end }}
+
+{{/* Namespace of the leader-election Lease: the controller's own namespace unless configured. */}}
+{{- define "kube-node-ready.leaseNamespace" -}}
+{{- default .Release.Namespace .Values.config.leaderElection.namespace }}
+{{- end }}
+
+{{/* Port of a HOST:PORT bind address. */}}
+{{- define "kube-node-ready.port" -}}
+{{- regexFind "[0-9]+$" . }}
+{{- end }}
+
+{{- define "kube-node-ready.metricsPort" -}}
+{{- include "kube-node-ready.port" .Values.config.metrics.bindAddress }}
+{{- end }}
+
+{{/* /healthz and /readyz: a separate port when config.health.bindAddress is set, else the metrics port. */}}
+{{- define "kube-node-ready.healthPortName" -}}
+{{- if .Values.config.health.bindAddress }}health{{ else }}http-metrics{{ end }}
+{{- end }}
+
+{{/* Remediation (deleting failed nodes) needs delete rights on nodes and NodeClaims. */}}
+{{- define "kube-node-ready.remediationEnabled" -}}
+{{- if .Values.config.nodeManagement.deleteFailedNodes }}true{{ end }}
+{{- end }}
+
+{{/* Checks that span several values (values.schema.json checks each value alone). */}}
+{{- define "kube-node-ready.validate" -}}
+{{- if and (not .Values.config.leaderElection.enabled) (gt (int .Values.controller.replicas) 1) }}
+{{- fail "controller.replicas must be 1 when config.leaderElection.enabled is false: without leader election two controllers would verify the same nodes" }}
+{{- end }}
+{{- if not (regexMatch ":[0-9]+$" .Values.config.metrics.bindAddress) }}
+{{- fail "config.metrics.bindAddress must be HOST:PORT" }}
+{{- end }}
+{{- end }}

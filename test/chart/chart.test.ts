@@ -1,0 +1,422 @@
+// The Helm chart, rendered with `helm template` (the helm built from its Go module) and checked
+// object by object: what it creates, with which rights, how it runs, and that bad values fail.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig, parseConfig } from '../../packages/controller/src/config/load.js';
+import { ALL_FEATURES, CHART_DIR, NAMESPACE, find, findAll, helm, kubeVersion, template, tryTemplate, type KubeObject } from './helm.js';
+
+// Helm runs take ~100 ms each; building the binaries the first time takes minutes.
+const HELM_TIMEOUT = 600_000;
+
+interface Container {
+  name: string;
+  args: string[];
+  env: Array<{ name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }>;
+  ports: Array<{ name: string; containerPort: number }>;
+  securityContext: Record<string, unknown>;
+  livenessProbe: { httpGet: { path: string; port: string } };
+  readinessProbe: { httpGet: { path: string; port: string } };
+  resources: { requests?: Record<string, string>; limits?: Record<string, string> };
+  volumeMounts: Array<{ name: string; mountPath: string; readOnly?: boolean }>;
+}
+interface PodSpec {
+  serviceAccountName: string;
+  priorityClassName?: string;
+  securityContext: Record<string, unknown>;
+  tolerations: Array<Record<string, string>>;
+  affinity: Record<string, unknown>;
+  topologySpreadConstraints: Array<Record<string, unknown>>;
+  containers: Container[];
+  imagePullSecrets?: Array<{ name: string }>;
+}
+interface Deployment extends KubeObject {
+  spec: { replicas: number; selector: { matchLabels: Record<string, string> }; template: { metadata: { labels: Record<string, string>; annotations: Record<string, string> }; spec: PodSpec } };
+}
+interface Rule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
+  resourceNames?: string[];
+}
+
+const deploymentOf = (objects: KubeObject[]) => find(objects, 'Deployment') as Deployment;
+const controllerOf = (objects: KubeObject[]) => deploymentOf(objects).spec.template.spec.containers[0] as Container;
+const configOf = (objects: KubeObject[]) => (find(objects, 'ConfigMap').data as Record<string, string>)['config.yaml'] as string;
+
+/** Every permission as "Kind[/namespace] group/resource[/name] verb", sorted. */
+function permissions(objects: KubeObject[]): string[] {
+  const out: string[] = [];
+  for (const role of [...findAll(objects, 'ClusterRole'), ...findAll(objects, 'Role')]) {
+    const where = role.kind === 'Role' ? `Role/${role.metadata.namespace}/${role.metadata.name}` : `ClusterRole/${role.metadata.name}`;
+    for (const rule of role.rules as Rule[]) {
+      for (const group of rule.apiGroups) {
+        for (const resource of rule.resources) {
+          for (const verb of rule.verbs) {
+            const names = rule.resourceNames ?? ['*'];
+            for (const name of names) out.push(`${where} ${group || 'core'}/${resource}${name === '*' ? '' : `/${name}`} ${verb}`);
+          }
+        }
+      }
+    }
+  }
+  return out.sort();
+}
+
+/** The permissions of the default install: exactly these, no more (docs: chart README "RBAC"). */
+const BASE_PERMISSIONS = [
+  'ClusterRole/kube-node-ready-controller core/nodes get',
+  'ClusterRole/kube-node-ready-controller core/nodes list',
+  'ClusterRole/kube-node-ready-controller core/nodes watch',
+  'ClusterRole/kube-node-ready-controller core/nodes patch',
+  'ClusterRole/kube-node-ready-controller core/nodes/status patch',
+  'ClusterRole/kube-node-ready-controller core/events create',
+  'ClusterRole/kube-node-ready-controller core/events patch',
+  'ClusterRole/kube-node-ready-controller events.k8s.io/events create',
+  'ClusterRole/kube-node-ready-controller events.k8s.io/events patch',
+  'Role/kube-system/kube-node-ready-controller core/pods create',
+  'Role/kube-system/kube-node-ready-controller core/pods get',
+  'Role/kube-system/kube-node-ready-controller core/pods list',
+  'Role/kube-system/kube-node-ready-controller core/pods watch',
+  'Role/kube-system/kube-node-ready-controller core/pods delete',
+  'Role/kube-system/kube-node-ready-controller core/configmaps create',
+  'Role/kube-system/kube-node-ready-controller core/configmaps/kube-node-ready-worker get',
+  'Role/kube-system/kube-node-ready-controller core/configmaps/kube-node-ready-worker update',
+  'Role/kube-system/kube-node-ready-controller core/configmaps/kube-node-ready-worker patch',
+  'Role/kube-system/kube-node-ready-leader-election coordination.k8s.io/leases create',
+  'Role/kube-system/kube-node-ready-leader-election coordination.k8s.io/leases/kube-node-ready-controller get',
+  'Role/kube-system/kube-node-ready-leader-election coordination.k8s.io/leases/kube-node-ready-controller update',
+  'ClusterRole/kube-node-ready-worker core/services get',
+  'ClusterRole/kube-node-ready-worker discovery.k8s.io/endpointslices list',
+];
+const REMEDIATION_PERMISSIONS = [
+  'ClusterRole/kube-node-ready-controller core/nodes delete',
+  'ClusterRole/kube-node-ready-controller karpenter.sh/nodeclaims get',
+  'ClusterRole/kube-node-ready-controller karpenter.sh/nodeclaims list',
+  'ClusterRole/kube-node-ready-controller karpenter.sh/nodeclaims watch',
+  'ClusterRole/kube-node-ready-controller karpenter.sh/nodeclaims delete',
+];
+
+function withTempFile<T>(content: string, fn: (path: string) => T): T {
+  const dir = mkdtempSync(join(tmpdir(), 'knr-chart-'));
+  try {
+    const path = join(dir, 'config.yaml');
+    writeFileSync(path, content);
+    return fn(path);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+let defaults: KubeObject[];
+let everything: KubeObject[];
+
+beforeAll(async () => {
+  [defaults, everything] = await Promise.all([template(), template(ALL_FEATURES)]);
+}, HELM_TIMEOUT);
+
+describe('helm lint', () => {
+  it('passes --strict with default values and with every feature on', async () => {
+    const version = await kubeVersion();
+    const plain = await helm(['lint', '--strict', CHART_DIR, '--kube-version', version]);
+    expect(plain.code, plain.stdout + plain.stderr).toBe(0);
+    const dir = mkdtempSync(join(tmpdir(), 'knr-lint-'));
+    try {
+      writeFileSync(join(dir, 'values.json'), JSON.stringify(ALL_FEATURES));
+      const all = await helm(['lint', '--strict', CHART_DIR, '--kube-version', version, '--values', join(dir, 'values.json')]);
+      expect(all.code, all.stdout + all.stderr).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('helm template: what is created', () => {
+  it('default values: controller, RBAC, config, metrics Service, PDB; no Prometheus Operator objects', () => {
+    const kinds = defaults.map((o) => `${o.kind}/${o.metadata.name}`).sort();
+    expect(kinds).toEqual(
+      [
+        'ClusterRole/kube-node-ready-controller',
+        'ClusterRole/kube-node-ready-worker',
+        'ClusterRoleBinding/kube-node-ready-controller',
+        'ClusterRoleBinding/kube-node-ready-worker',
+        'ConfigMap/kube-node-ready-config',
+        'Deployment/kube-node-ready-controller',
+        'PodDisruptionBudget/kube-node-ready-controller',
+        'Role/kube-node-ready-controller',
+        'Role/kube-node-ready-leader-election',
+        'RoleBinding/kube-node-ready-controller',
+        'RoleBinding/kube-node-ready-leader-election',
+        'Service/kube-node-ready-metrics',
+        'ServiceAccount/kube-node-ready-controller',
+        'ServiceAccount/kube-node-ready-worker',
+      ].sort(),
+    );
+  });
+
+  it('every optional feature on adds the ServiceMonitor and the PrometheusRule', () => {
+    const monitor = find(everything, 'ServiceMonitor');
+    expect(monitor.apiVersion).toBe('monitoring.coreos.com/v1');
+    expect(monitor.metadata.labels?.release).toBe('prometheus');
+    const spec = monitor.spec as { selector: { matchLabels: Record<string, string> }; endpoints: Array<{ port: string; path: string }> };
+    expect(spec.endpoints).toEqual([expect.objectContaining({ port: 'http-metrics', path: '/metrics' })]);
+    // The ServiceMonitor selects the metrics Service (and only it).
+    const service = find(everything, 'Service');
+    for (const [k, v] of Object.entries(spec.selector.matchLabels)) expect(service.metadata.labels?.[k], k).toBe(v);
+    expect(find(everything, 'PrometheusRule').apiVersion).toBe('monitoring.coreos.com/v1');
+  });
+
+  it('every object carries the standard app.kubernetes.io labels and the namespaced ones the release namespace', () => {
+    for (const o of everything) {
+      const labels = o.metadata.labels ?? {};
+      expect(labels['app.kubernetes.io/name'], `${o.kind}/${o.metadata.name}`).toBe('kube-node-ready');
+      expect(labels['app.kubernetes.io/instance']).toBe('kube-node-ready');
+      expect(labels['app.kubernetes.io/managed-by']).toBe('Helm');
+      expect(labels['app.kubernetes.io/version']).toBe('0.1.0');
+      expect(labels['app.kubernetes.io/component']).toMatch(/^(controller|worker)$/);
+      expect(labels['helm.sh/chart']).toBe('kube-node-ready-0.1.0');
+      expect(labels['example.com/team']).toBe('platform'); // commonLabels
+      if (!o.kind.startsWith('Cluster')) expect(o.metadata.namespace).toBe(NAMESPACE);
+    }
+  });
+
+  it('the worker namespace and other release namespaces follow the release', async () => {
+    const objects = await template({}, { namespace: 'node-ready' });
+    const config = withTempFile(configOf(objects), (p) => loadConfig(p));
+    expect(config.worker.namespace).toBe('node-ready');
+    expect(find(objects, 'Role', 'kube-node-ready-controller').metadata.namespace).toBe('node-ready');
+    expect(find(objects, 'Role', 'kube-node-ready-leader-election').metadata.namespace).toBe('node-ready');
+    const workerSa = find(objects, 'ServiceAccount', 'kube-node-ready-worker');
+    expect(workerSa.metadata.namespace).toBe('node-ready');
+  });
+});
+
+describe('RBAC', () => {
+  it('default install: exactly the listed permissions', () => {
+    expect(permissions(defaults)).toEqual([...BASE_PERMISSIONS].sort());
+  });
+
+  it('remediation on (deleteFailedNodes): adds node deletion and NodeClaim get/list/watch/delete, nothing else', () => {
+    expect(permissions(everything)).toEqual([...BASE_PERMISSIONS, ...REMEDIATION_PERMISSIONS].sort());
+  });
+
+  it('no wildcard, no secrets, no escalation verbs anywhere', () => {
+    for (const p of permissions(everything)) {
+      expect(p).not.toContain('*');
+      expect(p).not.toMatch(/secrets|escalate|bind|impersonate|serviceaccounts\/token/);
+    }
+  });
+
+  it('bindings grant each role to the right ServiceAccount', () => {
+    const subjects = (kind: string, name: string) => (find(defaults, kind, name).subjects as Array<{ name: string; namespace: string }>).map((s) => `${s.namespace}/${s.name}`);
+    expect(subjects('ClusterRoleBinding', 'kube-node-ready-controller')).toEqual(['kube-system/kube-node-ready-controller']);
+    expect(subjects('RoleBinding', 'kube-node-ready-controller')).toEqual(['kube-system/kube-node-ready-controller']);
+    expect(subjects('RoleBinding', 'kube-node-ready-leader-election')).toEqual(['kube-system/kube-node-ready-controller']);
+    expect(subjects('ClusterRoleBinding', 'kube-node-ready-worker')).toEqual(['kube-system/kube-node-ready-worker']);
+    // The controller names this ServiceAccount in every worker pod.
+    expect(withTempFile(configOf(defaults), (p) => loadConfig(p)).worker.serviceAccountName).toBe('kube-node-ready-worker');
+  });
+
+  it('leader election off: no Lease role (and a single replica is required)', async () => {
+    const objects = await template({ controller: { replicas: 1 }, config: { leaderElection: { enabled: false } } });
+    expect(findAll(objects, 'Role').map((r) => r.metadata.name)).toEqual(['kube-node-ready-controller']);
+    const twoReplicas = await tryTemplate({ config: { leaderElection: { enabled: false } } });
+    expect(twoReplicas.code).not.toBe(0);
+    expect(twoReplicas.stderr).toContain('controller.replicas must be 1 when config.leaderElection.enabled is false');
+  });
+
+  it('rbac.create=false renders no roles or bindings', async () => {
+    const objects = await template({ rbac: { create: false } });
+    expect(objects.filter((o) => /Role/.test(o.kind))).toEqual([]);
+  });
+});
+
+describe('the controller Deployment', () => {
+  it('2 replicas, system-cluster-critical, its ServiceAccount, the controller subcommand with the mounted config', () => {
+    const d = deploymentOf(defaults);
+    expect(d.spec.replicas).toBe(2);
+    const pod = d.spec.template.spec;
+    expect(pod.priorityClassName).toBe('system-cluster-critical');
+    expect(pod.serviceAccountName).toBe('kube-node-ready-controller');
+    const c = controllerOf(defaults);
+    expect(c.args).toEqual(['controller', '--config', '/etc/kube-node-ready/config.yaml']);
+    expect(c.volumeMounts).toContainEqual({ name: 'config', mountPath: '/etc/kube-node-ready', readOnly: true });
+    expect(c.resources.requests).toEqual({ cpu: '50m', memory: '128Mi' });
+    expect(c.resources.limits).toEqual({ memory: '256Mi' });
+  });
+
+  it('restricted security context: non-root 65532, read-only root filesystem, no privilege escalation, no capabilities, RuntimeDefault seccomp', () => {
+    const pod = deploymentOf(defaults).spec.template.spec;
+    expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 65532, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(controllerOf(defaults).securityContext).toEqual({
+      runAsNonRoot: true,
+      runAsUser: 65532,
+      runAsGroup: 65532,
+      readOnlyRootFilesystem: true,
+      allowPrivilegeEscalation: false,
+      privileged: false,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+  });
+
+  it('probes: liveness /healthz and readiness /readyz on the metrics port, or the health port when set', () => {
+    const c = controllerOf(defaults);
+    expect(c.ports).toEqual([{ name: 'http-metrics', containerPort: 8080, protocol: 'TCP' }]);
+    expect(c.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'http-metrics' });
+    expect(c.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'http-metrics' });
+    const h = controllerOf(everything);
+    expect(h.ports).toContainEqual({ name: 'health', containerPort: 8081, protocol: 'TCP' });
+    expect(h.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'health' });
+    expect(h.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'health' });
+  });
+
+  it('the metrics Service port follows config.metrics.bindAddress', async () => {
+    const objects = await template({ config: { metrics: { bindAddress: ':9100' } } });
+    expect((find(objects, 'Service').spec as { ports: Array<{ port: number }> }).ports[0]?.port).toBe(9100);
+    expect(controllerOf(objects).ports[0]?.containerPort).toBe(9100);
+  });
+
+  it('env POD_NAME, POD_NAMESPACE, NODE_NAME, POD_IP from the downward API', () => {
+    const env = Object.fromEntries(controllerOf(defaults).env.map((e) => [e.name, e.valueFrom?.fieldRef?.fieldPath]));
+    expect(env).toEqual({ POD_NAME: 'metadata.name', POD_NAMESPACE: 'metadata.namespace', NODE_NAME: 'spec.nodeName', POD_IP: 'status.podIP' });
+  });
+
+  it('listenOnPodIP binds metrics and health to the pod IP', async () => {
+    const objects = await template({ controller: { listenOnPodIP: true }, config: { health: { bindAddress: ':8081' } } });
+    expect(controllerOf(objects).args).toEqual([
+      'controller',
+      '--config',
+      '/etc/kube-node-ready/config.yaml',
+      '--metrics-bind-address=$(POD_IP):8080',
+      '--health-bind-address=$(POD_IP):8081',
+    ]);
+  });
+
+  it('tolerates the verification taints (so it can start on a cluster of new nodes) and prefers verified nodes', async () => {
+    const pod = deploymentOf(defaults).spec.template.spec;
+    expect(pod.tolerations).toEqual([
+      { key: 'node-ready/unverified', operator: 'Exists', effect: 'NoSchedule' },
+      { key: 'CriticalAddonsOnly', operator: 'Exists' },
+    ]);
+    expect(pod.affinity).toEqual({
+      nodeAffinity: {
+        preferredDuringSchedulingIgnoredDuringExecution: [
+          { weight: 100, preference: { matchExpressions: [{ key: 'node-ready/verified', operator: 'In', values: ['true'] }] } },
+        ],
+      },
+    });
+    const custom = await template({ config: { nodeManagement: { taints: [{ key: 'example.com/unverified', effect: 'NoExecute' }] } } });
+    expect(deploymentOf(custom).spec.template.spec.tolerations[0]).toEqual({ key: 'example.com/unverified', operator: 'Exists', effect: 'NoExecute' });
+  });
+
+  it('spreads replicas across nodes (hard) and zones (soft)', () => {
+    const spread = deploymentOf(defaults).spec.template.spec.topologySpreadConstraints;
+    const selector = deploymentOf(defaults).spec.selector.matchLabels;
+    expect(spread).toEqual([
+      expect.objectContaining({ topologyKey: 'kubernetes.io/hostname', whenUnsatisfiable: 'DoNotSchedule', maxSkew: 1, labelSelector: { matchLabels: selector } }),
+      expect.objectContaining({ topologyKey: 'topology.kubernetes.io/zone', whenUnsatisfiable: 'ScheduleAnyway', maxSkew: 1, labelSelector: { matchLabels: selector } }),
+    ]);
+  });
+
+  it('the selector is stable and matches the pod labels', () => {
+    const d = deploymentOf(everything);
+    expect(d.spec.selector.matchLabels).toEqual({
+      'app.kubernetes.io/name': 'kube-node-ready',
+      'app.kubernetes.io/instance': 'kube-node-ready',
+      'app.kubernetes.io/component': 'controller',
+    });
+    for (const [k, v] of Object.entries(d.spec.selector.matchLabels)) expect(d.spec.template.metadata.labels[k]).toBe(v);
+    expect(d.spec.template.metadata.labels['example.com/tier']).toBe('system');
+    expect(d.spec.template.metadata.annotations['example.com/owner']).toBe('platform');
+  });
+
+  it('imagePullSecrets go to the controller pods and, by default, the worker pods', () => {
+    expect(deploymentOf(everything).spec.template.spec.imagePullSecrets).toEqual([{ name: 'registry-credentials' }]);
+    expect(withTempFile(configOf(everything), (p) => loadConfig(p)).worker.imagePullSecrets).toEqual(['registry-credentials']);
+  });
+});
+
+describe('the config checksum rolls the Deployment on config changes only', () => {
+  const checksum = (objects: KubeObject[]) => deploymentOf(objects).spec.template.metadata.annotations['checksum/config'];
+
+  it('changes when the controller config changes, not when an unrelated value does', async () => {
+    const [changed, unrelated] = await Promise.all([
+      template({ config: { reconciliation: { maxRetries: 7 } } }),
+      template({ controller: { podLabels: { extra: 'label' } } }),
+    ]);
+    expect(checksum(defaults)).toMatch(/^[a-f0-9]{64}$/);
+    expect(checksum(changed)).not.toBe(checksum(defaults));
+    expect(checksum(unrelated)).toBe(checksum(defaults));
+  });
+
+  it('changes when the image (and so the worker image in the config) changes', async () => {
+    expect(checksum(await template({ image: { tag: '9.9.9' } }))).not.toBe(checksum(defaults));
+  });
+});
+
+describe('PodDisruptionBudget', () => {
+  it('lets a drain take at most one controller replica', () => {
+    const pdb = find(defaults, 'PodDisruptionBudget');
+    expect(pdb.apiVersion).toBe('policy/v1');
+    expect(pdb.spec).toEqual({ maxUnavailable: 1, selector: { matchLabels: deploymentOf(defaults).spec.selector.matchLabels } });
+  });
+
+  it('can be turned off', async () => {
+    expect(findAll(await template({ podDisruptionBudget: { enabled: false } }), 'PodDisruptionBudget')).toEqual([]);
+  });
+});
+
+describe('the rendered controller configuration', () => {
+  it('default values: loadConfig accepts it; it is the controller default plus the release namespace and the chart image', () => {
+    const config = withTempFile(configOf(defaults), (p) => loadConfig(p));
+    const expected = parseConfig({ worker: { namespace: NAMESPACE, image: { tag: '0.1.0' } } });
+    expect(config).toEqual(expected);
+  });
+
+  it('every feature on: loadConfig accepts it', () => {
+    const config = withTempFile(configOf(everything), (p) => loadConfig(p));
+    expect(config.nodeManagement.deleteFailedNodes).toBe(true);
+    expect(config.health.bindAddress).toBe('0.0.0.0:8081');
+  });
+
+  it('the worker image follows the chart image (tag, digest, repository) unless set', async () => {
+    const digest = `sha256:${'a'.repeat(64)}`;
+    const objects = await template({ image: { repository: 'registry.example.com/knr', digest } });
+    expect((controllerOf(objects) as Container & { image: string }).image).toBe(`registry.example.com/knr@${digest}`);
+    const pinned = withTempFile(configOf(objects), (p) => loadConfig(p));
+    expect(pinned.worker.image).toEqual({ repository: 'registry.example.com/knr', tag: '0.1.0', digest });
+    const own = withTempFile(configOf(await template({ config: { worker: { image: { repository: 'other/worker', tag: '1.2.3' } } } })), (p) => loadConfig(p));
+    expect(own.worker.image).toEqual({ repository: 'other/worker', tag: '1.2.3', digest: '' });
+  });
+});
+
+describe('values.schema.json rejects bad values at install time', () => {
+  const rejects = async (values: unknown, message: RegExp) => {
+    const result = await tryTemplate(values);
+    expect(result.code, `helm accepted ${JSON.stringify(values)}`).not.toBe(0);
+    expect(result.stderr).toMatch(message);
+  };
+
+  it('a typo in a chart value', async () => {
+    await rejects({ controller: { replica: 3 } }, /replica/);
+    await rejects({ serviceMonitor: { enable: true } }, /enable/);
+  });
+
+  it('a typo in a controller config key', async () => {
+    await rejects({ config: { reconciliation: { maxRetry: 3 } } }, /maxRetry/);
+    await rejects({ config: { nodeManagment: {} } }, /nodeManagment/);
+  });
+
+  it('a bad controller config value (duration, enum, range)', async () => {
+    await rejects({ config: { worker: { timeout: '10' } } }, /timeout/);
+    await rejects({ config: { logging: { level: 'verbose' } } }, /level/);
+    await rejects({ config: { reconciliation: { maxRetries: -1 } } }, /maxRetries/);
+  });
+
+  it('accepts valid partial overrides', async () => {
+    const ok = await tryTemplate({ config: { worker: { timeout: '90s' }, reconciliation: { maxRetries: 3 } }, controller: { replicas: 3 } });
+    expect(ok.code, ok.stderr).toBe(0);
+  });
+});
