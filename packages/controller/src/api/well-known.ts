@@ -20,6 +20,8 @@ export const Annotation = {
   NextAttemptAt: `${GROUP}/next-attempt-at`,
   /** Outcome of the last finished attempt (Passed, ChecksFailed, WorkerError, ...). */
   LastOutcome: `${GROUP}/last-outcome`,
+  /** One line on the last finished attempt: the failed checks and their errors (<= 1024 chars). */
+  LastMessage: `${GROUP}/last-message`,
   /** RFC 3339 time the node passed and was opened. */
   VerifiedAt: `${GROUP}/verified-at`,
 } as const;

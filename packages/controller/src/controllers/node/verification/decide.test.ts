@@ -206,7 +206,7 @@ describe('decide: following an attempt', () => {
       kind: 'Complete',
       attempt: 2,
       result: { outcome: Outcome.ChecksFailed, failedChecks: ['dns'], message: 'check failed: dns: SERVFAIL' },
-      state: { attempt: 2, failures: 2, phase: Phase.Backoff, nextAttemptAt: NOW + 20 * S, lastOutcome: Outcome.ChecksFailed },
+      state: { attempt: 2, failures: 2, phase: Phase.Backoff, nextAttemptAt: NOW + 20 * S, lastOutcome: Outcome.ChecksFailed, lastMessage: 'check failed: dns: SERVFAIL' },
       open: false,
       deletePod: false,
       requeueAfterMs: 20 * S,

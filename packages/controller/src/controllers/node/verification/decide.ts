@@ -213,7 +213,7 @@ function complete(
   config: ControllerConfig,
 ): Action {
   const passed = result.outcome === Outcome.Passed;
-  const state = passed ? passedState(base, now) : failedState(base, result, now, config);
+  const state = passed ? passedState(base, result, now) : failedState(base, result, now, config);
   const keep = passed ? 0 : config.worker.keepFailedPods;
   // A pod that never finished (not scheduled / not started / over its deadline) is always removed.
   const deletePod = pod !== undefined && (keep === 0 || !isPodTerminal(pod));
@@ -233,13 +233,20 @@ function complete(
   return action;
 }
 
-function passedState(base: VerificationState, now: number): VerificationState {
-  return { uid: base.uid, attempt: base.attempt, failures: 0, phase: Phase.Passed, lastOutcome: Outcome.Passed, verifiedAt: now };
+function passedState(base: VerificationState, result: AttemptResult, now: number): VerificationState {
+  return { uid: base.uid, attempt: base.attempt, failures: 0, phase: Phase.Passed, lastOutcome: Outcome.Passed, lastMessage: result.message, verifiedAt: now };
 }
 
 function failedState(base: VerificationState, result: AttemptResult, now: number, config: ControllerConfig): VerificationState {
   const failures = base.failures + 1;
-  const state: VerificationState = { uid: base.uid, attempt: base.attempt, failures, phase: Phase.Failed, lastOutcome: result.outcome };
+  const state: VerificationState = {
+    uid: base.uid,
+    attempt: base.attempt,
+    failures,
+    phase: Phase.Failed,
+    lastOutcome: result.outcome,
+    lastMessage: result.message,
+  };
   if (base.verifiedAt !== undefined) state.verifiedAt = base.verifiedAt;
   if (failures <= config.reconciliation.maxRetries) {
     state.phase = Phase.Backoff;
@@ -264,6 +271,7 @@ function carried(state: VerificationState | undefined, uid: string): Verificatio
     phase: Phase.Verifying,
   };
   if (state?.lastOutcome !== undefined) out.lastOutcome = state.lastOutcome;
+  if (state?.lastMessage !== undefined) out.lastMessage = state.lastMessage;
   if (state?.verifiedAt !== undefined) out.verifiedAt = state.verifiedAt;
   return out;
 }

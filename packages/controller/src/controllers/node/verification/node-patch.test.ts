@@ -86,7 +86,16 @@ describe('nodePatch: storing progress only', () => {
   });
 
   it('round-trips every field through the annotations', () => {
-    const state: VerificationState = { uid: 'uid-node-1', attempt: 12, failures: 3, phase: Phase.Backoff, nextAttemptAt: T0 + 61_000, lastOutcome: Outcome.NotStarted, verifiedAt: T0 };
+    const state: VerificationState = {
+      uid: 'uid-node-1',
+      attempt: 12,
+      failures: 3,
+      phase: Phase.Backoff,
+      nextAttemptAt: T0 + 61_000,
+      lastOutcome: Outcome.NotStarted,
+      lastMessage: 'the worker container did not start within 3m of scheduling: ImagePullBackOff',
+      verifiedAt: T0,
+    };
     const node = aNode().build();
     expect(readState(applyJsonPatch(node, nodePatch({ node, config, state, open: false })))).toEqual({ kind: 'ok', state });
   });

@@ -33,6 +33,8 @@ export function readState(node: V1Node): StateRead {
   if (next !== undefined) state.nextAttemptAt = next;
   const outcome = a[Annotation.LastOutcome];
   if (outcome !== undefined && (OUTCOMES as readonly string[]).includes(outcome)) state.lastOutcome = outcome as Outcome;
+  const message = a[Annotation.LastMessage];
+  if (message !== undefined) state.lastMessage = message;
   const verifiedAt = parseTime(a[Annotation.VerifiedAt]);
   if (verifiedAt !== undefined) state.verifiedAt = verifiedAt;
   if (state.phase === Phase.Backoff && state.nextAttemptAt === undefined) {
@@ -53,6 +55,7 @@ export function stateAnnotations(state: VerificationState): Record<string, strin
     [Annotation.Phase]: state.phase,
     [Annotation.NextAttemptAt]: state.nextAttemptAt === undefined ? null : formatTime(state.nextAttemptAt),
     [Annotation.LastOutcome]: state.lastOutcome ?? null,
+    [Annotation.LastMessage]: state.lastMessage ?? null,
     [Annotation.VerifiedAt]: state.verifiedAt === undefined ? null : formatTime(state.verifiedAt),
   };
 }

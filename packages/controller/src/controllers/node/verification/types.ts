@@ -54,6 +54,8 @@ export interface VerificationState {
   /** Phase Backoff: no new attempt before this time (ms). */
   nextAttemptAt?: number;
   lastOutcome?: Outcome;
+  /** The last finished attempt's message (names failed checks and errors). */
+  lastMessage?: string;
   /** Set when the node passed (kept across later re-verifications: "was ever verified"). */
   verifiedAt?: number;
 }

@@ -1,0 +1,44 @@
+import type { ControllerConfig } from '../../../config/schema.js';
+import type { ConditionInput } from './node-patch.js';
+import { formatTime } from './state.js';
+import { Phase, type VerificationState } from './types.js';
+
+/**
+ * The node condition (type nodeManagement.condition.type, default kube-node-ready.io/NetworkVerified)
+ * as a pure function of the stored progress, so it is synced level-based on every reconcile and
+ * never churns: the same state always gives the same condition.
+ *
+ *   status   reason                      when
+ *   Unknown  Verifying                   an attempt is running
+ *   True     Passed                      the node passed and was opened
+ *   False    <outcome of last attempt>   an attempt failed; another follows after a backoff
+ *   False    RetriesExhausted            no attempts left; the taint stays
+ */
+export const ConditionReason = {
+  Verifying: 'Verifying',
+  Passed: 'Passed',
+  RetriesExhausted: 'RetriesExhausted',
+} as const;
+
+export function desiredCondition(state: VerificationState, config: ControllerConfig): ConditionInput {
+  const type = config.nodeManagement.condition.type;
+  const max = config.reconciliation.maxRetries + 1;
+  const last = state.lastMessage ?? 'no details';
+  switch (state.phase) {
+    case Phase.Verifying:
+      return { type, status: 'Unknown', reason: ConditionReason.Verifying, message: `attempt ${state.failures + 1} of ${max} in progress` };
+    case Phase.Passed:
+      return { type, status: 'True', reason: ConditionReason.Passed, message: state.lastMessage ?? 'all checks passed' };
+    case Phase.Backoff: {
+      const next = state.nextAttemptAt === undefined ? '' : `; next attempt at ${formatTime(state.nextAttemptAt)}`;
+      return { type, status: 'False', reason: state.lastOutcome ?? 'Failed', message: `attempt ${state.failures} of ${max} failed: ${last}${next}` };
+    }
+    case Phase.Failed:
+      return {
+        type,
+        status: 'False',
+        reason: ConditionReason.RetriesExhausted,
+        message: `verification failed after ${state.failures} attempts; last: ${state.lastOutcome ?? 'unknown'}: ${last}`,
+      };
+  }
+}

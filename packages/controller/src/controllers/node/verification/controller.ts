@@ -1,0 +1,322 @@
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import type { Logger } from '@kube-node-ready/core';
+import { errorMessage } from '@kube-node-ready/core';
+import { PodAnnotation } from '../../../api/well-known.js';
+import type { Clock } from '../../../clock.js';
+import type { ControllerConfig } from '../../../config/schema.js';
+import type { EventRecorder } from '../../../events/recorder.js';
+import type { KubeClient } from '../../../kube/client.js';
+import { messageOf } from '../../../kube/errors.js';
+import { stripObject } from '../../../kube/informer.js';
+import { annotation, nodeUid, toMillis } from '../../../kube/objects.js';
+import type { ControllerMetrics } from '../../../metrics/metrics.js';
+import type { NodeStatus } from '../../../metrics/names.js';
+import { desiredCondition } from './condition.js';
+import { decide, hasVerificationTaint, type Action, type PodRef } from './decide.js';
+import { awaitingRegistrationEvent, completedEvents, startedEvent, type NodeEvent } from './events.js';
+import { workerPodName } from './naming.js';
+import { conditionPatch, taintsToRemove } from './node-patch.js';
+import { buildWorkerPod } from './pod-spec.js';
+import type { VerificationSlots } from './slots.js';
+import type { ProgressStore } from './store.js';
+import { Phase, type VerificationState } from './types.js';
+
+/**
+ * The verification controller: gathers what decide() needs (the node and its worker pods from
+ * the informer caches, the stored progress), asks decide() for the next step, and applies it.
+ * One reconcile per node at a time (the work queue guarantees it). A node write refused because
+ * the node changed is retried with a fresh read; other errors go back to the queue's backoff.
+ */
+export interface VerificationDeps {
+  config: ControllerConfig;
+  clock: Clock;
+  log: Logger;
+  kube: Pick<KubeClient, 'getNode' | 'patchNodeStatus' | 'createPod' | 'getPod' | 'deletePod'>;
+  /** Informer caches. */
+  nodes: { get(name: string): V1Node | undefined };
+  pods: { list(): readonly V1Pod[] };
+  store: ProgressStore;
+  events: EventRecorder;
+  metrics: ControllerMetrics;
+  slots: VerificationSlots;
+  worker: { image: string; configHash: string };
+  /** Puts a node back on the work queue (to wake nodes waiting for a verification slot). */
+  enqueue: (name: string) => void;
+}
+
+export interface ReconcileResult {
+  requeueAfterMs?: number;
+}
+
+/** Node writes refused for a changed node before the reconcile gives up and requeues. */
+const MAX_CONFLICT_ROUNDS = 3;
+
+export class VerificationController {
+  private readonly waitingForSlot = new Set<string>();
+  private readonly reportedInvalid = new Map<string, string>();
+
+  constructor(private readonly deps: VerificationDeps) {}
+
+  async reconcile(name: string): Promise<ReconcileResult> {
+    const { config, kube, store } = this.deps;
+    const log = this.deps.log.child({ node: name });
+
+    // 1. The node is gone: remove its workers and its metrics.
+    let node = this.deps.nodes.get(name);
+    if (!node) return this.forget(name, log);
+
+    for (let round = 1; ; round++) {
+      // 2. Read the stored progress and the node's worker pods.
+      const state = this.readProgress(node, log);
+      const pods = await this.workerPods(node, state);
+
+      // 3. Decide, then apply.
+      const action = decide(node, pods, this.deps.clock.now(), config, {
+        state,
+        activeVerifications: this.deps.slots.activeExcept(name),
+      });
+      const applied = await this.apply(node, pods, action, log);
+
+      // 4. The node changed under us: read it again and decide again.
+      if (applied === 'conflict') {
+        if (round >= MAX_CONFLICT_ROUNDS) throw new Error(`node ${name} kept changing during ${round} attempts to write it`);
+        log.debug({ round }, 'node changed since it was read; reading it again');
+        const fresh = await kube.getNode(name);
+        if (!fresh) return this.forget(name, log);
+        node = stripObject(fresh);
+        continue;
+      }
+
+      // 5. Bring the condition and the status metric in line with the stored progress.
+      await this.syncReport(applied.node, applied.state ?? stored(store, applied.node), log);
+      return applied.result;
+    }
+  }
+
+  /** Called by the composition root for every node that goes away (informer delete). */
+  async forget(name: string, log: Logger = this.deps.log.child({ node: name })): Promise<ReconcileResult> {
+    const orphans = this.deps.pods.list().filter((p) => annotation(p, PodAnnotation.NodeName) === name && !p.metadata?.deletionTimestamp);
+    await this.deletePods(orphans.map(ref), log);
+    this.deps.metrics.forgetNode(name);
+    this.deps.store.forget(name);
+    this.deps.slots.release(name);
+    this.waitingForSlot.delete(name);
+    this.reportedInvalid.delete(name);
+    if (orphans.length > 0) log.info({ pods: orphans.length }, 'node is gone; deleted its worker pods');
+    return {};
+  }
+
+  // -------------------------------------------------------------------------------------------
+
+  private readProgress(node: V1Node, log: Logger): VerificationState | undefined {
+    const read = this.deps.store.read(node);
+    if (read.kind === 'ok') return read.state;
+    if (read.kind === 'invalid' && this.reportedInvalid.get(node.metadata?.name ?? '') !== read.problem) {
+      this.reportedInvalid.set(node.metadata?.name ?? '', read.problem);
+      log.warn({ problem: read.problem }, 'ignoring unusable verification state on the node');
+    }
+    return undefined;
+  }
+
+  /**
+   * The node's worker pods from the cache. The pod of the attempt in flight is read live when
+   * the cache lacks it: the cache may lag our own create, and decide() treats a missing pod as
+   * deleted.
+   */
+  private async workerPods(node: V1Node, state: VerificationState | undefined): Promise<V1Pod[]> {
+    const name = node.metadata?.name ?? '';
+    const pods = this.deps.pods.list().filter((p) => annotation(p, PodAnnotation.NodeName) === name);
+    if (state?.phase !== Phase.Verifying) return pods;
+    const expected = workerPodName(name, nodeUid(node), state.attempt);
+    if (pods.some((p) => p.metadata?.name === expected)) return pods;
+    const live = await this.deps.kube.getPod(this.deps.config.worker.namespace, expected);
+    return live ? [...pods, stripObject(live)] : pods;
+  }
+
+  private async apply(
+    node: V1Node,
+    pods: readonly V1Pod[],
+    action: Action,
+    log: Logger,
+  ): Promise<'conflict' | { node: V1Node; state?: VerificationState; result: ReconcileResult }> {
+    await this.deletePods(action.cleanup, log);
+    switch (action.kind) {
+      case 'Ignore':
+        return this.ignore(node, action, log);
+      case 'Wait':
+        return this.wait(node, action, log);
+      case 'Launch':
+        return this.launch(node, action, log);
+      case 'Complete':
+        return this.complete(node, pods, action, log);
+    }
+  }
+
+  private ignore(node: V1Node, action: Extract<Action, { kind: 'Ignore' }>, log: Logger): { node: V1Node; result: ReconcileResult } {
+    const name = node.metadata?.name ?? '';
+    this.deps.slots.release(name);
+    this.waitingForSlot.delete(name);
+    if (action.reason === 'NodeDeleting' || action.reason === 'NotCandidate') this.deps.metrics.forgetNode(name);
+    log.trace({ reason: action.reason }, 'nothing to do');
+    return { node, result: {} };
+  }
+
+  private async wait(node: V1Node, action: Extract<Action, { kind: 'Wait' }>, log: Logger): Promise<'conflict' | { node: V1Node; state?: VerificationState; result: ReconcileResult }> {
+    const name = node.metadata?.name ?? '';
+    let written = node;
+    if (action.persist) {
+      // A pod newer than the stored progress (created just before a restart): record it first.
+      const saved = await this.deps.store.save(node, action.persist, { open: false });
+      if (saved === 'conflict') return 'conflict';
+      written = saved;
+      log.info({ attempt: action.attempt }, 'resumed an attempt whose worker pod already existed');
+    }
+    if (action.reason === 'ConcurrencyLimit') this.waitingForSlot.add(name);
+    else this.waitingForSlot.delete(name);
+    if (action.reason === 'KarpenterRegistration') await this.emit(name, awaitingRegistrationEvent());
+    log.debug({ reason: action.reason, attempt: action.attempt, requeueAfterMs: action.requeueAfterMs }, 'waiting');
+    return { node: written, ...(action.persist ? { state: action.persist } : {}), result: requeue(action.requeueAfterMs) };
+  }
+
+  private async launch(node: V1Node, action: Extract<Action, { kind: 'Launch' }>, log: Logger): Promise<'conflict' | { node: V1Node; state: VerificationState; result: ReconcileResult }> {
+    const { config, kube, slots, worker } = this.deps;
+    const name = node.metadata?.name ?? '';
+    // 1. Take the slot now, before any await: concurrent reconciles see it.
+    slots.reserve(name);
+    this.waitingForSlot.delete(name);
+
+    // 2. The pod first: its deterministic name makes a repeat (after a crash or a conflict) a no-op.
+    const pod = buildWorkerPod({ node, attempt: action.attempt, podName: action.podName, config, image: worker.image, configHash: worker.configHash });
+    const created = await kube.createPod(pod);
+
+    // 3. Then the progress: the next reconcile follows this attempt.
+    const saved = await this.deps.store.save(node, action.state, { open: false });
+    if (saved === 'conflict') return 'conflict';
+
+    await this.emit(name, startedEvent(action, config));
+    if (action.state.failures > 0) this.deps.metrics.recordRetry(name);
+    log.info({ attempt: action.attempt, pod: action.podName, existed: created === undefined }, 'started worker pod');
+    return { node: saved, state: action.state, result: requeue(action.requeueAfterMs) };
+  }
+
+  private async complete(
+    node: V1Node,
+    pods: readonly V1Pod[],
+    action: Extract<Action, { kind: 'Complete' }>,
+    log: Logger,
+  ): Promise<'conflict' | { node: V1Node; state: VerificationState; result: ReconcileResult }> {
+    const { config, clock, metrics } = this.deps;
+    const name = node.metadata?.name ?? '';
+    const removedTaints = action.open ? taintsToRemove(node, config) : [];
+
+    // 1. One guarded write: the outcome, and for a pass the taint removal and the label.
+    const saved = await this.deps.store.save(node, action.state, { open: action.open });
+    if (saved === 'conflict') return 'conflict';
+    const now = clock.now();
+
+    // 2. Explain: events, logs, metrics.
+    for (const event of completedEvents(action, config, { dryRun: config.dryRun, removedTaints })) await this.emit(name, event);
+    const pod = pods.find((p) => p.metadata?.name === action.pod?.name);
+    const podCreated = toMillis(pod?.metadata?.creationTimestamp);
+    const finished = action.result.finishedAt ?? now;
+    metrics.recordAttempt({
+      outcome: action.result.outcome,
+      ...(podCreated !== undefined ? { durationSeconds: (finished - podCreated) / 1000 } : {}),
+      checks: action.result.checks,
+    });
+    const created = toMillis(node.metadata?.creationTimestamp);
+    if (action.open && !config.dryRun && removedTaints.length > 0 && created !== undefined) metrics.recordOpened((now - created) / 1000);
+    const fields = { attempt: action.attempt, outcome: action.result.outcome, failedChecks: action.result.failedChecks, phase: action.state.phase };
+    if (action.open) log.info({ ...fields, removedTaints, dryRun: config.dryRun }, config.dryRun ? 'node passed (dry run: not opened)' : 'node passed and was opened');
+    else log.warn({ ...fields, message: action.result.message, requeueAfterMs: action.requeueAfterMs }, 'verification attempt failed');
+
+    // 3. The pod has served its purpose (failed ones are kept up to worker.keepFailedPods).
+    if (action.deletePod && action.pod) await this.deletePods([action.pod], log);
+    this.deps.slots.release(name);
+    this.wakeOneWaiting();
+    return { node: saved, state: action.state, result: requeue(action.requeueAfterMs) };
+  }
+
+  /** The condition and the status metric follow the stored progress (level-based, idempotent). */
+  private async syncReport(node: V1Node, state: VerificationState | undefined, log: Logger): Promise<void> {
+    const { config, metrics } = this.deps;
+    const name = node.metadata?.name ?? '';
+    if (!state || state.uid !== nodeUid(node)) return;
+    metrics.setNodeStatus(name, statusOf(state));
+    if (!config.nodeManagement.condition.enabled || config.dryRun) return;
+    const patch = conditionPatch(node, desiredCondition(state, config), this.deps.clock.now());
+    if (!patch) return;
+    await this.deps.kube.patchNodeStatus(name, patch);
+    log.debug({ condition: patch.status.conditions[0] }, 'updated the node condition');
+  }
+
+  private async deletePods(pods: readonly PodRef[], log: Logger): Promise<void> {
+    for (const pod of pods) {
+      try {
+        await this.deps.kube.deletePod(pod.namespace, pod.name);
+        log.debug({ pod: pod.name }, 'deleted worker pod');
+      } catch (err) {
+        // Not fatal: the next reconcile sees the pod again and retries.
+        log.warn({ pod: pod.name, err: messageOf(err) }, 'could not delete worker pod');
+      }
+    }
+  }
+
+  private async emit(node: string, event: NodeEvent): Promise<void> {
+    try {
+      await this.deps.events.nodeEvent(node, event.type, event.reason, event.message);
+    } catch (err) {
+      this.deps.log.warn({ node, reason: event.reason, err: errorMessage(err) }, 'could not record event');
+    }
+  }
+
+  private wakeOneWaiting(): void {
+    const next = this.waitingForSlot.values().next();
+    if (next.done) return;
+    this.waitingForSlot.delete(next.value);
+    this.deps.enqueue(next.value);
+  }
+}
+
+function statusOf(state: VerificationState): NodeStatus {
+  switch (state.phase) {
+    case Phase.Verifying:
+      return 'verifying';
+    case Phase.Backoff:
+      return 'backoff';
+    case Phase.Passed:
+      return 'verified';
+    case Phase.Failed:
+      return 'failed';
+  }
+}
+
+function requeue(ms: number | undefined): ReconcileResult {
+  return ms === undefined ? {} : { requeueAfterMs: Math.max(0, ms) };
+}
+
+function ref(pod: V1Pod): PodRef {
+  return { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' };
+}
+
+/** Whether a node event can matter to verification (used to skip kubelet status churn). */
+export function nodeFingerprint(node: V1Node, config: ControllerConfig): string {
+  const labels = node.metadata?.labels ?? {};
+  const ours = Object.entries(node.metadata?.annotations ?? {}).filter(([k]) => k.startsWith('kube-node-ready.io/'));
+  return JSON.stringify([
+    node.metadata?.uid,
+    node.metadata?.deletionTimestamp ?? null,
+    hasVerificationTaint(node, config),
+    (node.spec?.taints ?? []).map((t) => `${t.key}:${t.effect}`),
+    labels[config.nodeManagement.verifiedLabel.key] ?? null,
+    labels['karpenter.sh/nodepool'] ?? null,
+    labels['karpenter.sh/registered'] ?? null,
+    ours,
+    (node.status?.conditions ?? []).find((c) => c.type === config.nodeManagement.condition.type) ?? null,
+  ]);
+}
+
+function stored(store: ProgressStore, node: V1Node): VerificationState | undefined {
+  const read = store.read(node);
+  return read.kind === 'ok' ? read.state : undefined;
+}

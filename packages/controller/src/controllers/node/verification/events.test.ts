@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import { testConfig } from '../../../testing/builders.js';
+import { desiredCondition } from './condition.js';
+import type { Action } from './decide.js';
+import { completedEvents, startedEvent } from './events.js';
+import { Outcome, Phase, type AttemptResult, type VerificationState } from './types.js';
+
+const config = testConfig(); // maxRetries 5: 6 attempts
+const T0 = Date.UTC(2025, 0, 1);
+
+function complete(result: Partial<AttemptResult>, state: Partial<VerificationState>, requeueAfterMs?: number): Extract<Action, { kind: 'Complete' }> {
+  return {
+    kind: 'Complete',
+    attempt: 3,
+    result: { outcome: Outcome.ChecksFailed, message: 'check failed: dns: timeout', failedChecks: ['dns'], checks: [], ...result },
+    state: { uid: 'u', attempt: 3, failures: 2, phase: Phase.Backoff, nextAttemptAt: T0, ...state },
+    open: result.outcome === Outcome.Passed,
+    deletePod: false,
+    cleanup: [],
+    ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}),
+  };
+}
+
+describe('events', () => {
+  it('announces each attempt with its number in this verification and the pod', () => {
+    const event = startedEvent({ kind: 'Launch', attempt: 9, podName: 'knr-n-1234abcd-a9', state: { uid: 'u', attempt: 9, failures: 2, phase: Phase.Verifying }, cleanup: [], requeueAfterMs: 1 }, config);
+    expect(event).toEqual({ type: 'Normal', reason: 'VerificationStarted', message: 'attempt 3 of 6: worker pod kube-system/knr-n-1234abcd-a9' });
+  });
+
+  it('names the failed check and when it retries', () => {
+    expect(completedEvents(complete({}, {}, 20_000), config, { dryRun: false, removedTaints: [] })).toEqual([
+      { type: 'Warning', reason: 'VerificationChecksFailed', message: 'attempt 2 of 6 failed: check failed: dns: timeout; retrying in 20s' },
+    ]);
+  });
+
+  it('adds the verdict after the last attempt', () => {
+    const events = completedEvents(complete({ outcome: Outcome.NotScheduled, message: 'not scheduled' }, { failures: 6, phase: Phase.Failed }), config, { dryRun: false, removedTaints: [] });
+    expect(events.map((e) => e.reason)).toEqual(['VerificationWorkerNotScheduled', 'VerificationFailed']);
+    expect(events[1]?.message).toBe('node failed verification after 6 attempts and keeps its taint; last: not scheduled');
+  });
+
+  it('says what opening the node did, or would do in a dry run', () => {
+    const passed = complete({ outcome: Outcome.Passed, message: 'all checks passed in 1.2s (dns, api)' }, { phase: Phase.Passed, failures: 0 });
+    expect(completedEvents(passed, config, { dryRun: false, removedTaints: ['node-ready/unverified=true:NoSchedule'] })).toEqual([
+      { type: 'Normal', reason: 'VerificationPassed', message: 'all checks passed in 1.2s (dns, api); removed taint node-ready/unverified=true:NoSchedule and added label node-ready/verified=true' },
+    ]);
+    expect(completedEvents(passed, config, { dryRun: true, removedTaints: ['node-ready/unverified=true:NoSchedule'] })[0]).toEqual({
+      type: 'Normal',
+      reason: 'DryRunWouldOpenNode',
+      message: 'all checks passed in 1.2s (dns, api); dry run: would remove taint node-ready/unverified=true:NoSchedule and add label node-ready/verified=true',
+    });
+  });
+});
+
+describe('desiredCondition', () => {
+  const type = 'kube-node-ready.io/NetworkVerified';
+  it.each<[string, VerificationState, object]>([
+    ['verifying', { uid: 'u', attempt: 4, failures: 1, phase: Phase.Verifying }, { type, status: 'Unknown', reason: 'Verifying', message: 'attempt 2 of 6 in progress' }],
+    ['passed', { uid: 'u', attempt: 4, failures: 0, phase: Phase.Passed, lastMessage: 'all checks passed in 1s (dns)' }, { type, status: 'True', reason: 'Passed', message: 'all checks passed in 1s (dns)' }],
+    [
+      'backing off',
+      { uid: 'u', attempt: 4, failures: 2, phase: Phase.Backoff, nextAttemptAt: T0 + 20_000, lastOutcome: Outcome.ChecksFailed, lastMessage: 'check failed: dns: timeout' },
+      { type, status: 'False', reason: 'ChecksFailed', message: 'attempt 2 of 6 failed: check failed: dns: timeout; next attempt at 2025-01-01T00:00:20Z' },
+    ],
+    [
+      'failed',
+      { uid: 'u', attempt: 6, failures: 6, phase: Phase.Failed, lastOutcome: Outcome.WorkerError, lastMessage: 'exit 3' },
+      { type, status: 'False', reason: 'RetriesExhausted', message: 'verification failed after 6 attempts; last: WorkerError: exit 3' },
+    ],
+  ])('%s', (_name, state, expected) => {
+    expect(desiredCondition(state, config)).toEqual(expected);
+  });
+
+  it('uses the configured condition type', () => {
+    const cfg = testConfig({ nodeManagement: { condition: { type: 'example.com/NetworkReady' } } });
+    expect(desiredCondition({ uid: 'u', attempt: 1, failures: 0, phase: Phase.Verifying }, cfg).type).toBe('example.com/NetworkReady');
+  });
+});

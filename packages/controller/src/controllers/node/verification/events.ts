@@ -1,0 +1,78 @@
+import type { ControllerConfig } from '../../../config/schema.js';
+import { EventType, Reason } from '../../../events/reasons.js';
+import type { Action } from './decide.js';
+import { Outcome, Phase } from './types.js';
+
+/** What to say on the Node about a step of its verification (pure; the controller records it). */
+export interface NodeEvent {
+  type: EventType;
+  reason: Reason;
+  message: string;
+}
+
+const OUTCOME_REASON: Record<Outcome, Reason> = {
+  [Outcome.Passed]: Reason.VerificationPassed,
+  [Outcome.ChecksFailed]: Reason.VerificationChecksFailed,
+  [Outcome.WorkerError]: Reason.VerificationWorkerError,
+  [Outcome.NotScheduled]: Reason.VerificationWorkerNotScheduled,
+  [Outcome.NotStarted]: Reason.VerificationWorkerNotStarted,
+  [Outcome.DeadlineExceeded]: Reason.VerificationDeadlineExceeded,
+  [Outcome.PodDeleted]: Reason.VerificationWorkerPodDeleted,
+};
+
+export function outcomeReason(outcome: Outcome): Reason {
+  return OUTCOME_REASON[outcome];
+}
+
+export function startedEvent(action: Extract<Action, { kind: 'Launch' }>, config: ControllerConfig): NodeEvent {
+  const max = config.reconciliation.maxRetries + 1;
+  return {
+    type: EventType.Normal,
+    reason: Reason.VerificationStarted,
+    message: `attempt ${action.state.failures + 1} of ${max}: worker pod ${config.worker.namespace}/${action.podName}`,
+  };
+}
+
+/**
+ * Events for a finished attempt: its outcome, and when it was the last one, the verdict.
+ * `removedTaints` names what the open removed (or would remove in dry run).
+ */
+export function completedEvents(
+  action: Extract<Action, { kind: 'Complete' }>,
+  config: ControllerConfig,
+  opts: { dryRun: boolean; removedTaints: readonly string[] },
+): NodeEvent[] {
+  const { result, state } = action;
+  const max = config.reconciliation.maxRetries + 1;
+  const { key, value } = config.nodeManagement.verifiedLabel;
+  const label = `${key}=${value}`;
+
+  if (result.outcome === Outcome.Passed) {
+    const taints = opts.removedTaints.length > 0 ? `removed taint ${opts.removedTaints.join(', ')} and ` : '';
+    if (opts.dryRun) {
+      const would = opts.removedTaints.length > 0 ? `remove taint ${opts.removedTaints.join(', ')} and ` : '';
+      return [{ type: EventType.Normal, reason: Reason.DryRunWouldOpenNode, message: `${result.message}; dry run: would ${would}add label ${label}` }];
+    }
+    return [{ type: EventType.Normal, reason: Reason.VerificationPassed, message: `${result.message}; ${taints}added label ${label}` }];
+  }
+
+  const attempt = `attempt ${state.failures} of ${max}`;
+  const next = state.phase === Phase.Backoff && action.requeueAfterMs !== undefined ? `; retrying in ${Math.round(action.requeueAfterMs / 1000)}s` : '';
+  const events: NodeEvent[] = [{ type: EventType.Warning, reason: outcomeReason(result.outcome), message: `${attempt} failed: ${result.message}${next}` }];
+  if (state.phase === Phase.Failed) {
+    events.push({
+      type: EventType.Warning,
+      reason: Reason.VerificationFailed,
+      message: `node failed verification after ${state.failures} attempts and keeps its taint; last: ${result.message}`,
+    });
+  }
+  return events;
+}
+
+export function awaitingRegistrationEvent(): NodeEvent {
+  return {
+    type: EventType.Normal,
+    reason: Reason.AwaitingKarpenterRegistration,
+    message: 'verification passed; waiting for karpenter.sh/registered=true before removing the taint (Karpenter would re-add it)',
+  };
+}

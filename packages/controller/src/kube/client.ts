@@ -1,0 +1,190 @@
+import {
+  CoordinationV1Api,
+  CoreV1Api,
+  KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
+  VersionApi,
+  type CoreV1Event,
+  type V1ConfigMap,
+  type V1Node,
+  type V1NodeList,
+  type V1Pod,
+  type V1PodList,
+} from '@kubernetes/client-node';
+import pRetry from 'p-retry';
+import type { Logger } from '@kube-node-ready/core';
+import { FIELD_MANAGER } from '../api/well-known.js';
+import type { Clock } from '../clock.js';
+import { BucketRateLimiter } from '../queue/rate-limiter.js';
+import { isAlreadyExists, isNotFound, isTransient, messageOf } from './errors.js';
+
+/**
+ * The API calls the controller makes, in one place: every call waits for a token of the client-side
+ * rate limit (kubernetes.qps / burst) and is retried with p-retry on transient failures (429, 5xx,
+ * network). Guarded writes are safe to retry: a repeat of an applied patch fails its `test`
+ * operations and the caller re-reads.
+ */
+export interface KubeClientOptions {
+  qps: number;
+  burst: number;
+  clock: Clock;
+  log: Logger;
+  /** Retries of one call on transient errors. */
+  retries?: number;
+}
+
+export class KubeClient {
+  readonly core: CoreV1Api;
+  readonly coordination: CoordinationV1Api;
+  private readonly version: VersionApi;
+  private readonly limiter: BucketRateLimiter<'api'>;
+
+  constructor(
+    readonly kubeConfig: KubeConfig,
+    private readonly opts: KubeClientOptions,
+  ) {
+    this.core = kubeConfig.makeApiClient(CoreV1Api);
+    this.coordination = kubeConfig.makeApiClient(CoordinationV1Api);
+    this.version = kubeConfig.makeApiClient(VersionApi);
+    this.limiter = new BucketRateLimiter(opts.qps, opts.burst, opts.clock);
+  }
+
+  /** The API server URL, for messages. */
+  get server(): string {
+    return this.kubeConfig.getCurrentCluster()?.server ?? '(no cluster in kubeconfig)';
+  }
+
+  /** GET /version, once, no retries: the start-up reachability check. */
+  async serverVersion(): Promise<string> {
+    const info = await this.version.getCode();
+    return info.gitVersion;
+  }
+
+  /** Runs one API call under the rate limit, retrying transient failures. */
+  async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    return pRetry(
+      async () => {
+        const wait = this.limiter.when('api');
+        if (wait > 0) await this.opts.clock.sleep(wait);
+        return fn();
+      },
+      {
+        retries: this.opts.retries ?? 3,
+        minTimeout: 200,
+        factor: 2,
+        maxTimeout: 2_000,
+        shouldRetry: ({ error }) => isTransient(error),
+        onFailedAttempt: ({ error, attemptNumber, retriesLeft }) => {
+          if (isTransient(error) && retriesLeft > 0) {
+            this.opts.log.debug({ call: what, attempt: attemptNumber, err: messageOf(error) }, 'API call failed, retrying');
+          }
+        },
+      },
+    );
+  }
+
+  // -- Nodes ---------------------------------------------------------------------------------
+
+  listNodes(): Promise<V1NodeList> {
+    return this.call('list nodes', () => this.core.listNode({}));
+  }
+
+  async getNode(name: string): Promise<V1Node | undefined> {
+    try {
+      return await this.call('get node', () => this.core.readNode({ name }));
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /** RFC 6902 JSON patch (the client's default patch type). */
+  patchNode(name: string, ops: readonly object[]): Promise<V1Node> {
+    return this.call('patch node', () =>
+      this.core.patchNode({ name, body: ops, fieldManager: FIELD_MANAGER }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch)),
+    );
+  }
+
+  /** Strategic-merge patch of nodes/status (conditions merge by type). */
+  async patchNodeStatus(name: string, body: object): Promise<void> {
+    await this.call('patch node status', () =>
+      this.core.patchNodeStatus({ name, body, fieldManager: FIELD_MANAGER }, setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch)),
+    );
+  }
+
+  // -- Worker pods -----------------------------------------------------------------------------
+
+  listPods(namespace: string, labelSelector: string): Promise<V1PodList> {
+    return this.call('list pods', () => this.core.listNamespacedPod({ namespace, labelSelector }));
+  }
+
+  /** Creates the pod; if a pod of that name exists already (same attempt), returns undefined. */
+  async createPod(pod: V1Pod): Promise<V1Pod | undefined> {
+    try {
+      const namespace = pod.metadata?.namespace ?? 'default';
+      return await this.call('create pod', () => this.core.createNamespacedPod({ namespace, body: pod, fieldManager: FIELD_MANAGER }));
+    } catch (err) {
+      if (isAlreadyExists(err)) return undefined;
+      throw err;
+    }
+  }
+
+  async getPod(namespace: string, name: string): Promise<V1Pod | undefined> {
+    try {
+      return await this.call('get pod', () => this.core.readNamespacedPod({ namespace, name }));
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /** Deletes the pod (background propagation); a pod already gone is fine. */
+  async deletePod(namespace: string, name: string): Promise<void> {
+    try {
+      await this.call('delete pod', () => this.core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0, propagationPolicy: 'Background' }));
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  }
+
+  // -- Worker ConfigMap ------------------------------------------------------------------------
+
+  /** Creates or replaces a ConfigMap with exactly `data`. */
+  async applyConfigMap(namespace: string, name: string, data: Record<string, string>, labels: Record<string, string>): Promise<void> {
+    const body: V1ConfigMap = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace, labels }, data };
+    try {
+      await this.call('create configmap', () => this.core.createNamespacedConfigMap({ namespace, body, fieldManager: FIELD_MANAGER }));
+    } catch (err) {
+      if (!isAlreadyExists(err)) throw err;
+      await this.call('replace configmap', async () => {
+        const current = await this.core.readNamespacedConfigMap({ namespace, name });
+        const replacement: V1ConfigMap = { ...body, metadata: { ...body.metadata, resourceVersion: current.metadata?.resourceVersion ?? '' } };
+        await this.core.replaceNamespacedConfigMap({ namespace, name, body: replacement, fieldManager: FIELD_MANAGER });
+      });
+    }
+  }
+
+  // -- Events ----------------------------------------------------------------------------------
+
+  async createEvent(namespace: string, event: CoreV1Event): Promise<void> {
+    await this.call('create event', () => this.core.createNamespacedEvent({ namespace, body: event }));
+  }
+
+  async bumpEvent(namespace: string, name: string, count: number, lastTimestamp: string): Promise<void> {
+    await this.call('patch event', () =>
+      this.core.patchNamespacedEvent(
+        { namespace, name, body: { count, lastTimestamp } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      ),
+    );
+  }
+}
+
+/** A KubeConfig from an explicit file, else KUBECONFIG, ~/.kube/config, or in-cluster. */
+export function loadKubeConfig(path: string | undefined): KubeConfig {
+  const kc = new KubeConfig();
+  if (path) kc.loadFromFile(path);
+  else kc.loadFromDefault();
+  return kc;
+}

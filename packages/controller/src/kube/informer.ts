@@ -1,0 +1,181 @@
+import { ListWatch, Watch, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import type { Logger } from '@kube-node-ready/core';
+import type { Clock, Timer } from '../clock.js';
+import { messageOf } from './errors.js';
+
+/**
+ * A cache of one resource kept current by list + watch, that heals itself.
+ *
+ * client-node's ListWatch re-lists on 410 Gone and reconnects after a normal close or a client
+ * timeout, but stops for good after any other error (a failed list, a 403, a 500, a reset
+ * connection) after firing `error` (PITFALLS). This wrapper restarts it with exponential backoff
+ * (1 s doubling to 30 s, reset once a restart connects), counts restarts, and reports health.
+ *
+ * Every object entering the cache goes through `transform` (strip managedFields and what else the
+ * controller never reads) and is stored as plain JSON: list results (typed, with Date fields) and
+ * watch events (raw JSON, with string times) look the same. Read times with kube/objects toMillis.
+ */
+export interface InformerOptions<T extends KubernetesObject> {
+  /** For logs and metrics: "nodes", "pods". */
+  resource: string;
+  /** API path of the collection, e.g. /api/v1/nodes or /api/v1/namespaces/kube-system/pods. */
+  path: string;
+  list: () => Promise<KubernetesListObject<T>>;
+  kubeConfig: KubeConfig;
+  labelSelector?: string;
+  transform?: (obj: T) => T;
+  clock: Clock;
+  log: Logger;
+  onRestart?: () => void;
+  minBackoffMs?: number;
+  maxBackoffMs?: number;
+  /** A watch failing for longer than this makes health() report not ok. */
+  unhealthyAfterMs?: number;
+}
+
+export interface InformerHandlers<T> {
+  add?: (obj: T) => void;
+  update?: (obj: T) => void;
+  delete?: (obj: T) => void;
+}
+
+export class SelfHealingInformer<T extends KubernetesObject> {
+  private readonly listWatch: ListWatch<T>;
+  private synced = false;
+  private stopped = false;
+  private backoffMs: number;
+  private restartTimer: Timer | undefined;
+  /** When the current run of failures began (undefined while healthy). */
+  private failingSince: number | undefined;
+  private lastError = '';
+  private errorsThisStart = 0;
+  private readonly syncWaiters: Array<() => void> = [];
+
+  constructor(private readonly opts: InformerOptions<T>) {
+    this.backoffMs = opts.minBackoffMs ?? 1_000;
+    const transform = (obj: T): T => (opts.transform ? opts.transform(toPlain(obj)) : toPlain(obj));
+    const list = async (): Promise<KubernetesListObject<T>> => {
+      const result = await opts.list();
+      return { ...result, items: result.items.map(transform) };
+    };
+    this.listWatch = new ListWatch<T>(
+      opts.path,
+      new TransformingWatch(opts.kubeConfig, (obj) => transform(obj as T)),
+      list,
+      false,
+      opts.labelSelector,
+      undefined,
+      { delayFn: (ms) => opts.clock.sleep(ms) },
+    );
+    this.listWatch.on('error', (err) => this.onError(err));
+  }
+
+  on(handlers: InformerHandlers<T>): void {
+    if (handlers.add) this.listWatch.on('add', handlers.add);
+    if (handlers.update) this.listWatch.on('update', handlers.update);
+    if (handlers.delete) this.listWatch.on('delete', handlers.delete);
+  }
+
+  /** Starts list + watch; resolves once the cache has synced (or the informer is stopped). */
+  async start(): Promise<void> {
+    const synced = new Promise<void>((resolve) => this.syncWaiters.push(resolve));
+    await this.runOnce();
+    await synced;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.restartTimer?.cancel();
+    await this.listWatch.stop();
+    for (const resolve of this.syncWaiters.splice(0)) resolve();
+  }
+
+  hasSynced(): boolean {
+    return this.synced;
+  }
+
+  get(name: string, namespace?: string): T | undefined {
+    return this.listWatch.get(name, namespace);
+  }
+
+  list(namespace?: string): readonly T[] {
+    return this.listWatch.list(namespace);
+  }
+
+  /** Not ok before the first sync, after stop(), and while the watch has been failing too long. */
+  health(): { ok: boolean; reason?: string } {
+    if (this.stopped) return { ok: false, reason: `${this.opts.resource} informer stopped` };
+    if (!this.synced) return { ok: false, reason: `${this.opts.resource} cache not synced${this.lastError ? `: ${this.lastError}` : ''}` };
+    const limit = this.opts.unhealthyAfterMs ?? 120_000;
+    if (this.failingSince !== undefined && this.opts.clock.now() - this.failingSince > limit) {
+      return { ok: false, reason: `${this.opts.resource} watch failing since ${new Date(this.failingSince).toISOString()}: ${this.lastError}` };
+    }
+    return { ok: true };
+  }
+
+  private async runOnce(): Promise<void> {
+    if (this.stopped) return;
+    this.errorsThisStart = 0;
+    await this.listWatch.start();
+    if (this.stopped || this.errorsThisStart > 0) return;
+    // Listed and watching: healthy again.
+    this.failingSince = undefined;
+    this.backoffMs = this.opts.minBackoffMs ?? 1_000;
+    if (!this.synced) {
+      this.synced = true;
+      this.opts.log.info({ resource: this.opts.resource, objects: this.list().length }, 'cache synced');
+    }
+    for (const resolve of this.syncWaiters.splice(0)) resolve();
+  }
+
+  private onError(err: unknown): void {
+    this.errorsThisStart++;
+    if (this.stopped) return;
+    this.lastError = messageOf(err);
+    this.failingSince ??= this.opts.clock.now();
+    const delay = this.backoffMs;
+    this.backoffMs = Math.min(this.backoffMs * 2, this.opts.maxBackoffMs ?? 30_000);
+    this.opts.log.warn({ resource: this.opts.resource, err: this.lastError, retryInMs: delay }, 'watch stopped on an error; restarting');
+    this.restartTimer?.cancel();
+    this.restartTimer = this.opts.clock.setTimer(delay, () => {
+      this.opts.onRestart?.();
+      void this.runOnce();
+    });
+  }
+}
+
+/** A Watch whose events carry transformed objects (ERROR events pass through untouched). */
+class TransformingWatch extends Watch {
+  constructor(
+    config: KubeConfig,
+    private readonly transform: (obj: unknown) => unknown,
+  ) {
+    super(config);
+  }
+
+  override watch(
+    path: string,
+    queryParams: Record<string, string | number | boolean | undefined>,
+    callback: (phase: string, apiObj: unknown, watchObj?: unknown) => void,
+    done: (err: unknown) => void,
+  ): Promise<AbortController> {
+    return super.watch(
+      path,
+      queryParams,
+      (phase, obj, watchObj) => callback(phase, phase === 'ERROR' || phase === 'BOOKMARK' ? obj : this.transform(obj), watchObj),
+      done,
+    );
+  }
+}
+
+function toPlain<T>(obj: T): T {
+  return JSON.parse(JSON.stringify(obj)) as T;
+}
+
+/** Drops what the controller never reads from cached objects: managedFields (all), and node images. */
+export function stripObject<T extends KubernetesObject>(obj: T): T {
+  if (obj.metadata) delete obj.metadata.managedFields;
+  const status = (obj as { status?: { images?: unknown } }).status;
+  if (status && 'images' in status) delete status.images;
+  return obj;
+}
