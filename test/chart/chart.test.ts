@@ -83,7 +83,6 @@ const BASE_PERMISSIONS = [
   'Role/kube-system/kube-node-ready-controller core/configmaps create',
   'Role/kube-system/kube-node-ready-controller core/configmaps/kube-node-ready-worker get',
   'Role/kube-system/kube-node-ready-controller core/configmaps/kube-node-ready-worker update',
-  'Role/kube-system/kube-node-ready-controller core/configmaps/kube-node-ready-worker patch',
   'Role/kube-system/kube-node-ready-leader-election coordination.k8s.io/leases create',
   'Role/kube-system/kube-node-ready-leader-election coordination.k8s.io/leases/kube-node-ready-controller get',
   'Role/kube-system/kube-node-ready-leader-election coordination.k8s.io/leases/kube-node-ready-controller update',
