@@ -47,5 +47,12 @@ export function messageOf(err: unknown): string {
     const s = status(err);
     return `${err.code}${s.reason ? ` ${s.reason}` : ''}: ${s.message ?? err.message}`;
   }
-  return err instanceof Error ? err.message : String(err);
+  if (!(err instanceof Error)) return String(err);
+  // undici reports "fetch failed" and keeps the reason (ECONNREFUSED, a TLS error...) in `cause`.
+  const cause = (err as { cause?: unknown }).cause;
+  if (cause instanceof Error) {
+    const code = (cause as { code?: unknown }).code;
+    return `${err.message}: ${cause.message}${typeof code === 'string' && !cause.message.includes(code) ? ` (${code})` : ''}`;
+  }
+  return err.message;
 }

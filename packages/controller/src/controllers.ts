@@ -1,0 +1,294 @@
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import type { Logger } from '@kube-node-ready/core';
+import { errorMessage } from '@kube-node-ready/core';
+import type { FastifyInstance } from 'fastify';
+import type { Registry } from 'prom-client';
+import { PodAnnotation, PodLabelValue, PodLabel } from './api/well-known.js';
+import type { Clock, Timer } from './clock.js';
+import type { ControllerConfig } from './config/schema.js';
+import { nodeFingerprint, VerificationController } from './controllers/node/verification/controller.js';
+import { hasVerificationTaint } from './controllers/node/verification/decide.js';
+import { configHash, WORKER_POD_SELECTOR, workerConfigDocument, workerImage } from './controllers/node/verification/pod-spec.js';
+import { VerificationSlots } from './controllers/node/verification/slots.js';
+import { AnnotationProgressStore, MemoryProgressStore } from './controllers/node/verification/store.js';
+import { runWorkers } from './controllers/runner.js';
+import { KubeEventRecorder } from './events/recorder.js';
+import { buildServer, parseBindAddress, type Probe } from './http/server.js';
+import type { KubeClient } from './kube/client.js';
+import { SelfHealingInformer, stripObject } from './kube/informer.js';
+import { annotation } from './kube/objects.js';
+import { LeaderElector, type RunResult } from './leader/elector.js';
+import { KubeLeaseClient } from './leader/lease-client.js';
+import { ControllerMetrics } from './metrics/metrics.js';
+import type { WorkerPodStatus } from './metrics/names.js';
+import { WorkQueue } from './queue/workqueue.js';
+
+/**
+ * The composition root: builds every part with constructor injection and switches the optional
+ * ones (leader election, dry run) on or off here and nowhere else. main.ts only parses the
+ * command line, makes the logger and the API client, and calls startController().
+ */
+export interface ControllerOptions {
+  config: ControllerConfig;
+  kube: KubeClient;
+  clock: Clock;
+  log: Logger;
+  registry: Registry;
+  /** hostname_uuid (client-go convention). */
+  identity: string;
+  /** This pod's namespace (POD_NAMESPACE), for the Lease when leaderElection.namespace is empty. */
+  podNamespace?: string;
+  version: string;
+  commit: string;
+}
+
+export interface RunningController {
+  /** Resolves when the controller ends: 'stopped' after stop(), 'lost' when leadership was lost. */
+  readonly finished: Promise<RunResult>;
+  /** Graceful stop: drain the queue, release the lease, stop watches and servers. */
+  stop(): Promise<void>;
+  /** Where the HTTP servers listen (resolved ports). */
+  readonly addresses: string[];
+  isLeader(): boolean;
+  readonly metrics: ControllerMetrics;
+}
+
+/** Interval of the housekeeping tick (health gauge, active-verification gauge). */
+const TICK_MS = 5_000;
+
+export async function startController(opts: ControllerOptions): Promise<RunningController> {
+  const { config, kube, clock, log, registry } = opts;
+  const workerNamespace = config.worker.namespace;
+
+  // 1. Caches: all nodes, and our worker pods.
+  const metrics = new ControllerMetrics(registry, {
+    version: opts.version,
+    commit: opts.commit,
+    // Called at scrape time only, after `pods` below exists.
+    workerPods: () => countWorkerPods(pods.list()),
+  });
+  const nodeInformer = new SelfHealingInformer<V1Node>({
+    resource: 'nodes',
+    path: '/api/v1/nodes',
+    list: () => kube.listNodes(),
+    kubeConfig: kube.kubeConfig,
+    transform: stripObject,
+    clock,
+    log: log.child({ component: 'informer' }),
+    onRestart: () => metrics.watchRestartsTotal.inc({ resource: 'nodes' }),
+  });
+  const pods = new SelfHealingInformer<V1Pod>({
+    resource: 'pods',
+    path: `/api/v1/namespaces/${workerNamespace}/pods`,
+    list: () => kube.listPods(workerNamespace, WORKER_POD_SELECTOR),
+    labelSelector: WORKER_POD_SELECTOR,
+    kubeConfig: kube.kubeConfig,
+    transform: stripObject,
+    clock,
+    log: log.child({ component: 'informer' }),
+    onRestart: () => metrics.watchRestartsTotal.inc({ resource: 'pods' }),
+  });
+
+  // 2. The queue and the verification controller.
+  const queue = new WorkQueue<string>({
+    clock,
+    observer: {
+      depth: (n) => metrics.queueDepth.set(n),
+      added: () => metrics.queueAddsTotal.inc(),
+      retried: () => metrics.queueRetriesTotal.inc(),
+    },
+  });
+  const workerConfig = workerConfigDocument(config.worker);
+  const slots = new VerificationSlots(() => pods.list(), clock);
+  const verification = new VerificationController({
+    config,
+    clock,
+    log: log.child({ controller: 'verification' }),
+    kube,
+    nodes: nodeInformer,
+    pods,
+    store: config.dryRun ? new MemoryProgressStore() : new AnnotationProgressStore(kube, config),
+    events: new KubeEventRecorder({
+      sink: { create: (ns, e) => kube.createEvent(ns, e), bump: (ns, name, count, at) => kube.bumpEvent(ns, name, count, at) },
+      clock,
+      log,
+      component: PodLabelValue.ManagedBy,
+      instance: opts.identity,
+    }),
+    metrics,
+    slots,
+    worker: { image: workerImage(config.worker.image, opts.version), configHash: configHash(workerConfig) },
+    enqueue: (name) => queue.add(name),
+  });
+
+  // 3. Watch events become queue keys. Node updates that change nothing we read (kubelet status
+  //    heartbeats) are dropped here.
+  const fingerprints = new Map<string, string>();
+  nodeInformer.on({
+    add: (node) => {
+      const name = node.metadata?.name ?? '';
+      fingerprints.set(name, nodeFingerprint(node, config));
+      queue.add(name);
+    },
+    update: (node) => {
+      const name = node.metadata?.name ?? '';
+      const print = nodeFingerprint(node, config);
+      if (fingerprints.get(name) === print) return;
+      fingerprints.set(name, print);
+      queue.add(name);
+    },
+    delete: (node) => {
+      const name = node.metadata?.name ?? '';
+      fingerprints.delete(name);
+      queue.add(name);
+    },
+  });
+  const podEvent = (pod: V1Pod): void => {
+    const node = annotation(pod, PodAnnotation.NodeName);
+    if (node) queue.add(node);
+  };
+  pods.on({ add: podEvent, update: podEvent, delete: podEvent });
+
+  // 4. HTTP: metrics and probes. Ready once both caches synced (followers too).
+  const readiness = (): Probe => firstFailing([nodeInformer.health(), pods.health()]);
+  const liveness = (): Probe => (nodeInformer.hasSynced() && pods.hasSynced() ? readiness() : { ok: true });
+  const servers: FastifyInstance[] = [];
+  const addresses: string[] = [];
+  const separateHealth = config.health.bindAddress !== '' && config.health.bindAddress !== config.metrics.bindAddress;
+  servers.push(buildServer({ registry, liveness, readiness, serve: { metrics: true, health: !separateHealth } }));
+  if (separateHealth) servers.push(buildServer({ registry, liveness, readiness, serve: { metrics: false, health: true } }));
+  const binds = separateHealth ? [config.metrics.bindAddress, config.health.bindAddress] : [config.metrics.bindAddress];
+  for (const [i, server] of servers.entries()) addresses.push(await server.listen(parseBindAddress(binds[i] as string)));
+  log.info({ addresses }, 'serving /metrics, /healthz, /readyz');
+
+  // 5. Fill the caches before anything acts on them.
+  await Promise.all([nodeInformer.start(), pods.start()]);
+
+  // 6. Housekeeping: gauges, and the safety-net resync of every node we care about.
+  const timers: Timer[] = [];
+  const tick = (): void => {
+    metrics.controllerHealthy.set(readiness().ok ? 1 : 0);
+    metrics.activeVerifications.set(slots.active().size);
+    timers[0] = clock.setTimer(TICK_MS, tick);
+  };
+  const resync = (): void => {
+    for (const node of nodeInformer.list()) if (relevant(node, config)) queue.add(node.metadata?.name ?? '');
+    timers[1] = clock.setTimer(config.reconciliation.resyncInterval, resync);
+  };
+  tick();
+  timers[1] = clock.setTimer(config.reconciliation.resyncInterval, resync);
+
+  // 7. Lead (or, without leader election, just run): only the leader works the queue.
+  let workers: Promise<void> | undefined;
+  const lead = async (): Promise<void> => {
+    metrics.leader.set(1);
+    await kube.applyConfigMap(workerNamespace, config.worker.configMapName, { 'worker.yaml': workerConfig }, {
+      [PodLabel.Name]: PodLabelValue.Name,
+      [PodLabel.ManagedBy]: PodLabelValue.ManagedBy,
+    });
+    for (const node of nodeInformer.list()) queue.add(node.metadata?.name ?? '');
+    workers = runWorkers({
+      queue,
+      reconciler: verification,
+      workers: config.reconciliation.workers,
+      clock,
+      log,
+      observer: { reconciled: (result, seconds) => metrics.reconcileDuration.observe({ result }, seconds), failed: () => metrics.reconcileErrorsTotal.inc() },
+    });
+  };
+
+  const stopElection = new AbortController();
+  let elector: LeaderElector | undefined;
+  let finished: Promise<RunResult>;
+  let leadFailure: ((err: unknown) => void) | undefined;
+  const leadFailed = new Promise<RunResult>((_, reject) => (leadFailure = reject));
+  const startLeading = (): void => {
+    lead().catch((err: unknown) => {
+      log.error({ err: errorMessage(err) }, 'could not start leading');
+      leadFailure?.(err);
+    });
+  };
+
+  if (config.leaderElection.enabled) {
+    const leaseNamespace = config.leaderElection.namespace || opts.podNamespace || 'kube-system';
+    elector = new LeaderElector({
+      client: new KubeLeaseClient(kube.coordination, leaseNamespace, config.leaderElection.leaseName),
+      identity: opts.identity,
+      clock,
+      log: log.child({ component: 'leader-election' }),
+      leaseDurationMs: config.leaderElection.leaseDuration,
+      renewDeadlineMs: config.leaderElection.renewDeadline,
+      retryPeriodMs: config.leaderElection.retryPeriod,
+      releaseOnCancel: true,
+      onStartedLeading: (signal) => {
+        startLeading();
+        // Leadership lost: stop working at once; the caller exits (client-go behaviour).
+        signal.addEventListener('abort', () => queue.shutDown(), { once: true });
+      },
+      onStoppedLeading: () => metrics.leader.set(0),
+      onNewLeader: (leader) => log.info({ leader, self: leader === opts.identity }, 'leader observed'),
+    });
+    log.info({ identity: opts.identity, lease: `${leaseNamespace}/${config.leaderElection.leaseName}` }, 'waiting to lead');
+    finished = Promise.race([elector.run(stopElection.signal), leadFailed]);
+  } else {
+    startLeading();
+    finished = Promise.race([
+      new Promise<RunResult>((resolve) => stopElection.signal.addEventListener('abort', () => resolve('stopped'), { once: true })),
+      leadFailed,
+    ]);
+  }
+
+  let stopping: Promise<void> | undefined;
+  const stop = (): Promise<void> => {
+    stopping ??= (async () => {
+      log.info('stopping');
+      // Finish the reconciles in progress before giving up the lease, so two leaders never act.
+      await withTimeout(clock, queue.shutDownWithDrain(), 30_000);
+      await workers;
+      stopElection.abort();
+      await finished.catch(() => undefined);
+      for (const timer of timers) timer.cancel();
+      await Promise.all([nodeInformer.stop(), pods.stop()]);
+      await Promise.all(servers.map((s) => s.close()));
+      metrics.leader.set(0);
+      log.info('stopped');
+    })();
+    return stopping;
+  };
+
+  return {
+    finished,
+    stop,
+    addresses,
+    isLeader: () => (elector ? elector.isLeader() : true),
+    metrics,
+  };
+}
+
+/** Resync covers nodes that carry our taint or our progress; other nodes only change by events. */
+function relevant(node: V1Node, config: ControllerConfig): boolean {
+  if (hasVerificationTaint(node, config)) return true;
+  return Object.keys(node.metadata?.annotations ?? {}).some((k) => k.startsWith('kube-node-ready.io/'));
+}
+
+function countWorkerPods(pods: readonly V1Pod[]): Record<WorkerPodStatus, number> {
+  const counts: Record<WorkerPodStatus, number> = { pending: 0, running: 0, succeeded: 0, failed: 0 };
+  for (const pod of pods) {
+    const phase = pod.status?.phase;
+    if (phase === 'Running') counts.running++;
+    else if (phase === 'Succeeded') counts.succeeded++;
+    else if (phase === 'Failed') counts.failed++;
+    else counts.pending++;
+  }
+  return counts;
+}
+
+function firstFailing(probes: Probe[]): Probe {
+  return probes.find((p) => !p.ok) ?? { ok: true };
+}
+
+async function withTimeout(clock: Clock, promise: Promise<void>, ms: number): Promise<void> {
+  let timer: Timer | undefined;
+  await Promise.race([promise, new Promise<void>((resolve) => (timer = clock.setTimer(ms, resolve)))]);
+  timer?.cancel();
+}

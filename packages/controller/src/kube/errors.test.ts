@@ -1,0 +1,31 @@
+import { ApiException } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { isAlreadyExists, isConflict, isNotFound, isTransient, messageOf } from './errors.js';
+
+const api = (code: number, body: object | string) => new ApiException(code, 'HTTP error', typeof body === 'string' ? body : JSON.stringify(body), {});
+
+describe('API error helpers', () => {
+  it('tells conflicts (409, or 422 from a failed JSON-patch test) from AlreadyExists', () => {
+    expect(isConflict(api(409, { reason: 'Conflict', message: 'the object has been modified' }))).toBe(true);
+    expect(isConflict(api(422, { reason: 'Invalid', message: 'the server rejected our request due to an error in our request: testing value /metadata/uid failed: test failed' }))).toBe(true);
+    expect(isConflict(api(422, { reason: 'Invalid', message: 'spec.taints[0].effect: Unsupported value' }))).toBe(false);
+    expect(isConflict(api(409, { reason: 'AlreadyExists' }))).toBe(false);
+    expect(isAlreadyExists(api(409, { reason: 'AlreadyExists' }))).toBe(true);
+    expect(isNotFound(api(404, {}))).toBe(true);
+  });
+
+  it('retries only throttling, server and network errors', () => {
+    expect(isTransient(api(429, {}))).toBe(true);
+    expect(isTransient(api(503, {}))).toBe(true);
+    expect(isTransient(new Error('fetch failed'))).toBe(true);
+    expect(isTransient(api(403, {}))).toBe(false);
+    expect(isTransient(api(409, {}))).toBe(false);
+  });
+
+  it('describes errors in one line, with the network cause', () => {
+    expect(messageOf(api(403, { reason: 'Forbidden', message: 'nodes is forbidden' }))).toBe('403 Forbidden: nodes is forbidden');
+    expect(messageOf(api(500, 'plain text body'))).toBe('500: plain text body');
+    const cause = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' });
+    expect(messageOf(new Error('fetch failed', { cause }))).toBe('fetch failed: connect ECONNREFUSED 127.0.0.1:1');
+  });
+});

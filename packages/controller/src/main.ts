@@ -1,0 +1,191 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { parseArgs } from 'node:util';
+import { COMMIT, ConfigError, createLogger, errorMessage, ExitCode, VERSION, type Logger } from '@kube-node-ready/core';
+import { Registry, collectDefaultMetrics } from 'prom-client';
+import { realClock } from './clock.js';
+import { loadConfig, type ConfigOverrides } from './config/load.js';
+import type { ControllerConfig } from './config/schema.js';
+import { startController } from './controllers.js';
+import { KubeClient, loadKubeConfig } from './kube/client.js';
+import { messageOf } from './kube/errors.js';
+
+export const CONTROLLER_USAGE = `Usage: kube-node-ready controller [options]
+
+Watches Nodes that carry a verification taint, verifies each with a worker pod on the node, and
+opens the node (removes the taint, adds the verified label) when it passes.
+
+Options:
+  --config PATH                 Controller configuration (YAML; docs/configuration.md)
+  --kubeconfig PATH             Kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)
+  --dry-run                     Launch workers and report, but write nothing to Nodes
+  --log-level LEVEL             trace | debug | info | warn | error | fatal | silent
+  --log-format FORMAT           json | pretty
+  --metrics-bind-address ADDR   HOST:PORT for /metrics (and the probes)
+  --health-bind-address ADDR    HOST:PORT for /healthz and /readyz, if separate
+  --leader-elect / --no-leader-elect
+                                Elect a leader through a Lease (default: the config file's)
+  -h, --help                    Show this help
+
+Exit codes: 0 stopped by a signal; 1 leadership lost; 2 configuration or usage error;
+3 runtime error (for example the API server is unreachable at start-up).`;
+
+export interface RunIO {
+  /** Aborting it stops the controller gracefully (defaults to SIGTERM / SIGINT). */
+  signal?: AbortSignal;
+  stderr?: (line: string) => void;
+  stdout?: (line: string) => void;
+}
+
+/**
+ * `kube-node-ready controller`: parses the command line, loads the configuration, connects to
+ * the API server and runs until stopped. Returns the process exit code; never throws.
+ */
+export async function runController(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, io: RunIO = {}): Promise<number> {
+  const stderr = io.stderr ?? ((line: string) => void process.stderr.write(`${line}\n`));
+  const stdout = io.stdout ?? ((line: string) => void process.stdout.write(`${line}\n`));
+
+  // 1. Command line and configuration: bad input exits 2 with one clear line.
+  let flags: Flags;
+  let config: Readonly<ControllerConfig>;
+  try {
+    flags = parseFlags(argv);
+    if (flags.help) {
+      stdout(CONTROLLER_USAGE);
+      return ExitCode.OK;
+    }
+    config = loadConfig(flags.config, flags.overrides);
+  } catch (err) {
+    stderr(`error: ${errorMessage(err)}`);
+    return ExitCode.CONFIG_ERROR;
+  }
+
+  // 2. Logger and API client.
+  const log = await createLogger({ format: config.logging.format, level: config.logging.level, base: { component: 'controller' } });
+  let kube: KubeClient;
+  try {
+    kube = new KubeClient(loadKubeConfig(flags.kubeconfig), { qps: config.kubernetes.qps, burst: config.kubernetes.burst, clock: realClock, log });
+  } catch (err) {
+    stderr(`error: cannot load the kubeconfig: ${errorMessage(err)}`);
+    return ExitCode.CONFIG_ERROR;
+  }
+
+  // 3. The API server must answer before anything starts.
+  try {
+    const version = await withDeadline(kube.serverVersion(), 15_000, 'no answer within 15s');
+    log.info({ server: kube.server, serverVersion: version, version: VERSION, commit: COMMIT, dryRun: config.dryRun }, 'connected to the API server');
+  } catch (err) {
+    stderr(`error: cannot reach the Kubernetes API server at ${kube.server}: ${messageOf(err)}`);
+    return ExitCode.INTERNAL_ERROR;
+  }
+
+  // 4. Run until a signal (exit 0), lost leadership (exit 1) or a failure (exit 3).
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const stopSignal = io.signal ?? processSignals(log);
+  try {
+    const controller = await startController({
+      config,
+      kube,
+      clock: realClock,
+      log,
+      registry,
+      identity: `${env.HOSTNAME || hostname()}_${randomUUID()}`,
+      ...(env.POD_NAMESPACE ? { podNamespace: env.POD_NAMESPACE } : {}),
+      version: VERSION,
+      commit: COMMIT,
+    });
+    const stopped = new Promise<'stopped'>((resolve) => {
+      if (stopSignal.aborted) resolve('stopped');
+      stopSignal.addEventListener('abort', () => resolve('stopped'), { once: true });
+    });
+    const result = await Promise.race([controller.finished, stopped]);
+    await controller.stop();
+    if (result === 'lost') {
+      log.error('leadership lost; exiting so a fresh process can compete again');
+      return 1;
+    }
+    return ExitCode.OK;
+  } catch (err) {
+    log.error({ err: errorMessage(err) }, 'controller failed');
+    stderr(`error: ${errorMessage(err)}`);
+    return ExitCode.INTERNAL_ERROR;
+  }
+}
+
+interface Flags {
+  config?: string;
+  kubeconfig?: string;
+  help: boolean;
+  overrides: ConfigOverrides;
+}
+
+function parseFlags(argv: readonly string[]): Flags {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      allowPositionals: false,
+      allowNegative: true,
+      strict: true,
+      options: {
+        config: { type: 'string' },
+        kubeconfig: { type: 'string' },
+        'dry-run': { type: 'boolean' },
+        'log-level': { type: 'string' },
+        'log-format': { type: 'string' },
+        'metrics-bind-address': { type: 'string' },
+        'health-bind-address': { type: 'string' },
+        'leader-elect': { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (err) {
+    throw new ConfigError(`${errorMessage(err)} (see --help)`);
+  }
+  const v = parsed.values;
+  const overrides: ConfigOverrides = {};
+  if (v['dry-run'] !== undefined) overrides.dryRun = v['dry-run'];
+  if (v['log-level'] !== undefined || v['log-format'] !== undefined) {
+    overrides.logging = {
+      ...(v['log-level'] !== undefined ? { level: v['log-level'] as never } : {}),
+      ...(v['log-format'] !== undefined ? { format: v['log-format'] as never } : {}),
+    };
+  }
+  if (v['metrics-bind-address'] !== undefined) overrides.metrics = { bindAddress: v['metrics-bind-address'] };
+  if (v['health-bind-address'] !== undefined) overrides.health = { bindAddress: v['health-bind-address'] };
+  if (v['leader-elect'] !== undefined) overrides.leaderElection = { enabled: v['leader-elect'] };
+  return {
+    ...(v.config !== undefined ? { config: v.config } : {}),
+    ...(v.kubeconfig !== undefined ? { kubeconfig: v.kubeconfig } : {}),
+    help: v.help ?? false,
+    overrides,
+  };
+}
+
+/** An AbortSignal that fires on the first SIGTERM or SIGINT; a second one exits at once. */
+function processSignals(log: Logger): AbortSignal {
+  const controller = new AbortController();
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (controller.signal.aborted) {
+      log.warn({ signal }, 'second signal; exiting now');
+      process.exit(ExitCode.INTERNAL_ERROR);
+    }
+    log.info({ signal }, 'shutting down');
+    controller.abort();
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  return controller.signal;
+}
+
+function withDeadline<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise.finally(() => clearTimeout(timer)),
+    new Promise<T>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(message)), ms);
+      timer.unref();
+    }),
+  ]);
+}
