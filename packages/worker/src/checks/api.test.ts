@@ -1,0 +1,97 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { aService } from '../testing/fake-api.js';
+import { runCheck, startTestCluster, type TestCluster } from '../testing/harness.js';
+import { closedPort } from '../testing/blackhole.js';
+
+const SERVICE_PATH = '/api/v1/namespaces/default/services/kubernetes';
+
+describe('api check against a local HTTPS API server', () => {
+  const clusters: TestCluster[] = [];
+  async function cluster(opts?: Parameters<typeof startTestCluster>[0]): Promise<TestCluster> {
+    const c = await startTestCluster(opts);
+    c.api.state.services.set('default/kubernetes', aService('default', 'kubernetes'));
+    clusters.push(c);
+    return c;
+  }
+  afterEach(async () => {
+    await Promise.all(clusters.splice(0).map((c) => c.close()));
+  });
+
+  it('passes: TLS with the service-account CA, /version, and the authenticated read', async () => {
+    const c = await cluster();
+    const outcome = await runCheck('api', [], c.env);
+    expect(outcome.error).toBeUndefined();
+    expect(outcome.ok).toBe(true);
+    expect(outcome.details).toMatchObject({
+      server: `127.0.0.1:${c.api.port}`,
+      tlsProtocol: expect.stringMatching(/^TLSv1\.[23]$/),
+      version: 'v1.33.1',
+      tlsMs: expect.any(Number),
+      versionMs: expect.any(Number),
+      authenticatedMs: expect.any(Number),
+    });
+    expect(c.api.state.requests).toEqual(['/version', SERVICE_PATH]);
+  });
+
+  it('fails with 401 when the token is rejected', async () => {
+    const c = await cluster({ token: 'expired-token' });
+    const outcome = await runCheck('api', [], c.env);
+    expect(outcome.ok).toBe(false);
+    expect(outcome.error).toBe(
+      'GET /version: 401 Unauthorized: Unauthorized (the service-account token was rejected: expired, revoked, or issued by another cluster)',
+    );
+  });
+
+  it('fails with the 403 Status message when RBAC denies the read', async () => {
+    const c = await cluster();
+    c.api.state.forbidden.add(SERVICE_PATH);
+    const outcome = await runCheck('api', [], c.env);
+    expect(outcome.ok).toBe(false);
+    expect(outcome.error).toMatch(
+      /^GET \/api\/v1\/namespaces\/default\/services\/kubernetes: 403 Forbidden: services "kubernetes" is forbidden: User "system:serviceaccount:kube-system:kube-node-ready-worker" cannot get resource "services" in API group "" in the namespace "default"/,
+    );
+    expect(outcome.details).toMatchObject({ version: 'v1.33.1' });
+  });
+
+  it('fails with a TLS error when the server certificate is not signed by the service-account CA', async () => {
+    const c = await cluster({ saCa: 'wrong' });
+    const outcome = await runCheck('api', [], c.env);
+    expect(outcome.ok).toBe(false);
+    expect(outcome.error).toMatch(/^TLS error: .*(unable to verify|self.signed|certificate)/i);
+    expect(outcome.error).toContain('service-account CA');
+    expect(c.api.state.requests).toEqual([]);
+  });
+
+  it('fails clearly outside a pod (no KUBERNETES_SERVICE_HOST)', async () => {
+    const outcome = await runCheck('api', [], {});
+    expect(outcome.error).toMatch(/^KUBERNETES_SERVICE_HOST is not set: the worker is not running in a pod/);
+  });
+
+  it('fails clearly when the service-account token is not mounted', async () => {
+    const c = await cluster();
+    const outcome = await runCheck('api', [], { ...c.env, KNR_SERVICEACCOUNT_DIR: '/nonexistent/sa' });
+    expect(outcome.error).toMatch(/^cannot read the service-account token at \/nonexistent\/sa\/token: .*ENOENT/);
+  });
+
+  it('reports connection refused when nothing listens at the API address', async () => {
+    const c = await cluster();
+    const port = await closedPort();
+    const outcome = await runCheck('api', [], { ...c.env, KUBERNETES_SERVICE_PORT: String(port.port) });
+    expect(outcome.error).toBe(`connection refused by 127.0.0.1:${port.port}`);
+  });
+});
+
+describe('the API data is fetched once and shared by the checks', () => {
+  let c: TestCluster;
+  beforeAll(async () => {
+    c = await startTestCluster();
+    c.api.state.services.set('default/kubernetes', aService('default', 'kubernetes', { clusterIP: '127.0.0.1', port: c.api.port }));
+  });
+  afterAll(() => c.close());
+
+  it('reads default/kubernetes a single time for api and tcp together', async () => {
+    const outcome = await runCheck('api', ['--checks', 'api,tcp'], c.env);
+    expect(outcome.ok).toBe(true);
+    expect(c.api.state.requests.filter((r) => r === SERVICE_PATH)).toHaveLength(1);
+  });
+});

@@ -1,0 +1,37 @@
+import { errorMessage } from '@kube-node-ready/core';
+import { formatHostPort, type ServiceRef } from '../config.js';
+import { verdict, type Check } from './types.js';
+
+export const KUBERNETES_SERVICE: ServiceRef = { namespace: 'default', name: 'kubernetes' };
+
+/**
+ * api: the API server named by KUBERNETES_SERVICE_HOST/PORT, step by step so the failing step is
+ * the one reported: TLS handshake against the service-account CA, GET /version, then one call the
+ * worker's RBAC allows (GET the `kubernetes` Service, which the other checks share).
+ */
+export const apiCheck: Check = async ({ cluster, signal }) => {
+  if (!cluster) return verdict(['the API is not in use']);
+  const details: Record<string, unknown> = cluster.server ? { server: formatHostPort(cluster.server) } : {};
+  const steps: Array<() => Promise<Record<string, unknown>>> = [
+    async () => {
+      const tls = await cluster.tlsHandshake(signal);
+      return { tlsMs: tls.latencyMs, tlsProtocol: tls.protocol };
+    },
+    async () => {
+      const { body, latencyMs } = await cluster.version(signal);
+      return { version: body.gitVersion, versionMs: latencyMs };
+    },
+    async () => {
+      const { latencyMs } = await cluster.service(KUBERNETES_SERVICE, signal);
+      return { authenticatedMs: latencyMs };
+    },
+  ];
+  for (const step of steps) {
+    try {
+      Object.assign(details, await step());
+    } catch (err) {
+      return verdict([errorMessage(err)], details);
+    }
+  }
+  return verdict([], details);
+};

@@ -1,0 +1,73 @@
+import { errorMessage } from '@kube-node-ready/core';
+import { formatHostPort, formatServiceRef, type ServiceRef } from '../config.js';
+import { clusterIPs, notReadyCount, readyEndpoints } from '../kube/objects.js';
+import { lookupAddresses, type DnsAnswer } from '../net/dns-client.js';
+import { answerProblem, disagreement } from './dns.js';
+import { verdict, type Check, type CheckContext } from './types.js';
+
+/**
+ * service: each configured Service (default default/kubernetes, plus the cluster DNS Service)
+ * exists, has ready endpoints in its EndpointSlices, and DNS resolves its name to what the API
+ * says (the ClusterIP, or the ready endpoint addresses of a headless Service).
+ */
+export const serviceCheck: Check = async (ctx) => {
+  const reports = await Promise.all(ctx.config.service.services.map((ref) => checkService(ctx, ref)));
+  return verdict(
+    reports.flatMap((r) => r.problems),
+    { services: reports.map((r) => r.report) },
+  );
+};
+
+async function checkService(ctx: CheckContext, ref: ServiceRef): Promise<{ problems: string[]; report: Record<string, unknown> }> {
+  const id = `Service ${formatServiceRef(ref)}`;
+  const report: Record<string, unknown> = { service: formatServiceRef(ref) };
+  const problem = (text: string) => ({ problems: [`${id}: ${text}`], report: { ...report, error: text } });
+  const { cluster, signal } = ctx;
+  if (!cluster) return problem('the API is not in use');
+
+  let service;
+  let slices;
+  try {
+    [service, slices] = await Promise.all([cluster.service(ref, signal), cluster.endpointSlices(ref, signal)]);
+  } catch (err) {
+    const text = errorMessage(err);
+    return problem(/\b404 Not Found\b/.test(text) ? `not found (${text})` : text);
+  }
+  const ips = clusterIPs(service.body);
+  const ready = slices.body.flatMap(readyEndpoints).map((e) => e.address);
+  const notReady = slices.body.reduce((n, s) => n + notReadyCount(s), 0);
+  Object.assign(report, { type: service.body.spec.type ?? 'ClusterIP', clusterIPs: ips, readyEndpoints: ready.length, notReadyEndpoints: notReady });
+  if (service.body.spec.type === 'ExternalName') return { problems: [], report: { ...report, note: 'ExternalName Service: no endpoints or addresses to check' } };
+  if (ready.length === 0) {
+    const why = slices.body.length === 0 ? 'no EndpointSlice' : `${notReady} endpoint(s), none ready`;
+    return problem(`no ready endpoints (${why})`);
+  }
+
+  const expected = { service: id, addresses: ips.length > 0 ? ips : ready };
+  const name = `${ref.name}.${ref.namespace}.svc.${ctx.config.clusterDomain}`;
+  const dns = await resolveOnce(ctx, name);
+  report.dns = dns.report;
+  if (dns.problem) return problem(`DNS ${dns.problem}`);
+  const mismatch = disagreement(dns.addresses, expected);
+  return mismatch ? problem(`DNS and API disagree: ${name} ${mismatch}`) : { problems: [], report };
+}
+
+/** The first nameserver that gives an answer (a dead nameserver is the dns check's finding, not ours). */
+async function resolveOnce(ctx: CheckContext, name: string): Promise<{ addresses: string[]; problem?: string; report: Record<string, unknown> }> {
+  const { nameservers, signal } = ctx;
+  if ('error' in nameservers) return { addresses: [], problem: `not checked: ${nameservers.error}`, report: {} };
+  const failures: string[] = [];
+  for (const server of nameservers.servers) {
+    let answer: DnsAnswer;
+    try {
+      answer = await lookupAddresses(server, name, signal);
+    } catch (err) {
+      failures.push(`@${formatHostPort(server)}: ${errorMessage(err)}`);
+      continue;
+    }
+    const report = { name, server: formatHostPort(server), rcode: answer.rcode, answers: answer.addresses };
+    const problem = answerProblem(answer);
+    return { addresses: answer.addresses, report, ...(problem ? { problem: `${name} @${formatHostPort(server)}: ${problem}` } : {}) };
+  }
+  return { addresses: [], problem: `${name}: no nameserver answered (${failures.join('; ')})`, report: { name } };
+}

@@ -1,0 +1,487 @@
+import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
+import { ConfigError, errorMessage, parseDuration, type LogFormat, type LogLevel } from '@kube-node-ready/core';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+
+/**
+ * The worker configuration: a YAML file (--config), then environment variables, then flags
+ * (flags win), validated once by one schema. This module is the only reader of the environment.
+ * docs/worker.md documents every option; config.test.ts pins every default.
+ */
+
+export const CHECK_NAMES = ['dns', 'api', 'tcp', 'service', 'podnet'] as const;
+export type CheckName = (typeof CHECK_NAMES)[number];
+
+export interface HostPort {
+  host: string;
+  port: number;
+}
+
+export interface ServiceRef {
+  namespace: string;
+  name: string;
+}
+
+export const DEFAULTS = {
+  serviceAccountDir: '/var/run/secrets/kubernetes.io/serviceaccount',
+  resolvConf: '/etc/resolv.conf',
+  terminationLog: '/dev/termination-log',
+  dnsPort: 53,
+} as const;
+
+const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const satisfies readonly LogLevel[];
+const LOG_FORMATS = ['json', 'pretty'] as const satisfies readonly LogFormat[];
+
+// ---------------------------------------------------------------------------------------------
+// Field types. Each says what it expects in its own error message.
+
+const DNS_NAME = /^(?=.{1,253}\.?$)([A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?)(\.[A-Za-z0-9_]([-A-Za-z0-9_]{0,61}[A-Za-z0-9_])?)*\.?$/;
+const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+function text(expected: string) {
+  return z.string({ error: `expected ${expected}` });
+}
+
+function parsed<T>(expected: string, parse: (input: string) => T | undefined) {
+  return text(expected).transform((input, ctx) => {
+    const value = parse(input.trim());
+    if (value === undefined) {
+      ctx.addIssue({ code: 'custom', message: `expected ${expected}`, input });
+      return z.NEVER;
+    }
+    return value;
+  });
+}
+
+const DURATION = 'a duration greater than 0 like "500ms", "5s" or "1m"';
+const duration = () => parsed(DURATION, (input) => {
+  try {
+    const ms = parseDuration(input);
+    return ms > 0 ? ms : undefined;
+  } catch {
+    return undefined;
+  }
+});
+
+const dnsName = () =>
+  parsed('a DNS name such as "kubernetes.default.svc.cluster.local"', (input) =>
+    DNS_NAME.test(input) ? input.replace(/\.$/, '').toLowerCase() : undefined,
+  );
+
+const NAMESERVER = 'an IP address with an optional port: "10.96.0.10", "10.96.0.10:53", "[fd00::a]:53"';
+const nameserver = () =>
+  parsed(NAMESERVER, (input) => {
+    const hp = parseHostPort(input, DEFAULTS.dnsPort);
+    return hp && isIP(hp.host) ? hp : undefined;
+  });
+
+const TCP_TARGET = 'HOST:PORT such as "10.0.0.5:443", "db.example.com:5432" or "[fd00::5]:443"';
+const tcpTarget = () =>
+  parsed(TCP_TARGET, (input) => {
+    const hp = parseHostPort(input, undefined);
+    return hp && (isIP(hp.host) || DNS_NAME.test(hp.host)) ? hp : undefined;
+  });
+
+const SERVICE_REF = 'NAMESPACE/NAME such as "default/kubernetes"';
+const serviceRef = () =>
+  parsed(SERVICE_REF, (input): ServiceRef | undefined => {
+    const [namespace, name, ...rest] = input.split('/');
+    if (rest.length > 0 || !namespace || !name || !DNS1123_LABEL.test(namespace) || !DNS1123_LABEL.test(name)) return undefined;
+    return { namespace, name };
+  });
+
+function oneOf<T extends readonly [string, ...string[]]>(values: T) {
+  return z.enum(values, { error: `expected one of ${values.join(', ')}` });
+}
+
+function list<T extends z.ZodType>(item: T) {
+  return z.array(item, { error: 'expected a list' });
+}
+
+/** Parses "host", "host:port", "[v6]", "[v6]:port" or a bare IPv6 literal. */
+export function parseHostPort(input: string, defaultPort: number | undefined): HostPort | undefined {
+  let host: string;
+  let portText: string | undefined;
+  const bracketed = /^\[([^\]]+)\](?::(\d+))?$/.exec(input);
+  if (bracketed) {
+    host = bracketed[1] as string;
+    portText = bracketed[2];
+    if (isIP(host) !== 6) return undefined;
+  } else if (isIP(input) === 6) {
+    host = input;
+  } else {
+    const parts = input.split(':');
+    if (parts.length > 2) return undefined;
+    host = parts[0] as string;
+    portText = parts[1];
+  }
+  if (host === '') return undefined;
+  const port = portText === undefined ? defaultPort : Number(portText);
+  if (port === undefined || !Number.isInteger(port) || port < 1 || port > 65535) return undefined;
+  if (portText !== undefined && !/^\d+$/.test(portText)) return undefined;
+  return { host, port };
+}
+
+export function formatHostPort({ host, port }: HostPort): string {
+  return isIP(host) === 6 ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+export function formatServiceRef(ref: ServiceRef): string {
+  return `${ref.namespace}/${ref.name}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The schema of the worker section (docs/worker.md, "Configuration file").
+
+const checkTimeout = () => duration().optional();
+
+const sections = {
+  logging: z.strictObject({
+    format: oneOf(LOG_FORMATS).default('json'),
+    level: oneOf(LOG_LEVELS).default('info'),
+  }),
+  dns: z.strictObject({
+    /** Empty: the nameservers of resolv.conf. */
+    servers: list(nameserver()).default([]),
+    /** Absent: kubernetes.default.svc.<clusterDomain>. */
+    names: list(dnsName()).optional(),
+    externalNames: list(dnsName()).default([]),
+    timeout: checkTimeout(),
+  }),
+  api: z.strictObject({ timeout: checkTimeout() }),
+  tcp: z.strictObject({
+    targets: list(tcpTarget()).default([]),
+    timeout: checkTimeout(),
+  }),
+  service: z.strictObject({
+    services: list(serviceRef()).prefault(['default/kubernetes']),
+    timeout: checkTimeout(),
+  }),
+  podnet: z.strictObject({
+    mode: oneOf(['any', 'all'] as const).default('any'),
+    timeout: checkTimeout(),
+  }),
+};
+
+const rootSchema = z.strictObject(
+  {
+    enabled: list(oneOf(CHECK_NAMES))
+      .min(1, { error: `expected at least one of ${CHECK_NAMES.join(', ')}` })
+      .default([...CHECK_NAMES]),
+    timeout: duration().prefault('30s'),
+    checkTimeout: duration().prefault('5s'),
+    clusterDomain: dnsName().prefault('cluster.local'),
+    dnsService: serviceRef().prefault('kube-system/kube-dns'),
+    terminationLog: text('a file path').min(1, { error: 'expected a file path' }).default(DEFAULTS.terminationLog),
+    logging: sections.logging.prefault({}),
+    dns: sections.dns.prefault({}),
+    api: sections.api.prefault({}),
+    tcp: sections.tcp.prefault({}),
+    service: sections.service.prefault({}),
+    podnet: sections.podnet.prefault({}),
+  },
+  { error: 'expected a mapping' },
+);
+
+/** Allowed keys per mapping, for "unknown key" messages. */
+const KEYS: Record<string, string[]> = {
+  '': Object.keys(rootSchema.shape),
+  ...Object.fromEntries(Object.entries(sections).map(([name, schema]) => [name, Object.keys(schema.shape)])),
+};
+
+/**
+ * The worker section, with defaults. Input: what the YAML file (or `worker.checks` of the
+ * controller's file) holds; output: resolved settings (durations in ms, addresses parsed, the
+ * default DNS name filled in, one timeout per check).
+ */
+export const workerConfigSchema = rootSchema.transform((c) => {
+  const { dns, api, tcp, service, podnet, ...rest } = c;
+  return {
+    ...rest,
+    enabled: [...new Set(c.enabled)],
+    dns: { servers: dns.servers, names: dns.names ?? [`kubernetes.default.svc.${c.clusterDomain}`], externalNames: dns.externalNames },
+    tcp: { targets: tcp.targets },
+    service: { services: uniqueRefs([...service.services, c.dnsService]) },
+    podnet: { mode: podnet.mode },
+    checkTimeouts: {
+      dns: dns.timeout ?? c.checkTimeout,
+      api: api.timeout ?? c.checkTimeout,
+      tcp: tcp.timeout ?? c.checkTimeout,
+      service: service.timeout ?? c.checkTimeout,
+      podnet: podnet.timeout ?? c.checkTimeout,
+    } satisfies Record<CheckName, number>,
+  };
+});
+
+export type WorkerSettings = z.output<typeof workerConfigSchema>;
+export type WorkerSettingsInput = z.input<typeof workerConfigSchema>;
+
+function uniqueRefs(refs: ServiceRef[]): ServiceRef[] {
+  const seen = new Map(refs.map((r) => [formatServiceRef(r), r]));
+  return [...seen.values()];
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pod's environment: what the kubelet (or the sandbox standing in for it) provides.
+
+export interface PodEnvironment {
+  /** Holds token, ca.crt, namespace. */
+  serviceAccountDir: string;
+  resolvConf: string;
+  /** KUBERNETES_SERVICE_HOST/PORT; absent outside a cluster. */
+  apiServer?: HostPort;
+  nodeName?: string;
+  podName?: string;
+  podNamespace?: string;
+}
+
+export interface WorkerConfig extends WorkerSettings {
+  pod: PodEnvironment;
+  /** The file the settings came from, if any (for logs). */
+  configFile?: string;
+}
+
+export type CommandLine =
+  | { kind: 'run'; config: WorkerConfig }
+  | { kind: 'help' }
+  | { kind: 'version' };
+
+// ---------------------------------------------------------------------------------------------
+// Flags. Each maps to one key of the worker section; list flags take comma-separated values and
+// may be repeated.
+
+interface FlagSpec {
+  path: string[];
+  list?: boolean;
+}
+
+export const FLAGS: Record<string, FlagSpec> = {
+  checks: { path: ['enabled'], list: true },
+  'dns-server': { path: ['dns', 'servers'], list: true },
+  'dns-names': { path: ['dns', 'names'], list: true },
+  'external-dns-names': { path: ['dns', 'externalNames'], list: true },
+  'tcp-targets': { path: ['tcp', 'targets'], list: true },
+  'check-timeout': { path: ['checkTimeout'] },
+  timeout: { path: ['timeout'] },
+  'termination-log': { path: ['terminationLog'] },
+  'log-format': { path: ['logging', 'format'] },
+  'log-level': { path: ['logging', 'level'] },
+  'cluster-domain': { path: ['clusterDomain'] },
+  service: { path: ['service', 'services'], list: true },
+  'dns-service': { path: ['dnsService'] },
+  'podnet-mode': { path: ['podnet', 'mode'] },
+};
+
+const ENV_OVERRIDES: Record<string, string[]> = {
+  KNR_TERMINATION_LOG: ['terminationLog'],
+};
+
+/**
+ * Parses `kube-node-ready worker` arguments and the environment into a configuration.
+ * Throws ConfigError naming the flag, variable or key that is wrong and what it allows.
+ */
+export function loadWorkerConfig(argv: readonly string[], env: NodeJS.ProcessEnv): CommandLine {
+  const flags = parseFlags(argv);
+  if (flags.help) return { kind: 'help' };
+  if (flags.version) return { kind: 'version' };
+
+  const layers = new Layers();
+  if (flags.config !== undefined) {
+    const { section, prefix } = readConfigFile(flags.config);
+    layers.add(section, (path) => `${[...prefix, ...formatPathParts(path)].join('.').replaceAll('.[', '[')} (in ${flags.config})`);
+  }
+  for (const [name, path] of Object.entries(ENV_OVERRIDES)) {
+    const value = env[name];
+    if (value !== undefined && value !== '') layers.add(nest(path, value), () => name);
+  }
+  for (const [name, value] of Object.entries(flags.values)) {
+    const spec = FLAGS[name] as FlagSpec;
+    layers.add(nest(spec.path, value), () => `--${name}`);
+  }
+
+  const result = workerConfigSchema.safeParse(layers.merged, { reportInput: true });
+  if (!result.success) throw new ConfigError(formatIssues(result.error.issues, layers));
+  return {
+    kind: 'run',
+    config: { ...result.data, pod: podEnvironment(env), ...(flags.config !== undefined ? { configFile: flags.config } : {}) },
+  };
+}
+
+function parseFlags(argv: readonly string[]): {
+  help: boolean;
+  version: boolean;
+  config?: string;
+  values: Record<string, string | string[]>;
+} {
+  const options = {
+    help: { type: 'boolean', short: 'h' },
+    version: { type: 'boolean' },
+    config: { type: 'string' },
+    ...Object.fromEntries(Object.entries(FLAGS).map(([name, spec]) => [name, { type: 'string', multiple: spec.list === true }])),
+  } as const satisfies ParseArgsOptionsConfig;
+  let values: Record<string, string | boolean | (string | boolean)[] | undefined>;
+  try {
+    ({ values } = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }));
+  } catch (err) {
+    throw flagError(err);
+  }
+  const out: Record<string, string | string[]> = {};
+  for (const [name, spec] of Object.entries(FLAGS)) {
+    const value = values[name];
+    if (value === undefined) continue;
+    if (spec.list) {
+      out[name] = (value as string[]).flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '');
+    } else {
+      out[name] = value as string;
+    }
+  }
+  return {
+    help: values.help === true,
+    version: values.version === true,
+    ...(typeof values.config === 'string' ? { config: values.config } : {}),
+    values: out,
+  };
+}
+
+function flagError(err: unknown): ConfigError {
+  const message = errorMessage(err);
+  const code = (err as { code?: string }).code;
+  const flag = /'(-[^' ]+)/.exec(message)?.[1];
+  const allowed = `allowed flags: ${['--config', ...Object.keys(FLAGS).map((f) => `--${f}`), '--help', '--version'].join(', ')}`;
+  switch (code) {
+    case 'ERR_PARSE_ARGS_UNKNOWN_OPTION':
+      return new ConfigError(`unknown flag; ${allowed}`, flag);
+    case 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL':
+      return new ConfigError(`unexpected argument ${/'([^']*)'/.exec(message)?.[1] ?? ''}; every option is a --flag (see --help)`.trim());
+    case 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE':
+      return new ConfigError(`needs a value (write --flag VALUE or --flag=VALUE)`, flag);
+    default:
+      return new ConfigError(`${message} (see --help)`);
+  }
+}
+
+/** The worker section of a config file: the file itself, or `worker.checks` of a controller config. */
+function readConfigFile(path: string): { section: unknown; prefix: string[] } {
+  let content: string;
+  try {
+    content = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`cannot read ${path}: ${errorMessage(err)}`, '--config');
+  }
+  let doc: unknown;
+  try {
+    doc = parseYaml(content);
+  } catch (err) {
+    throw new ConfigError(`${path} is not valid YAML: ${errorMessage(err)}`, '--config');
+  }
+  if (doc === null || doc === undefined) return { section: {}, prefix: [] };
+  if (!isMapping(doc)) throw new ConfigError(`${path} must hold a mapping (the worker section, or a controller config with worker.checks)`, '--config');
+  if (!('worker' in doc)) return { section: doc, prefix: [] };
+  const worker = doc.worker;
+  if (worker === null || worker === undefined) return { section: {}, prefix: ['worker', 'checks'] };
+  if (!isMapping(worker)) throw new ConfigError(`expected a mapping (in ${path})`, 'worker');
+  const checks = worker.checks ?? {};
+  if (!isMapping(checks)) throw new ConfigError(`expected a mapping with the worker settings (in ${path})`, 'worker.checks');
+  return { section: checks, prefix: ['worker', 'checks'] };
+}
+
+function podEnvironment(env: NodeJS.ProcessEnv): PodEnvironment {
+  const pod: PodEnvironment = {
+    serviceAccountDir: nonEmpty(env.KNR_SERVICEACCOUNT_DIR) ?? DEFAULTS.serviceAccountDir,
+    resolvConf: nonEmpty(env.KNR_RESOLV_CONF) ?? DEFAULTS.resolvConf,
+  };
+  const host = nonEmpty(env.KUBERNETES_SERVICE_HOST);
+  if (host !== undefined) {
+    const portText = nonEmpty(env.KUBERNETES_SERVICE_PORT) ?? '443';
+    const port = Number(portText);
+    if (!/^\d+$/.test(portText) || port < 1 || port > 65535) {
+      throw new ConfigError(`expected a port number 1-65535, got ${JSON.stringify(portText)}`, 'KUBERNETES_SERVICE_PORT');
+    }
+    pod.apiServer = { host: host.replace(/^\[(.*)\]$/, '$1'), port };
+  }
+  const nodeName = nonEmpty(env.NODE_NAME);
+  const podName = nonEmpty(env.POD_NAME);
+  const podNamespace = nonEmpty(env.POD_NAMESPACE);
+  if (nodeName !== undefined) pod.nodeName = nodeName;
+  if (podName !== undefined) pod.podName = podName;
+  if (podNamespace !== undefined) pod.podNamespace = podNamespace;
+  return pod;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layers and error messages that name where a bad value came from.
+
+type Labeler = (path: readonly PropertyKey[]) => string;
+
+class Layers {
+  merged: Record<string, unknown> = {};
+  /** Innermost source per path prefix ("dns.servers" -> --dns-server), later layers win. */
+  private readonly sources: Array<{ prefix: string[]; label: Labeler }> = [];
+
+  add(section: unknown, label: Labeler): void {
+    this.merged = merge(this.merged, section) as Record<string, unknown>;
+    for (const prefix of leafPaths(section)) this.sources.unshift({ prefix, label });
+  }
+
+  labelFor(path: readonly PropertyKey[]): string {
+    const keys = path.map(String);
+    const source = this.sources.find((s) => s.prefix.every((part, i) => keys[i] === part));
+    return source ? source.label(path) : formatPathParts(path).join('.').replaceAll('.[', '[') || '(top level)';
+  }
+}
+
+function formatIssues(issues: readonly z.core.$ZodIssue[], layers: Layers): string {
+  const lines = issues.flatMap((issue) => {
+    if (issue.code === 'unrecognized_keys') {
+      const allowed = KEYS[issue.path.map(String).join('.')] ?? [];
+      return issue.keys.map((key) => `${layers.labelFor([...issue.path, key])}: unknown key; allowed keys: ${allowed.join(', ')}`);
+    }
+    const input = issue.input;
+    const got = input === undefined || typeof input === 'object' ? '' : `, got ${JSON.stringify(input)}`;
+    return [`${layers.labelFor(issue.path)}: ${issue.message}${got}`];
+  });
+  return lines.length === 1 ? (lines[0] as string) : `invalid configuration:\n${lines.map((l) => `  - ${l}`).join('\n')}`;
+}
+
+function formatPathParts(path: readonly PropertyKey[]): string[] {
+  return path.map((p) => (typeof p === 'number' ? `[${p}]` : String(p)));
+}
+
+/** Paths of the values a layer sets: lists and scalars are leaves (they replace, never merge). */
+function leafPaths(value: unknown, prefix: string[] = []): string[][] {
+  if (!isMapping(value)) return [prefix];
+  return Object.entries(value).flatMap(([k, v]) => leafPaths(v, [...prefix, k]));
+}
+
+function merge(base: unknown, override: unknown): unknown {
+  if (!isMapping(override) || !isMapping(base)) return override;
+  const out: Record<string, unknown> = { ...base };
+  for (const [key, value] of Object.entries(override)) out[key] = key in out ? merge(out[key], value) : value;
+  return out;
+}
+
+function nest(path: readonly string[], value: unknown): Record<string, unknown> {
+  return path.reduceRight<unknown>((inner, key) => ({ [key]: inner }), value) as Record<string, unknown>;
+}
+
+function isMapping(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}
+
+/**
+ * Where the termination message goes when the configuration itself is unusable (best effort:
+ * the --termination-log flag as written, else KNR_TERMINATION_LOG, else the default).
+ */
+export function fallbackTerminationLog(argv: readonly string[], env: NodeJS.ProcessEnv): string {
+  for (const [i, arg] of argv.entries()) {
+    if (arg.startsWith('--termination-log=')) return arg.slice('--termination-log='.length);
+    if (arg === '--termination-log' && argv[i + 1] !== undefined) return argv[i + 1] as string;
+  }
+  return nonEmpty(env.KNR_TERMINATION_LOG) ?? DEFAULTS.terminationLog;
+}

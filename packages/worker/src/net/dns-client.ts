@@ -1,0 +1,197 @@
+import dgram from 'node:dgram';
+import net, { isIP } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import dns2 from 'dns2';
+import { formatHostPort, type HostPort } from '../config.js';
+import { describeAbort } from './deadline.js';
+
+/**
+ * One DNS question to one nameserver, over UDP, repeated over TCP when the UDP answer is truncated.
+ *
+ * dns2's Packet does the wire format. Its UDPClient/TCPClient are not used: they cannot be
+ * cancelled, the TCP fallback has no timeout (a silent server keeps the socket, and the process,
+ * alive forever) and it splits the server address on ':' (IPv6 breaks). Here every socket is closed
+ * when the answer arrives, on error, or when the caller's signal aborts.
+ */
+
+const { Packet } = dns2;
+type Packet = dns2.Packet;
+
+export type RecordType = 'A' | 'AAAA';
+
+export interface DnsAnswer {
+  rcode: string;
+  /** A/AAAA addresses in the answer section (after any CNAME chain the server followed). */
+  addresses: string[];
+  type: RecordType;
+  transport: 'udp' | 'tcp';
+  /** The UDP answer had the TC bit set and the query was repeated over TCP. */
+  truncatedUdp: boolean;
+  latencyMs: number;
+}
+
+export type DnsErrorKind = 'timeout' | 'refused' | 'network' | 'malformed';
+
+export class DnsQueryError extends Error {
+  override name = 'DnsQueryError';
+  constructor(
+    readonly kind: DnsErrorKind,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** How often an unanswered UDP query is sent again (the same id; any copy's answer counts). */
+export const UDP_RETRANSMIT_MS = 1000;
+
+const RCODE_NAMES = new Map<number, string>(Object.entries(Packet.RCODE).map(([name, code]) => [code, name]));
+
+export function rcodeName(code: number): string {
+  return RCODE_NAMES.get(code) ?? `RCODE${code}`;
+}
+
+/** Asks `server` for `name`; rejects with DnsQueryError (a timeout when `signal` aborts). */
+export async function queryDns(server: HostPort, name: string, type: RecordType, signal: AbortSignal): Promise<DnsAnswer> {
+  const started = performance.now();
+  const query = buildQuery(name, type);
+  let response = await exchangeUdp(server, query, signal);
+  let transport: DnsAnswer['transport'] = 'udp';
+  if (response.header.tc) {
+    response = await exchangeTcp(server, query, signal);
+    transport = 'tcp';
+  }
+  return {
+    rcode: rcodeName(response.header.rcode),
+    addresses: response.answers.flatMap((r) =>
+      (r.type === Packet.TYPE.A || r.type === Packet.TYPE.AAAA) && typeof r.address === 'string' ? [r.address] : [],
+    ),
+    type,
+    transport,
+    truncatedUdp: transport === 'tcp',
+    latencyMs: Math.round(performance.now() - started),
+  };
+}
+
+/**
+ * The addresses of `name`: an A query, then AAAA when the name exists but has no A record
+ * (IPv6-only clusters). The first answer that is not NOERROR-with-addresses is returned as is.
+ */
+export async function lookupAddresses(server: HostPort, name: string, signal: AbortSignal): Promise<DnsAnswer> {
+  const a = await queryDns(server, name, 'A', signal);
+  if (a.rcode !== 'NOERROR' || a.addresses.length > 0) return a;
+  const aaaa = await queryDns(server, name, 'AAAA', signal);
+  return aaaa.addresses.length > 0 ? { ...aaaa, latencyMs: a.latencyMs + aaaa.latencyMs } : a;
+}
+
+interface Query {
+  id: number;
+  buffer: Buffer;
+}
+
+function buildQuery(name: string, type: RecordType): Query {
+  const packet = new Packet();
+  packet.header.id = Packet.uuid();
+  packet.header.rd = 1;
+  packet.questions.push({ name, type: Packet.TYPE[type], class: Packet.CLASS.IN } as dns2.Packet.Question);
+  return { id: packet.header.id, buffer: packet.toBuffer() };
+}
+
+/** Parses a reply to `query`; undefined for anything else (stray, forged or undecodable datagrams). */
+function matchReply(message: Buffer, query: Query): Packet | undefined {
+  try {
+    const packet = Packet.parse(message);
+    return packet.header.id === query.id && packet.header.qr === 1 ? packet : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function exchangeUdp(server: HostPort, query: Query, signal: AbortSignal): Promise<Packet> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(timeoutError(signal, 'udp'));
+    // A connected socket only accepts datagrams from the server and reports ICMP
+    // "port unreachable" as ECONNREFUSED: a dead nameserver fails fast instead of timing out.
+    const socket = dgram.createSocket(isIP(server.host) === 6 ? 'udp6' : 'udp4');
+    let retransmit: NodeJS.Timeout | undefined;
+    let done = false;
+    const finish = (settle: () => void) => {
+      if (done) return;
+      done = true;
+      clearInterval(retransmit);
+      signal.removeEventListener('abort', onAbort);
+      try {
+        socket.close();
+      } catch {
+        // already closed
+      }
+      settle();
+    };
+    const onAbort = () => finish(() => reject(timeoutError(signal, 'udp')));
+    const send = () =>
+      socket.send(query.buffer, (err) => {
+        if (err) finish(() => reject(socketError(err, server, 'udp')));
+      });
+    socket.on('message', (message) => {
+      const reply = matchReply(message, query);
+      if (reply) finish(() => resolve(reply));
+    });
+    socket.on('error', (err) => finish(() => reject(socketError(err, server, 'udp'))));
+    signal.addEventListener('abort', onAbort, { once: true });
+    socket.once('connect', () => {
+      if (done) return;
+      send();
+      retransmit = setInterval(send, UDP_RETRANSMIT_MS);
+    });
+    socket.connect(server.port, server.host);
+  });
+}
+
+function exchangeTcp(server: HostPort, query: Query, signal: AbortSignal): Promise<Packet> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(timeoutError(signal, 'tcp'));
+    const socket = net.connect({ host: server.host, port: server.port });
+    let received = Buffer.alloc(0);
+    let done = false;
+    const finish = (settle: () => void) => {
+      if (done) return;
+      done = true;
+      signal.removeEventListener('abort', onAbort);
+      socket.destroy();
+      settle();
+    };
+    const onAbort = () => finish(() => reject(timeoutError(signal, 'tcp')));
+    socket.on('connect', () => {
+      const length = Buffer.alloc(2);
+      length.writeUInt16BE(query.buffer.length);
+      socket.write(Buffer.concat([length, query.buffer]));
+    });
+    socket.on('data', (chunk: Buffer) => {
+      received = Buffer.concat([received, chunk]);
+      if (received.length < 2) return;
+      const size = received.readUInt16BE(0);
+      if (received.length < 2 + size) return;
+      const reply = matchReply(received.subarray(2, 2 + size), query);
+      finish(() =>
+        reply ? resolve(reply) : reject(new DnsQueryError('malformed', `malformed answer over tcp from ${formatHostPort(server)}`)),
+      );
+    });
+    socket.on('end', () =>
+      finish(() => reject(new DnsQueryError('malformed', `${formatHostPort(server)} closed the tcp connection before a full answer`))),
+    );
+    socket.on('error', (err) => finish(() => reject(socketError(err, server, 'tcp'))));
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+function timeoutError(signal: AbortSignal, transport: 'udp' | 'tcp'): DnsQueryError {
+  return new DnsQueryError('timeout', `timeout: no answer over ${transport} within ${describeAbort(signal)}`);
+}
+
+function socketError(err: Error, server: HostPort, transport: 'udp' | 'tcp'): DnsQueryError {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'ECONNREFUSED') {
+    return new DnsQueryError('refused', `connection refused: nothing listens on ${transport} ${formatHostPort(server)}`);
+  }
+  return new DnsQueryError('network', `network error over ${transport}: ${code ? `${code} ` : ''}${err.message}`.trim());
+}
