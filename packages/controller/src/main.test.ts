@@ -1,4 +1,5 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -17,14 +18,25 @@ function file(name: string, text: string): string {
   return path;
 }
 
-/** A kubeconfig pointing at a port nothing listens on. */
-const UNREACHABLE = `apiVersion: v1
+/** A kubeconfig pointing at a loopback port nothing listens on. */
+async function unreachable(): Promise<{ kubeconfig: string; server: string }> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
+  const server = `https://127.0.0.1:${port}`;
+  const kubeconfig = file(
+    'kubeconfig',
+    `apiVersion: v1
 kind: Config
-clusters: [{ name: c, cluster: { server: "https://127.0.0.1:1" } }]
+clusters: [{ name: c, cluster: { server: "${server}" } }]
 users: [{ name: u, user: { token: t } }]
 contexts: [{ name: x, context: { cluster: c, user: u } }]
 current-context: x
-`;
+`,
+  );
+  return { kubeconfig, server };
+}
 
 describe('runController', () => {
   it('prints usage for --help and exits 0', async () => {
@@ -61,8 +73,9 @@ describe('runController', () => {
 
   it('exits 3 naming the server when the API server is unreachable at start-up', async () => {
     const { io, err } = capture();
-    const code = await runController(['--kubeconfig', file('kubeconfig', UNREACHABLE), '--log-level', 'silent'], {}, io);
+    const { kubeconfig, server } = await unreachable();
+    const code = await runController(['--kubeconfig', kubeconfig, '--log-level', 'silent'], {}, io);
     expect(code).toBe(3);
-    expect(err[0]).toMatch(/^error: cannot reach the Kubernetes API server at https:\/\/127\.0\.0\.1:1: fetch failed: .*ECONNREFUSED/);
+    expect(err[0]).toBe(`error: cannot reach the Kubernetes API server at ${server}: fetch failed: connect ECONNREFUSED ${server.slice('https://'.length)}`);
   }, 20_000);
 });
