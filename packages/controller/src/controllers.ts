@@ -70,7 +70,8 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   const nodeInformer = new SelfHealingInformer<V1Node>({
     resource: 'nodes',
     path: '/api/v1/nodes',
-    list: () => kube.listNodes(),
+    list: () => kube.listNodes(config.nodeManagement.nodeSelector),
+    ...(config.nodeManagement.nodeSelector ? { labelSelector: config.nodeManagement.nodeSelector } : {}),
     kubeConfig: kube.kubeConfig,
     transform: stripObject,
     clock,
@@ -182,10 +183,11 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   let workers: Promise<void> | undefined;
   const lead = async (): Promise<void> => {
     metrics.leader.set(1);
-    await kube.applyConfigMap(workerNamespace, config.worker.configMapName, { 'worker.yaml': workerConfig }, {
+    const written = await kube.applyConfigMap(workerNamespace, config.worker.configMapName, { 'worker.yaml': workerConfig }, {
       [PodLabel.Name]: PodLabelValue.Name,
       [PodLabel.ManagedBy]: PodLabelValue.ManagedBy,
     });
+    log.info({ configMap: `${workerNamespace}/${config.worker.configMapName}`, result: written }, 'worker configuration in place; starting to reconcile');
     for (const node of nodeInformer.list()) queue.add(node.metadata?.name ?? '');
     workers = runWorkers({
       queue,

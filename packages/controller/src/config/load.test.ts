@@ -53,6 +53,7 @@ describe('defaults', () => {
       nodeManagement: {
         taints: [{ key: 'node-ready/unverified', value: 'true', effect: 'NoSchedule' }],
         verifiedLabel: { key: 'node-ready/verified', value: 'true' },
+        nodeSelector: '',
         verifyUntaintedNodes: false,
         condition: { enabled: true, type: 'kube-node-ready.io/NetworkVerified' },
         deleteFailedNodes: false,
@@ -151,6 +152,8 @@ describe('errors name the field and what it allows', () => {
     ['bad namespace', { worker: { namespace: 'Kube_System' } }, 'worker.namespace: expected a lowercase DNS label such as "kube-system", got "Kube_System"'],
     ['bad quantity', { worker: { resources: { requests: { cpu: 'lots' } } } }, 'worker.resources.requests.cpu: expected a Kubernetes quantity such as "50m", "64Mi" or "1", got "lots"'],
     ['bad bind address', { metrics: { bindAddress: 'localhost' } }, 'metrics.bindAddress: expected HOST:PORT such as "0.0.0.0:8080" or ":8080", got "localhost"'],
+    ['bad label selector', { nodeManagement: { nodeSelector: 'a b c' } }, 'nodeManagement.nodeSelector: expected a label selector such as "karpenter.sh/nodepool in (general,gpu)" (cannot read requirement "a b c"), got "a b c"'],
+    ['bad label selector value', { nodeManagement: { nodeSelector: 'pool in (a,-b)' } }, 'nodeManagement.nodeSelector: expected a label selector such as "karpenter.sh/nodepool in (general,gpu)" ("-b" is not a valid label value), got "pool in (a,-b)"'],
     ['boolean given a string', { dryRun: 'yes' }, 'dryRun: expected true or false, got "yes"'],
     ['section given a scalar', { worker: 5 }, 'worker: expected a mapping, got 5'],
     ['unknown key', { worker: { imagePolicy: 'x' } }, 'worker.imagePolicy: unknown key; allowed keys here: image, imagePullPolicy'],
@@ -193,4 +196,13 @@ describe('errors name the field and what it allows', () => {
       'logging.level: expected one of',
     );
   });
+});
+
+describe('nodeManagement.nodeSelector', () => {
+  it.each(['', 'knr-test=abc', 'karpenter.sh/nodepool in (general, gpu)', '!node-role.kubernetes.io/control-plane', 'a=1,b!=2,c notin (x),d', 'tier==web'])(
+    'accepts %j',
+    (selector) => {
+      expect(parseConfig({ nodeManagement: { nodeSelector: selector } }).nodeManagement.nodeSelector).toBe(selector);
+    },
+  );
 });

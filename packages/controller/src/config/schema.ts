@@ -95,6 +95,39 @@ const dnsLabel = (description: string) =>
 
 const TAINT_EFFECTS = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'] as const;
 
+/**
+ * A label selector in the API's string form: comma-separated `key`, `!key`, `key=value`,
+ * `key==value`, `key!=value`, `key in (a,b)`, `key notin (a,b)`. Returns a problem, or undefined.
+ */
+export function labelSelectorProblem(selector: string): string | undefined {
+  if (selector.trim() === '') return undefined;
+  // Split on commas outside parentheses.
+  const parts: string[] = [];
+  let depth = 0;
+  let current = '';
+  for (const ch of selector) {
+    if (ch === '(') depth++;
+    if (ch === ')') depth--;
+    if (ch === ',' && depth === 0) {
+      parts.push(current);
+      current = '';
+    } else current += ch;
+  }
+  parts.push(current);
+  for (const raw of parts) {
+    const part = raw.trim();
+    const set = /^(\S+)\s+(in|notin)\s+\(([^()]*)\)$/.exec(part);
+    const eq = /^([^=!\s]+)\s*(==|=|!=)\s*(\S*)$/.exec(part);
+    const exists = /^!?\s*([^=!\s(),]+)$/.exec(part);
+    const [key, values] = set ? [set[1], (set[3] ?? '').split(',').map((v) => v.trim())] : eq ? [eq[1], [eq[3] ?? '']] : exists ? [exists[1], []] : [];
+    if (key === undefined) return `cannot read requirement ${JSON.stringify(part)}`;
+    if (!isQualifiedName(key)) return `${JSON.stringify(key)} is not a valid label key`;
+    const bad = values?.find((v) => v.length > 63 || !LABEL_VALUE.test(v));
+    if (bad !== undefined) return `${JSON.stringify(bad)} is not a valid label value`;
+  }
+  return undefined;
+}
+
 const taint = z
   .object({
     key: qualifiedName('Taint key.'),
@@ -256,6 +289,18 @@ const nodeManagementSchema = z
       .strict()
       .prefault({})
       .meta({ description: 'Label added to a node that passed. Removing it starts a new verification.' }),
+    nodeSelector: z
+      .string()
+      .superRefine((selector, ctx) => {
+        const problem = labelSelectorProblem(selector);
+        if (problem) ctx.addIssue({ code: 'custom', message: `expected a label selector such as "karpenter.sh/nodepool in (general,gpu)" (${problem})`, input: selector });
+      })
+      .default('')
+      .meta({
+        description:
+          'Only nodes matching this label selector are watched and verified (the API server filters, so other nodes are not even cached). Empty: all nodes.',
+        'x-allowed': 'a label selector ("key", "!key", "key=value", "key!=value", "key in (a,b)", "key notin (a,b)", comma-separated) or ""',
+      }),
     verifyUntaintedNodes: z
       .boolean()
       .default(false)

@@ -86,8 +86,8 @@ export class KubeClient {
 
   // -- Nodes ---------------------------------------------------------------------------------
 
-  listNodes(): Promise<V1NodeList> {
-    return this.call('list nodes', () => this.core.listNode({}));
+  listNodes(labelSelector?: string): Promise<V1NodeList> {
+    return this.call('list nodes', () => this.core.listNode(labelSelector ? { labelSelector } : {}));
   }
 
   async getNode(name: string): Promise<V1Node | undefined> {
@@ -150,19 +150,23 @@ export class KubeClient {
 
   // -- Worker ConfigMap ------------------------------------------------------------------------
 
-  /** Creates or replaces a ConfigMap with exactly `data`. */
-  async applyConfigMap(namespace: string, name: string, data: Record<string, string>, labels: Record<string, string>): Promise<void> {
+  /** Makes the ConfigMap hold exactly `data`: read, then create or (only if different) update. */
+  async applyConfigMap(namespace: string, name: string, data: Record<string, string>, labels: Record<string, string>): Promise<'created' | 'updated' | 'unchanged'> {
     const body: V1ConfigMap = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace, labels }, data };
+    let current: V1ConfigMap | undefined;
     try {
-      await this.call('create configmap', () => this.core.createNamespacedConfigMap({ namespace, body, fieldManager: FIELD_MANAGER }));
+      current = await this.call('get configmap', () => this.core.readNamespacedConfigMap({ namespace, name }));
     } catch (err) {
-      if (!isAlreadyExists(err)) throw err;
-      await this.call('replace configmap', async () => {
-        const current = await this.core.readNamespacedConfigMap({ namespace, name });
-        const replacement: V1ConfigMap = { ...body, metadata: { ...body.metadata, resourceVersion: current.metadata?.resourceVersion ?? '' } };
-        await this.core.replaceNamespacedConfigMap({ namespace, name, body: replacement, fieldManager: FIELD_MANAGER });
-      });
+      if (!isNotFound(err)) throw err;
     }
+    if (!current) {
+      await this.call('create configmap', () => this.core.createNamespacedConfigMap({ namespace, body, fieldManager: FIELD_MANAGER }));
+      return 'created';
+    }
+    if (JSON.stringify(current.data ?? {}) === JSON.stringify(data)) return 'unchanged';
+    const replacement: V1ConfigMap = { ...body, metadata: { ...body.metadata, labels: { ...current.metadata?.labels, ...labels }, resourceVersion: current.metadata?.resourceVersion ?? '' } };
+    await this.call('update configmap', () => this.core.replaceNamespacedConfigMap({ namespace, name, body: replacement, fieldManager: FIELD_MANAGER }));
+    return 'updated';
   }
 
   // -- Events ----------------------------------------------------------------------------------
