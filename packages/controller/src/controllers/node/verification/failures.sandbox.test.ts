@@ -1,0 +1,116 @@
+// The controller against the real apiserver and scheduler: attempts that fail without the worker
+// ever running (not scheduled, not started), retries with backoff, the failed verdict, and that a
+// failed node keeps its taint. These need no worker binary.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { annotations, harness, nodeEvents, readNode, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
+import { core } from '../../../../../../test/sandbox.js';
+
+let h: Harness;
+
+beforeAll(async () => {
+  h = await harness('ctlfail');
+});
+
+afterAll(async () => {
+  await h?.stopAll();
+});
+
+describe('attempts that never run', () => {
+  it('a worker that cannot be scheduled is a failed attempt with its own reason; after the retries the node is failed and keeps its taint', async () => {
+    // Another startup taint the worker does not tolerate (a CNI agent's, say): the scheduler refuses it.
+    const cni = { key: 'node.example.com/cni-not-ready', value: 'true', effect: 'NoSchedule' };
+    const node = await h.addNode({ taints: [h.taint, cni] });
+    const ctl = await h.start();
+
+    const failed = await waitFor(
+      async () => {
+        const n = await readNode(node);
+        return annotations(n)['kube-node-ready.io/phase'] === 'Failed' ? n : undefined;
+      },
+      'the node to be marked failed',
+      40_000,
+    );
+    const a = annotations(failed);
+    expect(a['kube-node-ready.io/node-uid']).toBe(failed.metadata?.uid);
+    expect(a['kube-node-ready.io/attempt']).toBe('2'); // 1 + maxRetries
+    expect(a['kube-node-ready.io/failures']).toBe('2');
+    expect(a['kube-node-ready.io/last-outcome']).toBe('NotScheduled');
+    expect(a['kube-node-ready.io/last-message']).toMatch(/^the worker pod was not scheduled within 4s: 0\/\d+ nodes are available/);
+    // Taints: ours and the CNI's stay, in place; no verified label.
+    expect(failed.spec?.taints?.map((t) => t.key)).toEqual([h.taint.key, cni.key]);
+    expect(failed.metadata?.labels?.[h.verifiedLabel.key]).toBeUndefined();
+
+    // The condition says why.
+    const condition = failed.status?.conditions?.find((c) => c.type === h.conditionType);
+    expect(condition).toMatchObject({ status: 'False', reason: 'RetriesExhausted' });
+    expect(condition?.message).toMatch(/^verification failed after 2 attempts; last: NotScheduled: the worker pod was not scheduled/);
+
+    // Events: one per attempt start, one per failure, and the verdict; visible as kubectl describe node finds them.
+    const events = await waitFor(async () => {
+      const list = await nodeEvents(node);
+      return list.some((e) => e.reason === 'VerificationFailed') ? list : undefined;
+    }, 'the VerificationFailed event');
+    const counts: Record<string, number> = {};
+    for (const e of events) counts[e.reason ?? ''] = (counts[e.reason ?? ''] ?? 0) + (e.count ?? 1);
+    expect(counts).toEqual({ VerificationStarted: 2, VerificationWorkerNotScheduled: 2, VerificationFailed: 1 });
+    expect(events.every((e) => e.involvedObject.uid === node && e.involvedObject.kind === 'Node')).toBe(true);
+
+    // Pods that never finished are not kept.
+    await waitFor(async () => (await workerPods(h.namespace, node)).length === 0, 'the unscheduled worker pods to be deleted');
+
+    // Metrics on the controller.
+    const text = await ctl.metrics();
+    expect(text).toContain(`kube_node_ready_verification_status{node="${node}",status="failed"} 1`);
+    expect(text).toContain('kube_node_ready_attempt_outcomes_total{outcome="NotScheduled"} 2');
+    expect(text).toContain(`kube_node_ready_retry_attempts_total{node="${node}"} 1`);
+    await ctl.stop();
+  });
+
+  it('a worker whose container never starts is a failed attempt ("not started"), and the retry waits for the backoff', async () => {
+    const node = await h.addNode({ faults: { neverStart: true } });
+    const ctl = await h.start({ reconciliation: { maxRetries: 1, initialBackoff: '3s' } });
+
+    const firstFailure = await waitFor(
+      async () => {
+        const a = annotations(await readNode(node));
+        return a['kube-node-ready.io/phase'] === 'Backoff' ? a : undefined;
+      },
+      'the first failed attempt',
+      20_000,
+    );
+    expect(firstFailure['kube-node-ready.io/last-outcome']).toBe('NotStarted');
+    const failedAt = Date.now();
+    const nextAt = Date.parse(firstFailure['kube-node-ready.io/next-attempt-at'] ?? '');
+    expect(nextAt - failedAt).toBeGreaterThan(1_000);
+    expect(nextAt - failedAt).toBeLessThanOrEqual(4_500);
+
+    const second = await waitFor(
+      async () => {
+        const pods = await workerPods(h.namespace, node);
+        return pods.find((p) => p.metadata?.annotations?.['kube-node-ready.io/attempt'] === '2');
+      },
+      'the second attempt',
+      20_000,
+    );
+    const createdAt = new Date(second.metadata?.creationTimestamp ?? 0).getTime();
+    expect(createdAt).toBeGreaterThanOrEqual(nextAt - 1_000); // creationTimestamp has 1 s precision
+    await waitFor(async () => annotations(await readNode(node))['kube-node-ready.io/phase'] === 'Failed', 'the node to fail', 20_000);
+    await ctl.stop();
+  });
+
+  it('leaves nodes outside its selector, and nodes without its taint, alone', async () => {
+    const untainted = await h.addNode({ taints: [] });
+    const foreignName = `other-${h.id}`;
+    await core().createNode({
+      body: { metadata: { name: foreignName, labels: { 'knr-test': 'someone-else' } }, spec: { taints: [h.taint] } },
+    });
+    const ctl = await h.start();
+    await new Promise((r) => setTimeout(r, 3_000));
+    for (const name of [untainted, foreignName]) {
+      expect(annotations(await readNode(name))).not.toHaveProperty('kube-node-ready.io/attempt');
+      expect(await workerPods(h.namespace, name)).toEqual([]);
+    }
+    await ctl.stop();
+    await core().deleteNode({ name: foreignName });
+  });
+});

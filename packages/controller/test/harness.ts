@@ -1,0 +1,178 @@
+// Runs the controller in-process (startController, real clock) against the shared sandbox, with a
+// configuration isolated per test: its own node selector label, taint key, verified label, condition
+// type, worker namespace and Lease, so tests running side by side never touch each other's nodes.
+import { Writable } from 'node:stream';
+import { createLogger, type Logger } from '@kube-node-ready/core';
+import { k8s, simulatedNode, type NodeSpecOptions } from '@kube-node-ready/sandbox';
+import { Registry } from 'prom-client';
+import { realClock } from '../src/clock.js';
+import { parseConfig } from '../src/config/load.js';
+import type { ControllerConfig, ControllerConfigInput } from '../src/config/schema.js';
+import { startController, type RunningController } from '../src/controllers.js';
+import { KubeClient } from '../src/kube/client.js';
+import { core, createNamespace, sandbox, uniqueName, waitFor } from '../../../test/sandbox.js';
+
+export interface Harness {
+  id: string;
+  namespace: string;
+  taint: k8s.V1Taint;
+  verifiedLabel: { key: string; value: string };
+  conditionType: string;
+  /** Label every node of this test carries (nodeManagement.nodeSelector). */
+  selector: { key: string; value: string };
+  config(overrides?: ControllerConfigInput): ControllerConfig;
+  /** A simulated node of this test, tainted with its verification taint unless `taints` says otherwise. */
+  addNode(opts?: Partial<NodeSpecOptions> & { prefix?: string }): Promise<string>;
+  start(overrides?: ControllerConfigInput, name?: string): Promise<TestController>;
+  /** Stops every controller this harness started. */
+  stopAll(): Promise<void>;
+}
+
+export interface TestController {
+  name: string;
+  running: RunningController;
+  registry: Registry;
+  logs: Array<Record<string, unknown>>;
+  stop(): Promise<void>;
+  /** Prometheus text. */
+  metrics(): Promise<string>;
+}
+
+export async function harness(prefix = 'ctl'): Promise<Harness> {
+  const namespace = await createNamespace(prefix);
+  const id = namespace.split('-').pop() as string;
+  await core().createNamespacedServiceAccount({ namespace, body: { metadata: { name: 'kube-node-ready-worker' } } });
+  const rbac = sandbox().kc.makeApiClient(k8s.RbacAuthorizationV1Api);
+  await rbac
+    .createClusterRole({
+      body: {
+        metadata: { name: 'knr-ctl-test-worker' },
+        rules: [
+          { apiGroups: [''], resources: ['services'], verbs: ['get', 'list'] },
+          { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['get', 'list'] },
+        ],
+      },
+    })
+    .catch(() => undefined); // shared by every harness
+  await rbac.createClusterRoleBinding({
+    body: {
+      metadata: { name: `knr-ctl-worker-${namespace}` },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'knr-ctl-test-worker' },
+      subjects: [{ kind: 'ServiceAccount', name: 'kube-node-ready-worker', namespace }],
+    },
+  });
+
+  const taint = { key: `test-${id}.kube-node-ready.io/unverified`, value: 'true', effect: 'NoSchedule' as const };
+  const verifiedLabel = { key: `test-${id}.kube-node-ready.io/verified`, value: 'true' };
+  const selector = { key: 'knr-test', value: id };
+  const conditionType = `test-${id}.kube-node-ready.io/NetworkVerified`;
+  const base: ControllerConfigInput = {
+    worker: { image: { repository: 'kube-node-ready', tag: 'dev' }, namespace, priorityClassName: '', timeout: '20s', scheduleTimeout: '4s', startTimeout: '4s' },
+    reconciliation: { initialBackoff: '1s', maxBackoff: '2s', maxRetries: 1, resyncInterval: '30s', workers: 4 },
+    nodeManagement: { taints: [taint], verifiedLabel, condition: { type: conditionType }, nodeSelector: `${selector.key}=${selector.value}` },
+    leaderElection: { leaseName: `knr-${id}`, namespace, leaseDuration: '4s', renewDeadline: '3s', retryPeriod: '1s' },
+    metrics: { bindAddress: '127.0.0.1:0' },
+    kubernetes: { qps: 100, burst: 200 },
+  };
+  const started: TestController[] = [];
+
+  const config = (overrides: ControllerConfigInput = {}): ControllerConfig =>
+    parseConfig(merge(base as Record<string, unknown>, overrides as Record<string, unknown>)) as ControllerConfig;
+
+  return {
+    id,
+    namespace,
+    taint,
+    verifiedLabel,
+    conditionType,
+    selector,
+    config,
+    async addNode(opts = {}) {
+      const name = opts.name ?? uniqueName(opts.prefix ?? `n${id}`);
+      const taints = opts.taints ?? [taint];
+      await core().createNode({
+        body: simulatedNode({ ...opts, name, taints, labels: { ...opts.labels, [selector.key]: selector.value } }),
+      });
+      return name;
+    },
+    async start(overrides = {}, name = uniqueName('controller')) {
+      const logs: Array<Record<string, unknown>> = [];
+      const log = await captureLogger(logs, name);
+      const cfg = config(overrides);
+      const kube = new KubeClient(sandbox().kc, { qps: cfg.kubernetes.qps, burst: cfg.kubernetes.burst, clock: realClock, log });
+      const registry = new Registry();
+      const running = await startController({ config: cfg, kube, clock: realClock, log, registry, identity: `${name}_test`, version: 'dev', commit: 'test' });
+      const controller: TestController = {
+        name,
+        running,
+        registry,
+        logs,
+        stop: () => running.stop(),
+        metrics: () => registry.metrics(),
+      };
+      started.push(controller);
+      return controller;
+    },
+    async stopAll() {
+      await Promise.all(started.splice(0).map((c) => c.stop()));
+    },
+  };
+}
+
+/** A logger whose JSON lines land in `logs` (and on stderr with KNR_TEST_LOG=1). */
+async function captureLogger(logs: Array<Record<string, unknown>>, name: string): Promise<Logger> {
+  const echo = process.env.KNR_TEST_LOG === '1';
+  const destination = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString().split('\n')) {
+        if (!line.trim()) continue;
+        try {
+          logs.push(JSON.parse(line) as Record<string, unknown>);
+        } catch {
+          // not JSON: ignore
+        }
+        if (echo) process.stderr.write(`[${name}] ${line}\n`);
+      }
+      done();
+    },
+  });
+  return createLogger({ level: 'debug', base: { controller: name }, destination });
+}
+
+function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...a };
+  for (const [k, v] of Object.entries(b)) {
+    const prev = out[k];
+    out[k] = isObject(prev) && isObject(v) ? merge(prev, v) : v;
+  }
+  return out;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+// ---------------------------------------------------------------------------------------------
+// Reading the cluster
+
+export async function readNode(name: string): Promise<k8s.V1Node | undefined> {
+  try {
+    return await core().readNode({ name });
+  } catch {
+    return undefined;
+  }
+}
+
+export async function workerPods(namespace: string, node: string): Promise<k8s.V1Pod[]> {
+  const list = await core().listNamespacedPod({ namespace, labelSelector: `kube-node-ready.io/node=${node}` });
+  return list.items;
+}
+
+export async function nodeEvents(node: string): Promise<k8s.CoreV1Event[]> {
+  const list = await core().listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.kind=Node,involvedObject.name=${node}` });
+  return list.items;
+}
+
+export function annotations(node: k8s.V1Node | undefined): Record<string, string> {
+  return node?.metadata?.annotations ?? {};
+}
+
+export { waitFor };
