@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod/mini';
 
 /**
  * The worker's termination message: a compact JSON summary the controller reads from the
@@ -89,21 +89,25 @@ export function parseSummary(text: string): SummaryParse {
 }
 
 // Unknown keys are ignored (a newer worker may add some); `v` is the compatibility switch.
+// zod/mini: the worker loads this module at start-up, and the full zod costs ~15 MiB of memory.
 const checkSchema = z.object({
-  name: z.string(),
-  ok: z.boolean(),
-  durationMs: z.number(),
-  error: z.string().optional(),
+  name: z.string({ error: 'expected a string' }),
+  ok: z.boolean({ error: 'expected a boolean' }),
+  durationMs: z.number({ error: 'expected a number' }),
+  error: z.optional(z.string({ error: 'expected a string' })),
 });
-const summarySchema = z.object({
-  v: z.literal(1, { error: (issue) => `unsupported summary version ${JSON.stringify(issue.input)}` }),
-  ok: z.boolean(),
-  node: z.string().optional(),
-  durationMs: z.number(),
-  checks: z.array(checkSchema),
-  error: z.string().optional(),
-  omittedChecks: z.number().int().nonnegative().optional(),
-});
+const summarySchema = z.object(
+  {
+    v: z.literal(1, { error: (issue) => `unsupported summary version ${JSON.stringify(issue.input)}` }),
+    ok: z.boolean({ error: 'expected a boolean' }),
+    node: z.optional(z.string({ error: 'expected a string' })),
+    durationMs: z.number({ error: 'expected a number' }),
+    checks: z.array(checkSchema, { error: 'expected a list' }),
+    error: z.optional(z.string({ error: 'expected a string' })),
+    omittedChecks: z.optional(z.int({ error: 'expected a whole number' }).check(z.nonnegative({ error: 'expected a whole number' }))),
+  },
+  { error: 'expected a JSON object' },
+);
 
 function serialize(summary: WorkerSummary): string {
   const ordered: WorkerSummary = {

@@ -3,7 +3,7 @@ import { isIP } from 'node:net';
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
 import { ConfigError, errorMessage, parseDuration, type LogFormat, type LogLevel } from '@kube-node-ready/core';
 import { parse as parseYaml } from 'yaml';
-import { z } from 'zod';
+import * as z from 'zod/mini';
 
 /**
  * The worker configuration: a YAML file (--config), then environment variables, then flags
@@ -45,14 +45,17 @@ function text(expected: string) {
 }
 
 function parsed<T>(expected: string, parse: (input: string) => T | undefined) {
-  return text(expected).transform((input, ctx) => {
-    const value = parse(input.trim());
-    if (value === undefined) {
-      ctx.addIssue({ code: 'custom', message: `expected ${expected}`, input });
-      return z.NEVER;
-    }
-    return value;
-  });
+  return z.pipe(
+    text(expected),
+    z.transform((input: string, ctx) => {
+      const value = parse(input.trim());
+      if (value === undefined) {
+        ctx.issues.push({ code: 'custom', message: `expected ${expected}`, input });
+        return z.NEVER;
+      }
+      return value;
+    }),
+  );
 }
 
 const DURATION = 'a duration greater than 0 like "500ms", "5s" or "1m"';
@@ -96,7 +99,7 @@ function oneOf<T extends readonly [string, ...string[]]>(values: T) {
   return z.enum(values, { error: `expected one of ${values.join(', ')}` });
 }
 
-function list<T extends z.ZodType>(item: T) {
+function list<T extends z.ZodMiniType>(item: T) {
   return z.array(item, { error: 'expected a list' });
 }
 
@@ -133,54 +136,55 @@ export function formatServiceRef(ref: ServiceRef): string {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The schema of the worker section (docs/worker.md, "Configuration file").
+// The schema of the worker section (docs/worker.md, "Configuration file"). zod/mini keeps the
+// worker's start-up memory low (the full zod API costs about 15 MiB).
 
-const checkTimeout = () => duration().optional();
+const checkTimeout = () => z.optional(duration());
 
 const sections = {
   logging: z.strictObject({
-    format: oneOf(LOG_FORMATS).default('json'),
-    level: oneOf(LOG_LEVELS).default('info'),
+    format: z._default(oneOf(LOG_FORMATS), 'json'),
+    level: z._default(oneOf(LOG_LEVELS), 'info'),
   }),
   dns: z.strictObject({
     /** Empty: the nameservers of resolv.conf. */
-    servers: list(nameserver()).default([]),
+    servers: z._default(list(nameserver()), []),
     /** Absent: kubernetes.default.svc.<clusterDomain>. */
-    names: list(dnsName()).optional(),
-    externalNames: list(dnsName()).default([]),
+    names: z.optional(list(dnsName())),
+    externalNames: z._default(list(dnsName()), []),
     timeout: checkTimeout(),
   }),
   api: z.strictObject({ timeout: checkTimeout() }),
   tcp: z.strictObject({
-    targets: list(tcpTarget()).default([]),
+    targets: z._default(list(tcpTarget()), []),
     timeout: checkTimeout(),
   }),
   service: z.strictObject({
-    services: list(serviceRef()).prefault(['default/kubernetes']),
+    services: z.prefault(list(serviceRef()), ['default/kubernetes']),
     timeout: checkTimeout(),
   }),
   podnet: z.strictObject({
-    mode: oneOf(['any', 'all'] as const).default('any'),
+    mode: z._default(oneOf(['any', 'all'] as const), 'any'),
     timeout: checkTimeout(),
   }),
 };
 
 const rootSchema = z.strictObject(
   {
-    enabled: list(oneOf(CHECK_NAMES))
-      .min(1, { error: `expected at least one of ${CHECK_NAMES.join(', ')}` })
-      .default([...CHECK_NAMES]),
-    timeout: duration().prefault('30s'),
-    checkTimeout: duration().prefault('5s'),
-    clusterDomain: dnsName().prefault('cluster.local'),
-    dnsService: serviceRef().prefault('kube-system/kube-dns'),
-    terminationLog: text('a file path').min(1, { error: 'expected a file path' }).default(DEFAULTS.terminationLog),
-    logging: sections.logging.prefault({}),
-    dns: sections.dns.prefault({}),
-    api: sections.api.prefault({}),
-    tcp: sections.tcp.prefault({}),
-    service: sections.service.prefault({}),
-    podnet: sections.podnet.prefault({}),
+    enabled: z._default(list(oneOf(CHECK_NAMES)).check(z.minLength(1, { error: `expected at least one of ${CHECK_NAMES.join(', ')}` })), [
+      ...CHECK_NAMES,
+    ]),
+    timeout: z.prefault(duration(), '30s'),
+    checkTimeout: z.prefault(duration(), '5s'),
+    clusterDomain: z.prefault(dnsName(), 'cluster.local'),
+    dnsService: z.prefault(serviceRef(), 'kube-system/kube-dns'),
+    terminationLog: z._default(text('a file path').check(z.minLength(1, { error: 'expected a file path' })), DEFAULTS.terminationLog),
+    logging: z.prefault(sections.logging, {}),
+    dns: z.prefault(sections.dns, {}),
+    api: z.prefault(sections.api, {}),
+    tcp: z.prefault(sections.tcp, {}),
+    service: z.prefault(sections.service, {}),
+    podnet: z.prefault(sections.podnet, {}),
   },
   { error: 'expected a mapping' },
 );
@@ -196,24 +200,27 @@ const KEYS: Record<string, string[]> = {
  * controller's file) holds; output: resolved settings (durations in ms, addresses parsed, the
  * default DNS name filled in, one timeout per check).
  */
-export const workerConfigSchema = rootSchema.transform((c) => {
-  const { dns, api, tcp, service, podnet, ...rest } = c;
-  return {
-    ...rest,
-    enabled: [...new Set(c.enabled)],
-    dns: { servers: dns.servers, names: dns.names ?? [`kubernetes.default.svc.${c.clusterDomain}`], externalNames: dns.externalNames },
-    tcp: { targets: tcp.targets },
-    service: { services: uniqueRefs([...service.services, c.dnsService]) },
-    podnet: { mode: podnet.mode },
-    checkTimeouts: {
-      dns: dns.timeout ?? c.checkTimeout,
-      api: api.timeout ?? c.checkTimeout,
-      tcp: tcp.timeout ?? c.checkTimeout,
-      service: service.timeout ?? c.checkTimeout,
-      podnet: podnet.timeout ?? c.checkTimeout,
-    } satisfies Record<CheckName, number>,
-  };
-});
+export const workerConfigSchema = z.pipe(
+  rootSchema,
+  z.transform((c: z.output<typeof rootSchema>) => {
+    const { dns, api, tcp, service, podnet, ...rest } = c;
+    return {
+      ...rest,
+      enabled: [...new Set(c.enabled)],
+      dns: { servers: dns.servers, names: dns.names ?? [`kubernetes.default.svc.${c.clusterDomain}`], externalNames: dns.externalNames },
+      tcp: { targets: tcp.targets },
+      service: { services: uniqueRefs([...service.services, c.dnsService]) },
+      podnet: { mode: podnet.mode },
+      checkTimeouts: {
+        dns: dns.timeout ?? c.checkTimeout,
+        api: api.timeout ?? c.checkTimeout,
+        tcp: tcp.timeout ?? c.checkTimeout,
+        service: service.timeout ?? c.checkTimeout,
+        podnet: podnet.timeout ?? c.checkTimeout,
+      } satisfies Record<CheckName, number>,
+    };
+  }),
+);
 
 export type WorkerSettings = z.output<typeof workerConfigSchema>;
 export type WorkerSettingsInput = z.input<typeof workerConfigSchema>;

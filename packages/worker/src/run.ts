@@ -69,7 +69,12 @@ export async function runWorker(argv: string[], env: NodeJS.ProcessEnv, io: Work
   const log = await createLogger({
     format: config.logging.format,
     level: config.logging.level,
-    base: { component: 'worker', ...(config.pod.nodeName ? { node: config.pod.nodeName } : {}), ...(config.pod.podName ? { pod: config.pod.podName } : {}) },
+    base: {
+      component: 'worker',
+      ...(config.pod.nodeName ? { node: config.pod.nodeName } : {}),
+      ...(config.pod.podName ? { pod: config.pod.podName } : {}),
+      ...(config.pod.podNamespace ? { namespace: config.pod.podNamespace } : {}),
+    },
     ...(io.logDestination ? { destination: io.logDestination } : {}),
   });
   let summary: WorkerSummary;

@@ -108,6 +108,13 @@ describe('dns check against loopback nameservers', () => {
     expect(withExternal.error).toBe(`missing.example.com @${at(ns)}: NXDOMAIN: the name does not exist`);
   });
 
+  it('fails when there is no name to resolve', async () => {
+    const ns = await dnsServer(zone({}));
+    const outcome = await runCheck('dns', ['--dns-server', at(ns), '--dns-names', '']);
+    expect(outcome.error).toBe('no name to resolve: dns.names and dns.externalNames are both empty');
+    expect(ns.queries).toEqual([]);
+  });
+
   it('falls back to AAAA when the name has no A record', async () => {
     const ns = await dnsServer(zone({ [KUBERNETES]: ['fd00:10:96::1'] }));
     const outcome = await runCheck('dns', ['--dns-server', at(ns)]);

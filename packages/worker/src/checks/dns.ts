@@ -14,6 +14,7 @@ export const dnsCheck: Check = async (ctx) => {
   const { nameservers, config, signal } = ctx;
   if ('error' in nameservers) return verdict([nameservers.error]);
   const names = [...config.dns.names.map((name) => ({ name, internal: true })), ...config.dns.externalNames.map((name) => ({ name, internal: false }))];
+  if (names.length === 0) return verdict(['no name to resolve: dns.names and dns.externalNames are both empty']);
   const expectations = new Map(names.map(({ name, internal }) => [name, internal ? expectedAddresses(ctx, name) : Promise.resolve(undefined)]));
 
   const lookups = await Promise.all(

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import tls from 'node:tls';
 import { errorMessage } from '@kube-node-ready/core';
-import type { z } from 'zod';
+import type * as z from 'zod/mini';
 import { formatHostPort, type HostPort } from '../config.js';
 import { describeAbort } from '../net/deadline.js';
 import { statusSchema } from './objects.js';
@@ -33,10 +33,9 @@ export class ApiError extends Error {
 export interface ServiceAccount {
   token: string;
   ca: Buffer;
-  namespace?: string;
 }
 
-/** Reads token, ca.crt and namespace as the kubelet mounts them. Throws ApiError('setup'). */
+/** Reads token and ca.crt as the kubelet mounts them. Throws ApiError('setup'). */
 export function readServiceAccount(dir: string): ServiceAccount {
   const read = (file: string) => {
     try {
@@ -50,14 +49,7 @@ export function readServiceAccount(dir: string): ServiceAccount {
   };
   const token = read('token').toString('utf8').trim();
   if (token === '') throw new ApiError('setup', `the service-account token at ${join(dir, 'token')} is empty`);
-  const ca = read('ca.crt');
-  let namespace: string | undefined;
-  try {
-    namespace = readFileSync(join(dir, 'namespace'), 'utf8').trim() || undefined;
-  } catch {
-    // Optional: only used in messages.
-  }
-  return { token, ca, ...(namespace ? { namespace } : {}) };
+  return { token, ca: read('ca.crt') };
 }
 
 /** Largest response body we read (the worker only reads a few small objects). */
@@ -98,13 +90,13 @@ export class KubeApiClient {
         const result = { latencyMs: Math.round(performance.now() - started), protocol: socket.getProtocol() ?? 'unknown' };
         finish(() => resolve(result));
       });
-      socket.once('error', (err) => finish(() => reject(this.transportError(err))));
+      socket.on('error', (err) => finish(() => reject(this.transportError(err))));
       signal.addEventListener('abort', onAbort, { once: true });
     });
   }
 
   /** GET `path`, validated with `schema`. Non-2xx answers reject with ApiError('http') carrying the Status message. */
-  async get<S extends z.ZodType>(path: string, schema: S, signal: AbortSignal): Promise<ApiResponse<z.output<S>>> {
+  async get<T>(path: string, schema: z.ZodMiniType<T>, signal: AbortSignal): Promise<ApiResponse<T>> {
     const started = performance.now();
     const { status, text } = await this.request(path, signal);
     const latencyMs = Math.round(performance.now() - started);
@@ -163,9 +155,9 @@ export class KubeApiClient {
           chunks.push(chunk);
         });
         res.once('end', () => finish(() => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') })));
-        res.once('error', (err) => finish(() => reject(this.transportError(err))));
+        res.on('error', (err) => finish(() => reject(this.transportError(err))));
       });
-      req.once('error', (err) => finish(() => reject(this.transportError(err))));
+      req.on('error', (err) => finish(() => reject(this.transportError(err))));
       signal.addEventListener('abort', onAbort, { once: true });
       req.end();
     });

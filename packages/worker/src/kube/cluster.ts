@@ -1,4 +1,4 @@
-import type { z } from 'zod';
+import type * as z from 'zod/mini';
 import { formatHostPort, type HostPort, type PodEnvironment, type ServiceRef } from '../config.js';
 import { abortable, deadline, describeAbort } from '../net/deadline.js';
 import { ApiError, KubeApiClient, readServiceAccount, type ApiResponse } from './api-client.js';
@@ -65,7 +65,7 @@ export class ClusterApi {
     this.client?.close();
   }
 
-  private read<T>(path: string, schema: z.ZodType<T>, signal: AbortSignal): Promise<ApiResponse<T>> {
+  private read<T>(path: string, schema: z.ZodMiniType<T>, signal: AbortSignal): Promise<ApiResponse<T>> {
     let shared = this.cache.get(path) as Promise<ApiResponse<T>> | undefined;
     if (!shared) {
       shared = this.fetch(path, schema);
@@ -75,7 +75,7 @@ export class ClusterApi {
     return abortable(shared, signal, () => new ApiError('timeout', `GET ${path}: timeout: no answer from ${this.describeServer()} within ${describeAbort(signal)}`));
   }
 
-  private async fetch<T>(path: string, schema: z.ZodType<T>): Promise<ApiResponse<T>> {
+  private async fetch<T>(path: string, schema: z.ZodMiniType<T>): Promise<ApiResponse<T>> {
     if (!this.client) throw this.setupError;
     const request = deadline(this.requestTimeoutMs, 'API request timeout', this.runSignal);
     try {

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import * as z from 'zod/mini';
 
 /**
  * The few fields of API objects the checks read. Loose: unknown fields are ignored, and a field
@@ -7,48 +7,46 @@ import { z } from 'zod';
 
 export const versionSchema = z.object({
   gitVersion: z.string(),
-  platform: z.string().optional(),
+  platform: z.optional(z.string()),
 });
 export type VersionInfo = z.infer<typeof versionSchema>;
 
 const servicePortSchema = z.object({
-  name: z.string().optional(),
-  port: z.number().int(),
-  protocol: z.string().optional(),
+  name: z.optional(z.string()),
+  port: z.int(),
+  protocol: z.optional(z.string()),
 });
 
 export const serviceSchema = z.object({
-  metadata: z.object({ name: z.string(), namespace: z.string().optional() }),
+  metadata: z.object({ name: z.string(), namespace: z.optional(z.string()) }),
   spec: z.object({
-    type: z.string().optional(),
-    clusterIP: z.string().optional(),
-    clusterIPs: z.array(z.string()).nullish(),
-    ports: z.array(servicePortSchema).nullish(),
+    type: z.optional(z.string()),
+    clusterIP: z.optional(z.string()),
+    clusterIPs: z.nullish(z.array(z.string())),
+    ports: z.nullish(z.array(servicePortSchema)),
   }),
 });
 export type Service = z.infer<typeof serviceSchema>;
 
 const endpointSchema = z.object({
   addresses: z.array(z.string()),
-  conditions: z.object({ ready: z.boolean().nullish() }).nullish(),
-  nodeName: z.string().nullish(),
-  targetRef: z.object({ kind: z.string().optional(), name: z.string().optional() }).nullish(),
+  conditions: z.nullish(z.object({ ready: z.nullish(z.boolean()) })),
+  nodeName: z.nullish(z.string()),
+  targetRef: z.nullish(z.object({ kind: z.optional(z.string()), name: z.optional(z.string()) })),
 });
 
 export const endpointSliceSchema = z.object({
   metadata: z.object({ name: z.string() }),
   addressType: z.string(),
-  endpoints: z.array(endpointSchema).nullish(),
-  ports: z
-    .array(z.object({ name: z.string().nullish(), port: z.number().int().nullish(), protocol: z.string().nullish() }))
-    .nullish(),
+  endpoints: z.nullish(z.array(endpointSchema)),
+  ports: z.nullish(z.array(z.object({ name: z.nullish(z.string()), port: z.nullish(z.int()), protocol: z.nullish(z.string()) }))),
 });
 export type EndpointSlice = z.infer<typeof endpointSliceSchema>;
 
 export const endpointSliceListSchema = z.object({ items: z.array(endpointSliceSchema) });
 
 /** The `Status` body of an API error; its message is what kubectl prints. */
-export const statusSchema = z.object({ kind: z.literal('Status'), message: z.string().optional(), reason: z.string().optional() });
+export const statusSchema = z.object({ kind: z.literal('Status'), message: z.optional(z.string()), reason: z.optional(z.string()) });
 
 /** A Service's cluster IPs (both families on dual-stack); empty for headless and ExternalName Services. */
 export function clusterIPs(service: Service): string[] {

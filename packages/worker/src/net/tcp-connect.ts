@@ -31,7 +31,7 @@ export function tcpConnect(target: HostPort, signal: AbortSignal): Promise<{ lat
     };
     const onAbort = () => finish(() => reject(timeout(signal)));
     socket.once('connect', () => finish(() => resolve({ latencyMs: Math.round(performance.now() - started) })));
-    socket.once('error', (err) => finish(() => reject(classify(err))));
+    socket.on('error', (err) => finish(() => reject(classify(err))));
     signal.addEventListener('abort', onAbort, { once: true });
   });
 }
