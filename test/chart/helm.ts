@@ -53,6 +53,7 @@ export async function helm(args: string[], env: NodeJS.ProcessEnv = {}): Promise
     const { stdout, stderr } = await run(bin, args, {
       env: {
         PATH: process.env.PATH,
+        HOME: home, // kube discovery cache ($HOME/.kube/cache); without HOME it lands in the cwd
         HELM_CACHE_HOME: join(home, 'cache'),
         HELM_CONFIG_HOME: join(home, 'config'),
         HELM_DATA_HOME: join(home, 'data'),
