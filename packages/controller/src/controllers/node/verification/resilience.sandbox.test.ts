@@ -1,0 +1,171 @@
+// Restarts, deletions, concurrent writers, leader election and dry run against the real apiserver.
+// Workers here never start (sandbox fault annotation), so no worker binary is involved: what is
+// tested is the controller's bookkeeping around them.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { k8s, sandboxControl } from '@kube-node-ready/sandbox';
+import { annotations, harness, nodeEvents, readNode, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
+import { core, sandbox } from '../../../../../../test/sandbox.js';
+
+let h: Harness;
+
+beforeAll(async () => {
+  h = await harness('ctlres');
+});
+
+afterEach(async () => {
+  await h.stopAll();
+});
+
+afterAll(async () => {
+  await h?.stopAll();
+});
+
+const attemptOf = (pod: k8s.V1Pod) => pod.metadata?.annotations?.['kube-node-ready.io/attempt'];
+
+async function patchNodeJson(name: string, ops: object[]): Promise<void> {
+  await core().patchNode({ name, body: ops }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch));
+}
+
+describe('progress survives the controller', () => {
+  it('a restarted controller continues the attempt in flight: no second pod, the count goes on', async () => {
+    const node = await h.addNode({ faults: { neverStart: true } });
+    const slow = { worker: { startTimeout: '6s' }, reconciliation: { maxRetries: 2 } };
+    const first = await h.start(slow);
+    const pod1 = await waitFor(async () => (await workerPods(h.namespace, node)).find((p) => attemptOf(p) === '1'), 'attempt 1');
+    await waitFor(async () => annotations(await readNode(node))['kube-node-ready.io/phase'] === 'Verifying', 'attempt 1 recorded');
+    await first.stop();
+
+    const second = await h.start(slow);
+    // It follows attempt 1 to its deadline instead of starting another.
+    await waitFor(async () => second.logs.some((l) => l.msg === 'waiting' && l.attempt === 1 && l.node === node), 'the new controller to wait on attempt 1');
+    const pods = await workerPods(h.namespace, node);
+    expect(pods.map((p) => p.metadata?.name)).toEqual([pod1.metadata?.name]);
+    expect(pods[0]?.metadata?.uid).toBe(pod1.metadata?.uid);
+
+    // Attempt 1 times out under the new controller; the next is number 2, not 1 again.
+    const pod2 = await waitFor(async () => (await workerPods(h.namespace, node)).find((p) => attemptOf(p) === '2'), 'attempt 2', 20_000);
+    expect(pod2.metadata?.name).not.toBe(pod1.metadata?.name);
+    expect(annotations(await readNode(node))['kube-node-ready.io/failures']).toBe('1');
+  });
+
+  it('adopts a worker pod created just before a crash, before its attempt was recorded', async () => {
+    const node = await h.addNode({ faults: { neverStart: true } });
+    // Simulate the crash window: the pod of attempt 1 exists, the node says nothing yet.
+    const probe = await h.start({ dryRun: true, worker: { startTimeout: '30s' } });
+    const pod = await waitFor(async () => (await workerPods(h.namespace, node))[0], 'a worker pod');
+    await probe.stop();
+    expect(annotations(await readNode(node))).not.toHaveProperty('kube-node-ready.io/attempt'); // dry run wrote nothing
+
+    const ctl = await h.start({ worker: { startTimeout: '30s' } });
+    await waitFor(async () => annotations(await readNode(node))['kube-node-ready.io/attempt'] === '1', 'attempt 1 recorded from the pod');
+    expect(annotations(await readNode(node))['kube-node-ready.io/phase']).toBe('Verifying');
+    expect((await workerPods(h.namespace, node)).map((p) => p.metadata?.uid)).toEqual([pod.metadata?.uid]);
+    expect(ctl.logs.some((l) => l.msg === 'resumed an attempt whose worker pod already existed')).toBe(true);
+  });
+});
+
+describe('a node that goes away', () => {
+  it('deleted mid-verification: its worker is deleted, its metrics are gone, no error loop', async () => {
+    const node = await h.addNode({ faults: { neverStart: true } });
+    const ctl = await h.start({ worker: { startTimeout: '30s' } });
+    await waitFor(async () => (await workerPods(h.namespace, node)).length === 1, 'a worker pod');
+    await waitFor(async () => (await ctl.metrics()).includes(`node="${node}"`), 'per-node metrics');
+
+    await core().deleteNode({ name: node });
+    // The sandbox has no garbage collector: the controller itself removes the pod.
+    await waitFor(async () => (await workerPods(h.namespace, node)).length === 0, 'the worker pod to be deleted');
+    await waitFor(async () => !(await ctl.metrics()).includes(`node="${node}"`), 'the node series to be removed');
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect(await ctl.metrics()).toContain('kube_node_ready_controller_reconcile_errors_total 0');
+  });
+});
+
+describe('other writers', () => {
+  it('taints, labels and annotations others add or remove during verification survive every write', async () => {
+    const cni = { key: 'node.example.com/cni-not-ready', value: 'true', effect: 'NoSchedule' };
+    const node = await h.addNode({ taints: [cni, h.taint], faults: { neverStart: true } });
+    const ctl = await h.start({ reconciliation: { maxRetries: 3 }, worker: { startTimeout: '2s' } });
+    // Another controller works on the same node meanwhile: removes its own taint (moving ours
+    // to index 0), adds another, labels and annotates.
+    let round = 0;
+    const other = setInterval(() => {
+      round++;
+      const ops: object[] =
+        round === 1
+          ? [{ op: 'test', path: '/spec/taints/0/key', value: cni.key }, { op: 'remove', path: '/spec/taints/0' }]
+          : [
+              { op: 'add', path: `/metadata/labels/other-writer~1round`, value: String(round) },
+              { op: 'add', path: `/metadata/annotations/other-writer~1round`, value: String(round) },
+            ];
+      if (round === 3) ops.push({ op: 'add', path: '/spec/taints/-', value: { key: 'other-writer/x', value: '1', effect: 'NoSchedule' } });
+      void patchNodeJson(node, ops).catch(() => undefined);
+    }, 300);
+    try {
+      await waitFor(async () => annotations(await readNode(node))['kube-node-ready.io/phase'] === 'Failed', 'the node to fail', 40_000);
+    } finally {
+      clearInterval(other);
+    }
+    const final = await readNode(node);
+    expect(final?.spec?.taints?.map((t) => t.key)).toEqual([h.taint.key, 'other-writer/x']);
+    expect(final?.metadata?.labels?.['other-writer/round']).toBe(String(round));
+    expect(final?.metadata?.annotations?.['other-writer/round']).toBe(String(round));
+    expect(annotations(final)['kube-node-ready.io/attempt']).toBe('4');
+    expect(await ctl.metrics()).toContain('kube_node_ready_controller_reconcile_errors_total 0');
+  });
+});
+
+describe('leader election', () => {
+  it('only the leader acts; when it stops, the other takes over and continues', async () => {
+    const a = await h.start({ worker: { startTimeout: '30s' } }, 'replica-a');
+    const b = await h.start({ worker: { startTimeout: '30s' } }, 'replica-b');
+    await waitFor(async () => a.running.isLeader() !== b.running.isLeader(), 'exactly one leader');
+    const [leader, follower] = a.running.isLeader() ? [a, b] : [b, a];
+
+    const node = await h.addNode({ faults: { neverStart: true } });
+    await waitFor(async () => leader.logs.some((l) => l.msg === 'started worker pod' && l.node === node), 'the leader to start a worker');
+    expect((await workerPods(h.namespace, node)).length).toBe(1);
+    expect(follower.logs.filter((l) => l.msg === 'started worker pod')).toEqual([]);
+
+    // Followers are ready too (caches synced) but do not lead.
+    expect(await follower.metrics()).toContain('kube_node_ready_leader 0');
+    expect(await follower.metrics()).toContain('kube_node_ready_controller_healthy 1');
+    expect(await leader.metrics()).toContain('kube_node_ready_leader 1');
+
+    await leader.stop(); // releases the lease
+    const lease = await sandbox().kc.makeApiClient(k8s.CoordinationV1Api).readNamespacedLease({ name: `knr-${h.id}`, namespace: h.namespace });
+    expect(lease.spec?.holderIdentity ?? '').toBe('');
+    await waitFor(async () => follower.running.isLeader(), 'the follower to lead', 10_000);
+
+    // The new leader continues the same attempt: no second pod for attempt 1.
+    await waitFor(async () => follower.logs.some((l) => l.msg === 'waiting' && l.node === node && l.attempt === 1), 'the new leader to follow attempt 1');
+    expect((await workerPods(h.namespace, node)).map(attemptOf)).toEqual(['1']);
+  });
+});
+
+describe('dry run', () => {
+  it('launches workers and reports outcomes, but writes nothing to the node', async () => {
+    const node = await h.addNode({ faults: { neverStart: true } });
+    const before = await readNode(node);
+    const ctl = await h.start({ dryRun: true, reconciliation: { maxRetries: 1 } });
+    await waitFor(async () => (await ctl.metrics()).includes(`kube_node_ready_verification_status{node="${node}",status="failed"} 1`), 'the node to fail (in memory)', 30_000);
+    const after = await readNode(node);
+    expect(after?.metadata?.annotations).toEqual(before?.metadata?.annotations);
+    expect(after?.metadata?.labels).toEqual(before?.metadata?.labels);
+    expect(after?.spec?.taints).toEqual(before?.spec?.taints);
+    expect(after?.status?.conditions?.find((c) => c.type === h.conditionType)).toBeUndefined();
+    // Node writes are the only thing dry run skips: events and workers are real.
+    const reasons = (await nodeEvents(node)).map((e) => e.reason);
+    expect(reasons).toContain('VerificationWorkerNotStarted');
+    expect(reasons).toContain('VerificationFailed');
+  });
+});
+
+describe('watches heal', () => {
+  it('keeps working across an API server restart', async () => {
+    const ctl = await h.start();
+    await sandboxControl(sandbox().layout.dir, 'POST', '/restart/kube-apiserver');
+    const node = await h.addNode({ faults: { neverStart: true } });
+    await waitFor(async () => (await workerPods(h.namespace, node)).length > 0, 'a worker pod for a node added after the restart', 30_000);
+    expect(ctl.running.isLeader()).toBe(true);
+  });
+});
