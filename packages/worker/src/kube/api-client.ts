@@ -8,7 +8,7 @@ import tls from 'node:tls';
 import { errorMessage } from '@kube-node-ready/core';
 import type * as z from 'zod/mini';
 import { formatHostPort, type HostPort } from '../config.js';
-import { describeAbort } from '../net/deadline.js';
+import { describeAbort, settleOnce } from '../net/deadline.js';
 import { statusSchema } from './objects.js';
 
 /**
@@ -73,25 +73,12 @@ export class KubeApiClient {
 
   /** A bare TLS handshake, verified against the service-account CA. */
   tlsHandshake(signal: AbortSignal): Promise<{ latencyMs: number; protocol: string }> {
-    return new Promise((resolve, reject) => {
-      if (signal.aborted) return reject(this.timeout(signal, 'TLS handshake'));
+    return settleOnce(signal, () => this.timeout(signal, 'TLS handshake'), ({ resolve, reject }) => {
       const started = performance.now();
       const socket = tls.connect({ host: this.server.host, port: this.server.port, ca: this.account.ca, ...this.serverName() });
-      let done = false;
-      const finish = (settle: () => void) => {
-        if (done) return;
-        done = true;
-        signal.removeEventListener('abort', onAbort);
-        socket.destroy();
-        settle();
-      };
-      const onAbort = () => finish(() => reject(this.timeout(signal, 'TLS handshake')));
-      socket.once('secureConnect', () => {
-        const result = { latencyMs: Math.round(performance.now() - started), protocol: socket.getProtocol() ?? 'unknown' };
-        finish(() => resolve(result));
-      });
-      socket.on('error', (err) => finish(() => reject(this.transportError(err))));
-      signal.addEventListener('abort', onAbort, { once: true });
+      socket.once('secureConnect', () => resolve({ latencyMs: Math.round(performance.now() - started), protocol: socket.getProtocol() ?? 'unknown' }));
+      socket.on('error', (err) => reject(this.transportError(err)));
+      return () => socket.destroy();
     });
   }
 
@@ -120,15 +107,7 @@ export class KubeApiClient {
   }
 
   private request(path: string, signal: AbortSignal): Promise<{ status: number; text: string }> {
-    return new Promise((resolve, reject) => {
-      if (signal.aborted) return reject(this.timeout(signal, `GET ${path}`));
-      let done = false;
-      const finish = (settle: () => void) => {
-        if (done) return;
-        done = true;
-        signal.removeEventListener('abort', onAbort);
-        settle();
-      };
+    return settleOnce(signal, () => this.timeout(signal, `GET ${path}`), ({ resolve, reject }) => {
       const req = https.request({
         host: this.server.host,
         port: this.server.port,
@@ -138,28 +117,27 @@ export class KubeApiClient {
         headers: { Authorization: `Bearer ${this.account.token}`, Accept: 'application/json', 'User-Agent': 'kube-node-ready-worker' },
         ...this.serverName(),
       });
-      const onAbort = () => {
-        finish(() => reject(this.timeout(signal, `GET ${path}`)));
-        req.destroy();
-      };
-      req.once('response', (res) => {
+      let complete = false;
+      req.on('response', (res) => {
         const chunks: Buffer[] = [];
         let size = 0;
         res.on('data', (chunk: Buffer) => {
           size += chunk.length;
-          if (size > MAX_BODY_BYTES) {
-            finish(() => reject(new ApiError('decode', `GET ${path}: answer larger than ${MAX_BODY_BYTES} bytes`)));
-            req.destroy();
-            return;
-          }
-          chunks.push(chunk);
+          if (size > MAX_BODY_BYTES) reject(new ApiError('decode', `GET ${path}: answer larger than ${MAX_BODY_BYTES} bytes`));
+          else chunks.push(chunk);
         });
-        res.once('end', () => finish(() => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') })));
-        res.on('error', (err) => finish(() => reject(this.transportError(err))));
+        res.on('end', () => {
+          complete = true;
+          resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') });
+        });
+        res.on('error', (err) => reject(this.transportError(err)));
       });
-      req.on('error', (err) => finish(() => reject(this.transportError(err))));
-      signal.addEventListener('abort', onAbort, { once: true });
+      req.on('error', (err) => reject(this.transportError(err)));
       req.end();
+      // A finished exchange leaves its connection to the keep-alive agent; anything else is torn down.
+      return () => {
+        if (!complete) req.destroy();
+      };
     });
   }
 

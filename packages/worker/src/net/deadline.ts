@@ -69,3 +69,33 @@ export function abortable<T>(promise: Promise<T>, signal: AbortSignal, onAbort: 
     );
   });
 }
+
+export interface Settle<T> {
+  resolve(value: T): void;
+  reject(err: Error): void;
+}
+
+/**
+ * A promise around a socket: `start` opens it and returns how to close it. The first of
+ * resolve, reject or the signal aborting (which rejects with `onAbort()`) wins; the socket is then
+ * closed and the signal listener removed, so nothing outlives the result.
+ */
+export function settleOnce<T>(signal: AbortSignal, onAbort: () => Error, start: (settle: Settle<T>) => () => void): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    if (signal.aborted) return reject(onAbort());
+    let done = false;
+    const opened: { close?: () => void } = {};
+    const finish = (settle: () => void) => {
+      if (done) return;
+      done = true;
+      signal.removeEventListener('abort', abort);
+      opened.close?.();
+      settle();
+    };
+    const abort = () => finish(() => reject(onAbort()));
+    signal.addEventListener('abort', abort, { once: true });
+    const close = start({ resolve: (value) => finish(() => resolve(value)), reject: (err) => finish(() => reject(err)) });
+    opened.close = close;
+    if (done) close(); // settled while starting, before `close` was known
+  });
+}

@@ -3,7 +3,7 @@ import net, { isIP } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import dns2 from 'dns2';
 import { formatHostPort, type HostPort } from '../config.js';
-import { describeAbort } from './deadline.js';
+import { describeAbort, settleOnce } from './deadline.js';
 
 /**
  * One DNS question to one nameserver, over UDP, repeated over TCP when the UDP answer is truncated.
@@ -108,59 +108,43 @@ function matchReply(message: Buffer, query: Query): Packet | undefined {
 }
 
 function exchangeUdp(server: HostPort, query: Query, signal: AbortSignal): Promise<Packet> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(timeoutError(signal, 'udp'));
+  return settleOnce(signal, () => timeoutError(signal, 'udp'), ({ resolve, reject }) => {
     // A connected socket only accepts datagrams from the server and reports ICMP
     // "port unreachable" as ECONNREFUSED: a dead nameserver fails fast instead of timing out.
     const socket = dgram.createSocket(isIP(server.host) === 6 ? 'udp6' : 'udp4');
     let retransmit: NodeJS.Timeout | undefined;
-    let done = false;
-    const finish = (settle: () => void) => {
-      if (done) return;
-      done = true;
+    let closed = false;
+    const send = () =>
+      socket.send(query.buffer, (err) => {
+        if (err) reject(socketError(err, server, 'udp'));
+      });
+    socket.on('message', (message) => {
+      const reply = matchReply(message, query);
+      if (reply) resolve(reply);
+    });
+    socket.on('error', (err) => reject(socketError(err, server, 'udp')));
+    socket.once('connect', () => {
+      if (closed) return;
+      send();
+      retransmit = setInterval(send, UDP_RETRANSMIT_MS);
+    });
+    socket.connect(server.port, server.host);
+    return () => {
+      closed = true;
       clearInterval(retransmit);
-      signal.removeEventListener('abort', onAbort);
       try {
         socket.close();
       } catch {
         // already closed
       }
-      settle();
     };
-    const onAbort = () => finish(() => reject(timeoutError(signal, 'udp')));
-    const send = () =>
-      socket.send(query.buffer, (err) => {
-        if (err) finish(() => reject(socketError(err, server, 'udp')));
-      });
-    socket.on('message', (message) => {
-      const reply = matchReply(message, query);
-      if (reply) finish(() => resolve(reply));
-    });
-    socket.on('error', (err) => finish(() => reject(socketError(err, server, 'udp'))));
-    signal.addEventListener('abort', onAbort, { once: true });
-    socket.once('connect', () => {
-      if (done) return;
-      send();
-      retransmit = setInterval(send, UDP_RETRANSMIT_MS);
-    });
-    socket.connect(server.port, server.host);
   });
 }
 
 function exchangeTcp(server: HostPort, query: Query, signal: AbortSignal): Promise<Packet> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(timeoutError(signal, 'tcp'));
+  return settleOnce(signal, () => timeoutError(signal, 'tcp'), ({ resolve, reject }) => {
     const socket = net.connect({ host: server.host, port: server.port });
     let received = Buffer.alloc(0);
-    let done = false;
-    const finish = (settle: () => void) => {
-      if (done) return;
-      done = true;
-      signal.removeEventListener('abort', onAbort);
-      socket.destroy();
-      settle();
-    };
-    const onAbort = () => finish(() => reject(timeoutError(signal, 'tcp')));
     socket.on('connect', () => {
       const length = Buffer.alloc(2);
       length.writeUInt16BE(query.buffer.length);
@@ -172,15 +156,12 @@ function exchangeTcp(server: HostPort, query: Query, signal: AbortSignal): Promi
       const size = received.readUInt16BE(0);
       if (received.length < 2 + size) return;
       const reply = matchReply(received.subarray(2, 2 + size), query);
-      finish(() =>
-        reply ? resolve(reply) : reject(new DnsQueryError('malformed', `malformed answer over tcp from ${formatHostPort(server)}`)),
-      );
+      if (reply) resolve(reply);
+      else reject(new DnsQueryError('malformed', `malformed answer over tcp from ${formatHostPort(server)}`));
     });
-    socket.on('end', () =>
-      finish(() => reject(new DnsQueryError('malformed', `${formatHostPort(server)} closed the tcp connection before a full answer`))),
-    );
-    socket.on('error', (err) => finish(() => reject(socketError(err, server, 'tcp'))));
-    signal.addEventListener('abort', onAbort, { once: true });
+    socket.on('end', () => reject(new DnsQueryError('malformed', `${formatHostPort(server)} closed the tcp connection before a full answer`)));
+    socket.on('error', (err) => reject(socketError(err, server, 'tcp')));
+    return () => socket.destroy();
   });
 }
 

@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { HostPort } from '../config.js';
-import { describeAbort } from './deadline.js';
+import { describeAbort, settleOnce } from './deadline.js';
 
 export type TcpErrorKind = 'refused' | 'timeout' | 'unreachable' | 'resolve' | 'network';
 
@@ -17,27 +17,14 @@ export class TcpConnectError extends Error {
 
 /** Opens a TCP connection to `target` and closes it again; resolves with the connect latency. */
 export function tcpConnect(target: HostPort, signal: AbortSignal): Promise<{ latencyMs: number }> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(timeout(signal));
+  const timeout = () => new TcpConnectError('timeout', `timeout: no connection within ${describeAbort(signal)}`);
+  return settleOnce(signal, timeout, ({ resolve, reject }) => {
     const started = performance.now();
     const socket = net.connect({ host: target.host, port: target.port });
-    let done = false;
-    const finish = (settle: () => void) => {
-      if (done) return;
-      done = true;
-      signal.removeEventListener('abort', onAbort);
-      socket.destroy();
-      settle();
-    };
-    const onAbort = () => finish(() => reject(timeout(signal)));
-    socket.once('connect', () => finish(() => resolve({ latencyMs: Math.round(performance.now() - started) })));
-    socket.on('error', (err) => finish(() => reject(classify(err))));
-    signal.addEventListener('abort', onAbort, { once: true });
+    socket.once('connect', () => resolve({ latencyMs: Math.round(performance.now() - started) }));
+    socket.on('error', (err) => reject(classify(err)));
+    return () => socket.destroy();
   });
-}
-
-function timeout(signal: AbortSignal): TcpConnectError {
-  return new TcpConnectError('timeout', `timeout: no connection within ${describeAbort(signal)}`);
 }
 
 function classify(err: Error): TcpConnectError {
