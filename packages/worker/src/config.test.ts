@@ -205,6 +205,11 @@ describe('errors name the field and what is allowed', () => {
     expect(message).toContain(`dns.nameservers (in ${file}): unknown key; allowed keys: servers, names, externalNames, timeout`);
   });
 
+  it('rejects a __proto__ key like any unknown key', () => {
+    const file = yamlFile('__proto__:\n  enabled: [dns]\n');
+    expect(configError(['--config', file])).toBe(`__proto__ (in ${file}): unknown key; allowed keys: enabled, timeout, checkTimeout, clusterDomain, dnsService, terminationLog, logging, dns, api, tcp, service, podnet`);
+  });
+
   it('prefixes keys of a controller config with worker.checks', () => {
     const file = yamlFile('worker:\n  checks:\n    enabled: [dns, pings]\n');
     expect(configError(['--config', file])).toBe(`worker.checks.enabled[1] (in ${file}): expected one of dns, api, tcp, service, podnet, got "pings"`);

@@ -234,7 +234,7 @@ function uniqueRefs(refs: ServiceRef[]): ServiceRef[] {
 // The pod's environment: what the kubelet (or the sandbox standing in for it) provides.
 
 export interface PodEnvironment {
-  /** Holds token, ca.crt, namespace. */
+  /** Holds token and ca.crt. */
   serviceAccountDir: string;
   resolvConf: string;
   /** KUBERNETES_SERVICE_HOST/PORT; absent outside a cluster. */
@@ -297,11 +297,11 @@ export function loadWorkerConfig(argv: readonly string[], env: NodeJS.ProcessEnv
   const layers = new Layers();
   if (flags.config !== undefined) {
     const { section, prefix } = readConfigFile(flags.config);
-    layers.add(section, (path) => `${[...prefix, ...formatPathParts(path)].join('.').replaceAll('.[', '[')} (in ${flags.config})`);
+    layers.add(section, (path) => `${formatPath([...prefix, ...path])} (in ${flags.config})`);
   }
   for (const [name, path] of Object.entries(ENV_OVERRIDES)) {
-    const value = env[name];
-    if (value !== undefined && value !== '') layers.add(nest(path, value), () => name);
+    const value = nonEmpty(env[name]);
+    if (value !== undefined) layers.add(nest(path, value), () => name);
   }
   for (const [name, value] of Object.entries(flags.values)) {
     const spec = FLAGS[name] as FlagSpec;
@@ -434,8 +434,9 @@ class Layers {
 
   labelFor(path: readonly PropertyKey[]): string {
     const keys = path.map(String);
-    const source = this.sources.find((s) => s.prefix.every((part, i) => keys[i] === part));
-    return source ? source.label(path) : formatPathParts(path).join('.').replaceAll('.[', '[') || '(top level)';
+    // The layer that set this value, or the mapping under which an unknown key sits.
+    const source = this.sources.find((s) => s.prefix.every((part, i) => i >= keys.length || keys[i] === part));
+    return source ? source.label(path) : formatPath(path) || '(top level)';
   }
 }
 
@@ -452,8 +453,9 @@ function formatIssues(issues: readonly z.core.$ZodIssue[], layers: Layers): stri
   return lines.length === 1 ? (lines[0] as string) : `invalid configuration:\n${lines.map((l) => `  - ${l}`).join('\n')}`;
 }
 
-function formatPathParts(path: readonly PropertyKey[]): string[] {
-  return path.map((p) => (typeof p === 'number' ? `[${p}]` : String(p)));
+/** ["dns", "servers", 1] -> "dns.servers[1]". */
+function formatPath(path: readonly PropertyKey[]): string {
+  return path.reduce<string>((out, p) => (typeof p === 'number' ? `${out}[${p}]` : out ? `${out}.${String(p)}` : String(p)), '');
 }
 
 /** Paths of the values a layer sets: lists and scalars are leaves (they replace, never merge). */
@@ -465,7 +467,10 @@ function leafPaths(value: unknown, prefix: string[] = []): string[][] {
 function merge(base: unknown, override: unknown): unknown {
   if (!isMapping(override) || !isMapping(base)) return override;
   const out: Record<string, unknown> = { ...base };
-  for (const [key, value] of Object.entries(override)) out[key] = key in out ? merge(out[key], value) : value;
+  for (const [key, value] of Object.entries(override)) {
+    // defineProperty: a "__proto__" key stays an ordinary (and so unknown, rejected) key.
+    Object.defineProperty(out, key, { value: Object.hasOwn(out, key) ? merge(out[key], value) : value, enumerable: true, writable: true, configurable: true });
+  }
   return out;
 }
 
