@@ -35,7 +35,7 @@ async function promtool(args: string[], cwd: string): Promise<{ code: number; ou
     return { code: 0, output: stdout + stderr };
   } catch (err) {
     const e = err as { code?: number | string; stdout?: string; stderr?: string };
-    if (e.code === 'ENOENT') throw new Error('promtool not found: install Debian\'s "prometheus" package (make deps does)');
+    if (e.code === 'ENOENT') throw new Error('promtool not found: install Debian\'s "prometheus" package (make deps does)', { cause: err });
     return { code: typeof e.code === 'number' ? e.code : 1, output: `${e.stdout ?? ''}${e.stderr ?? ''}` };
   }
 }

@@ -2,8 +2,9 @@
 // validation, the controller pods pass the `restricted` Pod Security Standard, and a release
 // installs, upgrades (a changed config changes the pod template) and uninstalls without leftovers.
 // The end-to-end run of the controller pods under the chart's RBAC is at the end of this file.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -37,6 +38,31 @@ async function kubectl(args: string[], input?: string): Promise<{ code: number; 
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** A free TCP port on 127.0.0.1. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** `promtool check metrics` (reads the exposition from stdin; exit 0 with no complaints). */
+function promtoolCheckMetrics(text: string): Promise<{ code: number; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('promtool', ['check', 'metrics'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? 1, output }));
+    child.stdin.end(text);
+  });
 }
 
 const manifest = (objects: KubeObject[]) => objects.map((o) => `---\n${toYaml(o)}`).join('');
@@ -156,6 +182,107 @@ describe('helm install, upgrade, uninstall', () => {
       expect(left.code, left.stderr).toBe(0);
       expect(left.stdout.trim()).toBe('');
     } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// The controller (in this process, from source) authenticated as the chart's controller
+// ServiceAccount: the chart's RBAC lets it elect a leader, write the worker ConfigMap, launch a
+// worker pod, write the node's progress and condition and record Events, with no 403 anywhere.
+// Its /metrics passes `promtool check metrics` and has every series the alerts use.
+
+describe('the controller under the chart\'s RBAC', () => {
+  it('runs a verification with the controller ServiceAccount\'s token; /metrics is valid and has what the alerts use', async () => {
+    const namespace = await createNamespace('rbac');
+    const id = namespace.split('-').pop() as string;
+    const release = `knr-${id}`;
+    const taint = { key: `rbac-${id}.kube-node-ready.io/unverified`, value: 'true', effect: 'NoSchedule' };
+    const values = {
+      image: { repository: 'kube-node-ready', tag: 'dev' },
+      config: {
+        worker: { priorityClassName: '', timeout: '10s', scheduleTimeout: '10s', startTimeout: '10s', serviceAccountName: `${release}-worker`, configMapName: `${release}-worker` },
+        reconciliation: { initialBackoff: '1s', maxBackoff: '2s', maxRetries: 1 },
+        nodeManagement: { taints: [taint], verifiedLabel: { key: `rbac-${id}.kube-node-ready.io/verified`, value: 'true' }, condition: { type: `rbac-${id}.kube-node-ready.io/NetworkVerified` } },
+        leaderElection: { leaseName: release, leaseDuration: '4s', renewDeadline: '3s', retryPeriod: '1s' },
+      },
+    };
+    const dir = mkdtempSync(join(tmpdir(), 'knr-rbac-'));
+    const stop = new AbortController();
+    let node: string | undefined;
+    let finished: Promise<number> | undefined;
+    try {
+      writeFileSync(join(dir, 'values.json'), JSON.stringify(values));
+      const install = await helmKube(['install', release, CHART_DIR, '--namespace', namespace, '--values', join(dir, 'values.json')]);
+      expect(install.code, install.stderr).toBe(0);
+
+      // The rendered configuration, as the pod would mount it; metrics on a free loopback port.
+      const rendered = await core().readNamespacedConfigMap({ name: `${release}-kube-node-ready-config`, namespace });
+      const port = await freePort();
+      writeFileSync(join(dir, 'config.yaml'), rendered.data?.['config.yaml'] ?? '');
+      // A kubeconfig with the controller ServiceAccount's token instead of the admin's credentials.
+      const token = await core().createNamespacedServiceAccountToken({
+        name: `${release}-kube-node-ready-controller`,
+        namespace,
+        body: { spec: { audiences: [], expirationSeconds: 3600 } },
+      });
+      const admin = sandbox().kc;
+      const cluster = admin.getCurrentCluster();
+      if (!cluster) throw new Error('the sandbox kubeconfig has no cluster');
+      writeFileSync(
+        join(dir, 'kubeconfig'),
+        toYaml({
+          apiVersion: 'v1',
+          kind: 'Config',
+          clusters: [{ name: 'sandbox', cluster: { server: cluster.server, ...(cluster.caData ? { 'certificate-authority-data': cluster.caData } : { 'certificate-authority': cluster.caFile }) } }],
+          users: [{ name: 'controller', user: { token: token.status?.token } }],
+          contexts: [{ name: 'controller', context: { cluster: 'sandbox', user: 'controller' } }],
+          'current-context': 'controller',
+        }),
+      );
+      const { runController } = await import('@kube-node-ready/controller');
+      const output: string[] = [];
+      finished = runController(
+        ['--config', join(dir, 'config.yaml'), '--kubeconfig', join(dir, 'kubeconfig'), '--metrics-bind-address', `127.0.0.1:${port}`],
+        { POD_NAMESPACE: namespace, HOSTNAME: `${release}-controller` },
+        { signal: stop.signal, stdout: (l) => output.push(l), stderr: (l) => output.push(l) },
+      );
+      const forbidden = () => output.filter((l) => /forbidden|\b403\b/i.test(l));
+
+      const coordination = sandbox().kc.makeApiClient(k8s.CoordinationV1Api);
+      await waitFor(async () => (await coordination.readNamespacedLease({ name: release, namespace }).catch(() => undefined))?.spec?.holderIdentity, `the leader Lease (output: ${output.slice(-5).join(' | ')})`, 30_000);
+      await waitFor(async () => core().readNamespacedConfigMap({ name: `${release}-worker`, namespace }).catch(() => undefined), 'the worker ConfigMap', 30_000);
+
+      node = await addNode({ prefix: `rbac-${id}`, taints: [taint] });
+      const nodeName = node;
+      // The controller launches a worker pod and records the attempt on the node (patch, status
+      // patch, Events). Whether the worker passes does not matter here.
+      await waitFor(async () => {
+        const n = await core().readNode({ name: nodeName });
+        return n.metadata?.annotations?.['kube-node-ready.io/attempt'] && n.status?.conditions?.some((c) => c.type === values.config.nodeManagement.condition.type);
+      }, `progress and condition on ${nodeName} (output: ${output.slice(-5).join(' | ')})`, 30_000);
+      await waitFor(async () => (await core().listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.name=${nodeName}` })).items.length > 0, 'an Event on the node', 30_000);
+      expect(forbidden()).toEqual([]);
+
+      const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      // Our own families pass promtool's lint outright; prom-client's default Node.js collectors
+      // have known complaints (gauges named *_total), which are all the full output may show.
+      const ours = metrics.split('\n').filter((l) => /^(# (HELP|TYPE) )?kube_node_ready_/.test(l)).join('\n') + '\n';
+      const own = await promtoolCheckMetrics(ours);
+      expect(own.code, own.output).toBe(0);
+      const all = await promtoolCheckMetrics(metrics);
+      for (const complaint of all.output.split('\n').filter(Boolean)) expect(complaint).toMatch(/^(nodejs|process)_\w+ /);
+      for (const name of ['kube_node_ready_verification_status', 'kube_node_ready_verifications_total', 'kube_node_ready_leader', 'kube_node_ready_controller_healthy', 'kube_node_ready_remediation_blocked']) {
+        expect(metrics, name).toMatch(new RegExp(`^${name}(\\{|\\s)`, 'm'));
+      }
+      expect(metrics).toMatch(new RegExp(`^kube_node_ready_verification_status\\{[^}]*node="${nodeName}"`, 'm'));
+      expect(metrics).toMatch(/^kube_node_ready_leader 1$/m);
+    } finally {
+      stop.abort();
+      if (finished) await finished;
+      if (node) await deleteNode(node);
+      await helmKube(['uninstall', release, '--namespace', namespace]);
       rmSync(dir, { recursive: true, force: true });
     }
   });

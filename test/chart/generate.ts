@@ -33,7 +33,10 @@ export const CHART_FILLED: Readonly<Record<string, { value: unknown; note: strin
   'worker.image.repository': {
     value: '',
     note: 'Chart: empty means `image.repository` (controller and worker run the same image).',
-    relax: ({ minLength: _minLength, ...node }) => node,
+    relax: (node) => {
+      const { minLength: _minLength, ...rest } = node as JsonSchemaNode & { minLength?: number };
+      return rest;
+    },
   },
   'worker.image.tag': {
     value: '',
@@ -130,7 +133,6 @@ const kobj = (): Schema => ({ type: 'object' });
 const stringMap = (): Schema => ({ type: 'object', additionalProperties: { type: 'string' } });
 const list = (items: Schema = { type: 'object' }): Schema => ({ type: 'array', items });
 const DURATION = '^(0|([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$';
-const NAME = '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$';
 const OPTIONAL_NAME = '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$';
 
 /** The chart's own values (everything but `config`). */
