@@ -133,6 +133,8 @@ const kobj = (): Schema => ({ type: 'object' });
 const stringMap = (): Schema => ({ type: 'object', additionalProperties: { type: 'string' } });
 const list = (items: Schema = { type: 'object' }): Schema => ({ type: 'array', items });
 const DURATION = '^(0|([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$';
+/** Prometheus' own duration syntax (alert `for`, range windows, scrape intervals). */
+const PROM_DURATION = '^([0-9]+(ms|s|m|h|d|w|y))+$';
 const OPTIONAL_NAME = '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$';
 
 /** The chart's own values (everything but `config`). */
@@ -189,8 +191,8 @@ function chartValuesSchema(): Record<string, Schema> {
       enabled: bool(),
       namespace: str({ pattern: OPTIONAL_NAME }),
       labels: stringMap(),
-      interval: str({ pattern: DURATION }),
-      scrapeTimeout: str({ pattern: DURATION }),
+      interval: str({ pattern: PROM_DURATION }),
+      scrapeTimeout: str({ pattern: PROM_DURATION }),
       relabelings: list(),
       metricRelabelings: list(),
     }),
@@ -201,11 +203,11 @@ function chartValuesSchema(): Record<string, Schema> {
       alertLabels: stringMap(),
       runbookBaseUrl: str({ minLength: 1 }),
       targetSelector: str(),
-      pendingFor: str({ pattern: DURATION }),
-      untrackedFor: str({ pattern: DURATION }),
+      pendingFor: str({ pattern: PROM_DURATION }),
+      untrackedFor: str({ pattern: PROM_DURATION }),
       failureRate: strict({
         threshold: { type: 'number', exclusiveMinimum: 0, maximum: 1 },
-        window: str({ pattern: DURATION }),
+        window: str({ pattern: PROM_DURATION }),
         minAttempts: int(1),
       }),
       disabledAlerts: list(str()),
