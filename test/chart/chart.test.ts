@@ -271,6 +271,15 @@ describe('the controller Deployment', () => {
     expect(h.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'health' });
   });
 
+  it('health on the metrics address is one port; health on another address with the same port is refused', async () => {
+    const same = controllerOf(await template({ config: { health: { bindAddress: '0.0.0.0:8080' } } }));
+    expect(same.ports).toEqual([{ name: 'http-metrics', containerPort: 8080, protocol: 'TCP' }]);
+    expect(same.livenessProbe.httpGet.port).toBe('http-metrics');
+    const clash = await tryTemplate({ config: { health: { bindAddress: '127.0.0.1:8080' } } });
+    expect(clash.code).not.toBe(0);
+    expect(clash.stderr).toContain('config.health.bindAddress must use another port');
+  });
+
   it('the metrics Service port follows config.metrics.bindAddress', async () => {
     const objects = await template({ config: { metrics: { bindAddress: ':9100' } } });
     expect((find(objects, 'Service').spec as { ports: Array<{ port: number }> }).ports[0]?.port).toBe(9100);

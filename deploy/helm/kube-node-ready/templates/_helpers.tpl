@@ -123,9 +123,15 @@ chart fills in when they are left empty (worker namespace and image, pull secret
 {{- include "kube-node-ready.port" .Values.config.metrics.bindAddress }}
 {{- end }}
 
+{{/* "true" when /healthz and /readyz have their own address (config.health.bindAddress set and different). */}}
+{{- define "kube-node-ready.healthSeparate" -}}
+{{- $health := .Values.config.health.bindAddress }}
+{{- if and $health (ne $health .Values.config.metrics.bindAddress) }}true{{ end }}
+{{- end }}
+
 {{/* /healthz and /readyz: a separate port when config.health.bindAddress is set, else the metrics port. */}}
 {{- define "kube-node-ready.healthPortName" -}}
-{{- if .Values.config.health.bindAddress }}health{{ else }}http-metrics{{ end }}
+{{- if include "kube-node-ready.healthSeparate" . }}health{{ else }}http-metrics{{ end }}
 {{- end }}
 
 {{/* Remediation (deleting failed nodes) needs delete rights on nodes and NodeClaims. */}}
@@ -140,5 +146,8 @@ chart fills in when they are left empty (worker namespace and image, pull secret
 {{- end }}
 {{- if not (regexMatch ":[0-9]+$" .Values.config.metrics.bindAddress) }}
 {{- fail "config.metrics.bindAddress must be HOST:PORT" }}
+{{- end }}
+{{- if and (include "kube-node-ready.healthSeparate" .) (eq (include "kube-node-ready.port" .Values.config.health.bindAddress) (include "kube-node-ready.metricsPort" .)) }}
+{{- fail "config.health.bindAddress must use another port than config.metrics.bindAddress (or be empty)" }}
 {{- end }}
 {{- end }}
