@@ -75,6 +75,8 @@ export class VerificationController {
         state,
         activeVerifications: this.deps.slots.activeExcept(name),
       });
+      // A launch takes its slot now, before any await, so parallel reconciles see it.
+      if (action.kind === 'Launch') this.deps.slots.reserve(name);
       const applied = await this.apply(node, pods, action, log);
 
       // 4. The node changed under us: read it again and decide again.
@@ -179,17 +181,15 @@ export class VerificationController {
   }
 
   private async launch(node: V1Node, action: Extract<Action, { kind: 'Launch' }>, log: Logger): Promise<'conflict' | { node: V1Node; state: VerificationState; result: ReconcileResult }> {
-    const { config, kube, slots, worker } = this.deps;
+    const { config, kube, worker } = this.deps;
     const name = node.metadata?.name ?? '';
-    // 1. Take the slot now, before any await: concurrent reconciles see it.
-    slots.reserve(name);
     this.waitingForSlot.delete(name);
 
-    // 2. The pod first: its deterministic name makes a repeat (after a crash or a conflict) a no-op.
+    // 1. The pod first: its deterministic name makes a repeat (after a crash or a conflict) a no-op.
     const pod = buildWorkerPod({ node, attempt: action.attempt, podName: action.podName, config, image: worker.image, configHash: worker.configHash });
     const created = await kube.createPod(pod);
 
-    // 3. Then the progress: the next reconcile follows this attempt.
+    // 2. Then the progress: the next reconcile follows this attempt.
     const saved = await this.deps.store.save(node, action.state, { open: false });
     if (saved === 'conflict') return 'conflict';
 

@@ -142,6 +142,25 @@ describe('leader election', () => {
   });
 });
 
+describe('bounded concurrency', () => {
+  it('never runs more workers than maxConcurrentVerifications; the others wait for a slot and get one', async () => {
+    const nodes = await Promise.all(Array.from({ length: 5 }, () => h.addNode({ faults: { neverStart: true } })));
+    await h.start({ reconciliation: { maxConcurrentVerifications: 2, maxRetries: 0, workers: 8 }, worker: { startTimeout: '2s' } });
+    let most = 0;
+    const seen = new Set<string>();
+    const deadline = Date.now() + 30_000;
+    while (seen.size < nodes.length && Date.now() < deadline) {
+      const list = await core().listNamespacedPod({ namespace: h.namespace });
+      const live = list.items.filter((p) => !p.metadata?.deletionTimestamp && p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed');
+      most = Math.max(most, live.length);
+      for (const p of list.items) seen.add(p.metadata?.annotations?.['kube-node-ready.io/node-name'] ?? '');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(most).toBe(2);
+    expect([...seen].filter((n) => nodes.includes(n)).sort()).toEqual([...nodes].sort());
+  });
+});
+
 describe('dry run', () => {
   it('launches workers and reports outcomes, but writes nothing to the node', async () => {
     const node = await h.addNode({ faults: { neverStart: true } });
