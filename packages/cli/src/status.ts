@@ -1,0 +1,144 @@
+import { parseArgs } from 'node:util';
+import { CoordinationV1Api, CoreV1Api, type KubeConfig, type V1Node } from '@kubernetes/client-node';
+import { ConfigError, ExitCode, errorMessage, formatDuration } from '@kube-node-ready/core';
+import { Annotation, readState, type ControllerConfig } from '@kube-node-ready/controller';
+import { controllerConfig, kubeConfig } from './kube.js';
+
+export const STATUS_USAGE = `usage: kube-node-ready status [--kubeconfig PATH] [--config PATH] [-o table|json] [--all]
+
+Shows the nodes kube-node-ready is verifying or has verified, and the controller's leader.
+  --config PATH   the controller's configuration (taint, label, Lease names); defaults otherwise
+  -o, --output    table (default) or json
+  --all           every node, also those kube-node-ready never looked at`;
+
+export interface NodeStatus {
+  node: string;
+  state: 'Pending' | 'Verifying' | 'Backoff' | 'Verified' | 'Failed' | 'Unmanaged';
+  attempt: number;
+  lastOutcome: string;
+  lastMessage: string;
+  tainted: boolean;
+  verified: boolean;
+  ageSeconds: number;
+  /** Seconds from node creation to the verified time, when it passed. */
+  timeToVerifiedSeconds?: number;
+}
+
+export interface StatusReport {
+  leader: { identity: string; renewedSecondsAgo?: number } | null;
+  nodes: NodeStatus[];
+}
+
+export async function runStatus(argv: string[], _env: NodeJS.ProcessEnv): Promise<number> {
+  let values: { kubeconfig?: string; config?: string; output: string; all?: boolean; help?: boolean };
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        kubeconfig: { type: 'string' },
+        config: { type: 'string' },
+        output: { type: 'string', short: 'o', default: 'table' },
+        all: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    }));
+    if (values.help) {
+      console.log(STATUS_USAGE);
+      return ExitCode.OK;
+    }
+    if (values.output !== 'table' && values.output !== 'json') throw new ConfigError(`expected "table" or "json", got "${values.output}"`, '--output');
+  } catch (err) {
+    console.error(`kube-node-ready status: ${errorMessage(err)}\n\n${STATUS_USAGE}`);
+    return ExitCode.CONFIG_ERROR;
+  }
+  try {
+    const report = await collectStatus(kubeConfig(values.kubeconfig), controllerConfig(values.config), Date.now(), values.all ?? false);
+    console.log(values.output === 'json' ? JSON.stringify(report, null, 2) : renderStatus(report));
+    return ExitCode.OK;
+  } catch (err) {
+    console.error(`kube-node-ready status: ${errorMessage(err)}`);
+    return err instanceof ConfigError ? ExitCode.CONFIG_ERROR : ExitCode.INTERNAL_ERROR;
+  }
+}
+
+export async function collectStatus(
+  kc: KubeConfig,
+  config: Readonly<ControllerConfig>,
+  now: number,
+  all = false,
+): Promise<StatusReport> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const nodes = (await core.listNode()).items;
+  const rows = nodes.map((n) => nodeStatus(n, config, now)).filter((r) => all || r.state !== 'Unmanaged');
+  rows.sort((a, b) => a.node.localeCompare(b.node));
+  return { leader: await readLeader(kc, config, now), nodes: rows };
+}
+
+export function nodeStatus(node: V1Node, config: Readonly<ControllerConfig>, now: number): NodeStatus {
+  const taints = node.spec?.taints ?? [];
+  const tainted = config.nodeManagement.taints.some((t) => taints.some((x) => x.key === t.key && x.effect === t.effect));
+  const { key, value } = config.nodeManagement.verifiedLabel;
+  const verified = node.metadata?.labels?.[key] === value;
+  const read = readState(node);
+  const s = read.kind === 'ok' ? read.state : undefined;
+  const created = node.metadata?.creationTimestamp ? new Date(node.metadata.creationTimestamp).getTime() : now;
+  let state: NodeStatus['state'];
+  if (s?.phase === 'Failed') state = 'Failed';
+  else if (verified && !tainted) state = 'Verified';
+  else if (s?.phase === 'Verifying') state = 'Verifying';
+  else if (s?.phase === 'Backoff') state = 'Backoff';
+  else if (tainted) state = 'Pending';
+  else state = 'Unmanaged';
+  const verifiedAt = node.metadata?.annotations?.[Annotation.VerifiedAt];
+  return {
+    node: node.metadata?.name ?? '',
+    state,
+    attempt: s?.attempt ?? 0,
+    lastOutcome: s?.lastOutcome ?? '',
+    lastMessage: s?.lastMessage ?? '',
+    tainted,
+    verified,
+    ageSeconds: Math.max(0, Math.round((now - created) / 1000)),
+    ...(verifiedAt && verified ? { timeToVerifiedSeconds: Math.max(0, (Date.parse(verifiedAt) - created) / 1000) } : {}),
+  };
+}
+
+async function readLeader(
+  kc: KubeConfig,
+  config: Readonly<ControllerConfig>,
+  now: number,
+): Promise<StatusReport['leader']> {
+  const namespace = config.leaderElection.namespace || 'kube-system';
+  try {
+    const lease = await kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: config.leaderElection.leaseName, namespace });
+    const identity = lease.spec?.holderIdentity;
+    if (!identity) return null;
+    const renew = lease.spec?.renewTime ? new Date(lease.spec.renewTime as unknown as string).getTime() : undefined;
+    return { identity, ...(renew ? { renewedSecondsAgo: Math.max(0, Math.round((now - renew) / 1000)) } : {}) };
+  } catch {
+    return null;
+  }
+}
+
+export function renderStatus(report: StatusReport): string {
+  const header = ['NODE', 'STATE', 'ATTEMPT', 'LAST CHECK RESULT', 'AGE', 'TIME TO VERIFIED'];
+  const rows = report.nodes.map((n) => [
+    n.node,
+    n.state,
+    n.attempt ? String(n.attempt) : '-',
+    n.lastOutcome ? `${n.lastOutcome}${n.lastMessage ? `: ${truncate(n.lastMessage, 60)}` : ''}` : '-',
+    formatDuration(n.ageSeconds * 1000),
+    n.timeToVerifiedSeconds === undefined ? '-' : formatDuration(n.timeToVerifiedSeconds * 1000),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd();
+  const leader = report.leader
+    ? `leader: ${report.leader.identity}${report.leader.renewedSecondsAgo !== undefined ? ` (renewed ${report.leader.renewedSecondsAgo}s ago)` : ''}`
+    : 'leader: none (is the controller running?)';
+  return [leader, line(header), ...rows.map(line)].join('\n');
+}
+
+function truncate(s: string, n: number): string {
+  const one = s.replace(/\s+/g, ' ');
+  return one.length > n ? `${one.slice(0, n - 1)}…` : one;
+}
