@@ -1,88 +1,208 @@
-import { readFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createIgnoreExists, k8s, loadKubeConfig, statusCode } from './kube.js';
+import { stringify } from 'yaml';
+import { collectStatus, renderStatus, type StatusReport } from '@kube-node-ready/cli/status';
+import { loadConfig } from '@kube-node-ready/controller';
+import { createIgnoreExists, k8s, loadKubeConfig } from './kube.js';
 import { simulatedNode } from './node-registry.js';
 import { sleep } from './proc.js';
-import { startSandbox, stopSandbox } from './sandbox.js';
+import { repoRoot, startSandbox, stopSandbox } from './sandbox.js';
 
 export interface DemoOptions {
   dir: string;
   slot: number;
   keep: boolean;
   out: (line: string) => void;
+  /** Redraw the table in place (a terminal) or print changes as plain lines. */
+  live: boolean;
 }
 
 const TAINT = { key: 'node-ready/unverified', value: 'true', effect: 'NoSchedule' };
+const NAMESPACE = 'kube-system';
+
+interface DemoNode {
+  name: string;
+  karpenter?: boolean;
+  brokenDns?: boolean;
+  /** Joins once the first wave is verified. */
+  late?: boolean;
+  expect: 'Verified' | 'Failed';
+}
+
+const NODES: DemoNode[] = [
+  { name: 'ip-10-0-1-11.ec2.internal', karpenter: true, expect: 'Verified' },
+  { name: 'ip-10-0-1-12.ec2.internal', karpenter: true, expect: 'Verified' },
+  { name: 'ip-10-0-1-13.ec2.internal', karpenter: true, expect: 'Verified' },
+  { name: 'ip-10-0-2-21.ec2.internal', karpenter: true, brokenDns: true, expect: 'Failed' },
+  { name: 'worker-pool-b-7f3k2', expect: 'Verified' },
+  { name: 'worker-pool-b-9x8m1', expect: 'Verified' },
+  { name: 'worker-pool-b-q2w4e', expect: 'Verified' },
+  { name: 'ip-10-0-3-31.ec2.internal', karpenter: true, late: true, expect: 'Verified' },
+];
 
 /**
- * The demo scenario on a fresh sandbox. Until the controller lands, it plays the controller's
- * part by hand: tainted nodes join, one kube-node-ready pod per node runs through the real
- * scheduler and simulated kubelet, and the table shows what each node reported.
- * Exits non-zero unless every node's pod ran and reported.
+ * `make demo`: a fresh sandbox, the controller from the bundle users get, and a wave of tainted
+ * nodes (some Karpenter-labelled). Most pass and open within seconds; one has a broken DNS server
+ * and fails its retries, keeping its taint; one joins later and is verified too. A live table
+ * shows the state; the exit code says whether the scenario ended as expected.
  */
 export async function runDemo(opts: DemoOptions): Promise<number> {
   const { out } = opts;
+  const started = Date.now();
   const state = await startSandbox({ dir: opts.dir, slot: opts.slot, progress: out });
+  let controller: ChildProcess | undefined;
   try {
     const kc = loadKubeConfig(state.kubeconfig);
     const core = kc.makeApiClient(k8s.CoreV1Api);
-    const names = ['demo-node-a', 'demo-node-b', 'demo-node-c'];
-    out(`demo: ${names.length} nodes join with the taint ${TAINT.key}=${TAINT.value}:${TAINT.effect}`);
-    for (const name of names) await createIgnoreExists(() => core.createNode({ body: simulatedNode({ name, taints: [TAINT] }) }));
-    for (const name of names) {
-      await createIgnoreExists(() =>
-        core.createNamespacedPod({
-          namespace: 'kube-system',
-          body: {
-            metadata: { name: `demo-${name}` },
-            spec: {
-              restartPolicy: 'Never',
-              affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: [name] }] }] } } },
-              tolerations: [{ key: TAINT.key, operator: 'Exists', effect: 'NoSchedule' }],
-              containers: [{ name: 'worker', image: 'kube-node-ready:dev', args: ['--version'], terminationMessagePolicy: 'FallbackToLogsOnError' }],
-            },
-          },
-        }),
-      );
-    }
-    const deadline = Date.now() + 60_000;
-    const rows = new Map<string, string[]>();
+    await workerRbac(kc);
+
+    const configFile = join(opts.dir, 'controller.yaml');
+    const config = {
+      worker: { image: { repository: 'ghcr.io/kube-node-ready/kube-node-ready', tag: 'dev' }, namespace: NAMESPACE, timeout: '20s' },
+      reconciliation: { maxRetries: 2, initialBackoff: '1s', maxBackoff: '4s' },
+      nodeManagement: { taints: [TAINT] },
+      leaderElection: { namespace: NAMESPACE },
+      metrics: { bindAddress: '127.0.0.1:18080' },
+    };
+    writeFileSync(configFile, stringify(config));
+    const controllerConfig = loadConfig(configFile);
+    const logFile = join(opts.dir, 'logs', 'controller.log');
+    out(`demo: starting the controller (dist/kube-node-ready.mjs controller; log: ${logFile})`);
+    controller = spawn(
+      process.execPath,
+      [join(repoRoot(), 'dist', 'kube-node-ready.mjs'), 'controller', '--config', configFile, '--kubeconfig', state.kubeconfig],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '', HOSTNAME: 'demo-controller', POD_NAMESPACE: NAMESPACE } },
+    );
+    const log = createWriteStream(logFile);
+    controller.stdout!.pipe(log);
+    controller.stderr!.pipe(log);
+
+    const wave = NODES.filter((n) => !n.late);
+    out(`demo: ${wave.length} nodes join with the startup taint ${TAINT.key}=${TAINT.value}:${TAINT.effect} (${wave.filter((n) => n.karpenter).length} from Karpenter)`);
+    for (const n of wave) await createIgnoreExists(() => core.createNode({ body: demoNode(n) }));
+
+    const view = new LiveTable(opts);
+    let lateJoined = false;
+    let report: StatusReport | undefined;
+    const deadline = Date.now() + 120_000;
     while (Date.now() < deadline) {
-      let done = 0;
-      for (const name of names) {
-        const pod = await core.readNamespacedPod({ name: `demo-${name}`, namespace: 'kube-system' }).catch((err) => {
-          if (statusCode(err) === 404) return undefined;
-          throw err;
-        });
-        const t = pod?.status?.containerStatuses?.[0]?.state?.terminated;
-        const output = t ? readLog(join(opts.dir, 'pods', pod!.metadata!.uid!, 'worker.log')) : '';
-        rows.set(name, [name, pod?.status?.phase ?? 'Pending', t ? String(t.exitCode) : '-', output]);
-        if (pod?.status?.phase === 'Succeeded') done++;
+      report = await collectStatus(kc, controllerConfig, Date.now());
+      view.show(report);
+      const byName = new Map(report.nodes.map((r) => [r.node, r.state]));
+      if (!lateJoined && wave.filter((n) => n.expect === 'Verified').every((n) => byName.get(n.name) === 'Verified')) {
+        lateJoined = true;
+        const late = NODES.filter((n) => n.late);
+        view.note(`demo: the first wave is open; ${late.length} more node joins`);
+        for (const n of late) await createIgnoreExists(() => core.createNode({ body: demoNode(n) }));
       }
-      if (done === names.length) break;
-      await sleep(250);
+      if (lateJoined && NODES.every((n) => byName.get(n.name) === n.expect)) break;
+      if (controller.exitCode !== null) throw new Error(`the controller exited with ${controller.exitCode}; see ${logFile}`);
+      await sleep(500);
     }
-    table(out, ['NODE', 'POD PHASE', 'EXIT', 'OUTPUT'], [...rows.values()]);
-    const ok = [...rows.values()].every((r) => r[1] === 'Succeeded' && r[3]?.startsWith('kube-node-ready'));
-    out(ok ? 'demo: every node ran kube-node-ready from the pod network' : 'demo: FAILED: not every node reported');
-    if (opts.keep) out(`demo: sandbox left running (KEEP=1): kubectl --kubeconfig ${state.kubeconfig} get nodes`);
-    return ok ? 0 : 1;
+    view.finish(report);
+
+    const byName = new Map((report?.nodes ?? []).map((r) => [r.node, r]));
+    const wrong = NODES.filter((n) => byName.get(n.name)?.state !== n.expect);
+    const times = (report?.nodes ?? []).map((r) => r.timeToVerifiedSeconds).filter((t): t is number => t !== undefined).sort((a, b) => a - b);
+    out('');
+    out(`summary: ${NODES.filter((n) => n.expect === 'Verified').length - wrong.filter((n) => n.expect === 'Verified').length} nodes verified and opened, ` +
+      `${(report?.nodes ?? []).filter((r) => r.state === 'Failed').length} failed and kept closed, in ${((Date.now() - started) / 1000).toFixed(1)}s`);
+    if (times.length) out(`summary: node creation to taint removal: median ${times[Math.floor(times.length / 2)]!.toFixed(1)}s, max ${times[times.length - 1]!.toFixed(1)}s`);
+    const bad = byName.get(NODES.find((n) => n.brokenDns)!.name);
+    if (bad) out(`summary: ${bad.node}: ${bad.lastOutcome}: ${bad.lastMessage}`);
+    out(`summary: controller metrics: http://127.0.0.1:18080/metrics   leader: ${report?.leader?.identity ?? 'none'}`);
+    if (wrong.length) {
+      out(`demo: FAILED: ${wrong.map((n) => `${n.name} is ${byName.get(n.name)?.state ?? 'missing'}, expected ${n.expect}`).join('; ')}`);
+      return 1;
+    }
+    out('demo: every healthy node was verified and opened; the broken one kept its taint');
+    if (opts.keep) {
+      out(`demo: sandbox and controller left running (KEEP=1): kubectl --kubeconfig ${state.kubeconfig} get nodes`);
+      out(`demo: node dist/kube-node-ready.mjs status --kubeconfig ${state.kubeconfig}; stop with: node dist/sandbox.mjs down --dir ${opts.dir} --slot ${opts.slot}`);
+      controller.unref();
+      (controller.stdout as NodeJS.ReadableStream & { unref?: () => void }).unref?.();
+    }
+    return 0;
   } finally {
-    if (!opts.keep) await stopSandbox(opts.dir, opts.slot, out);
+    if (!opts.keep) {
+      controller?.kill('SIGTERM');
+      await stopSandbox(opts.dir, opts.slot, out);
+    }
   }
 }
 
-function readLog(file: string): string {
-  try {
-    return readFileSync(file, 'utf8').trim().split('\n')[0] ?? '';
-  } catch {
-    return '';
-  }
+function demoNode(n: DemoNode): k8s.V1Node {
+  const labels: Record<string, string> = { 'node.kubernetes.io/instance-type': n.karpenter ? 'm7i.large' : 'standard-4' };
+  if (n.karpenter) Object.assign(labels, { 'karpenter.sh/nodepool': 'default', 'karpenter.sh/registered': 'true' });
+  return simulatedNode({
+    name: n.name,
+    labels,
+    taints: [TAINT],
+    providerID: n.karpenter ? `aws:///us-east-1a/i-0${Buffer.from(n.name).toString('hex').slice(0, 16)}` : undefined,
+    faults: n.brokenDns ? { dns: 'dead' } : undefined,
+  });
 }
 
-export function table(out: (l: string) => void, header: string[], rows: string[][]): void {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) => cells.map((c, i) => (c ?? '').padEnd(widths[i]!)).join('  ').trimEnd();
-  out(line(header));
-  for (const r of rows) out(line(r));
+/** What the Helm chart grants the worker: read Services and EndpointSlices. */
+async function workerRbac(kc: k8s.KubeConfig): Promise<void> {
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const rbac = kc.makeApiClient(k8s.RbacAuthorizationV1Api);
+  await createIgnoreExists(() => core.createNamespacedServiceAccount({ namespace: NAMESPACE, body: { metadata: { name: 'kube-node-ready-worker' } } }));
+  await createIgnoreExists(() =>
+    rbac.createClusterRole({
+      body: {
+        metadata: { name: 'kube-node-ready-worker' },
+        rules: [
+          { apiGroups: [''], resources: ['services'], verbs: ['get', 'list'] },
+          { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: ['get', 'list'] },
+        ],
+      },
+    }),
+  );
+  await createIgnoreExists(() =>
+    rbac.createClusterRoleBinding({
+      body: {
+        metadata: { name: 'kube-node-ready-worker' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'kube-node-ready-worker' },
+        subjects: [{ kind: 'ServiceAccount', name: 'kube-node-ready-worker', namespace: NAMESPACE }],
+      },
+    }),
+  );
+}
+
+/** Redraws the status table in place on a terminal; elsewhere prints one line per state change. */
+class LiveTable {
+  private drawn = 0;
+  private last = new Map<string, string>();
+  constructor(private readonly opts: DemoOptions) {}
+
+  show(report: StatusReport): void {
+    if (this.opts.live) {
+      const text = renderStatus(report).split('\n');
+      if (this.drawn) process.stdout.write(`\x1b[${this.drawn}A\x1b[J`);
+      process.stdout.write(`${text.join('\n')}\n`);
+      this.drawn = text.length;
+      return;
+    }
+    for (const n of report.nodes) {
+      const key = `${n.state}/${n.attempt}/${n.lastOutcome}`;
+      if (this.last.get(n.node) === key) continue;
+      this.last.set(n.node, key);
+      const detail = n.lastOutcome ? ` (${n.lastOutcome}${n.lastMessage ? `: ${n.lastMessage.slice(0, 100)}` : ''})` : '';
+      this.opts.out(`  ${n.node}: ${n.state}, attempt ${n.attempt || '-'}${detail}`);
+    }
+  }
+
+  note(line: string): void {
+    this.opts.out(line);
+    this.drawn = 0;
+  }
+
+  finish(report: StatusReport | undefined): void {
+    if (!this.opts.live && report) {
+      this.opts.out('');
+      for (const line of renderStatus(report).split('\n')) this.opts.out(line);
+    }
+  }
 }

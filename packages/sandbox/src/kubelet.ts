@@ -321,7 +321,10 @@ export class SimulatedKubelet {
   }
 
   private async startContainer(pod: k8s.V1Pod, run: PodRun, spec: k8s.V1Container, c: ContainerRun, log: Logger): Promise<void> {
-    const mounts = run.mounts;
+    // The termination-message file is "mounted" at terminationMessagePath like the volumes are.
+    const terminationFile = join(run.dir, `${c.name}.termination-log`);
+    writeFileSync(terminationFile, '');
+    const mounts = [...run.mounts, { mountPath: spec.terminationMessagePath ?? '/dev/termination-log', hostPath: terminationFile }];
     let argv: string[];
     let env: Record<string, string>;
     try {
@@ -332,8 +335,6 @@ export class SimulatedKubelet {
       log.warn({ container: c.name, err: String(err) }, 'container cannot start');
       return;
     }
-    const terminationFile = join(run.dir, `${c.name}.termination-log`);
-    writeFileSync(terminationFile, '');
     env.KNR_TERMINATION_LOG = terminationFile;
     const logFile = join(run.dir, `${c.name}.log`);
     const out = createWriteStream(logFile, { flags: 'a' });

@@ -76,7 +76,7 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'demo':
-      return runDemo({ dir: values.dir, slot, keep: process.env.KEEP === '1', out: (l) => console.log(l) });
+      return runDemo({ dir: values.dir, slot, keep: process.env.KEEP === '1', live: Boolean(process.stdout.isTTY) && !process.env.CI, out: (l) => console.log(l) });
     case 'exec': {
       const layout = sandboxLayout(values.dir, slot);
       const r = await execInSandbox(layout, positionals);
