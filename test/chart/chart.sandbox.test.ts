@@ -3,7 +3,7 @@
 // installs, upgrades (a changed config changes the pod template) and uninstalls without leftovers.
 // The end-to-end run of the controller pods under the chart's RBAC is at the end of this file.
 import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -249,9 +249,17 @@ describe('the controller under the chart\'s RBAC', () => {
         { signal: stop.signal, stdout: (l) => output.push(l), stderr: (l) => output.push(l) },
       );
       const forbidden = () => output.filter((l) => /forbidden|\b403\b/i.test(l));
+      // Fail at once, with its output, if the controller exits (bad config, unreachable API server).
+      const exited = finished.then((code) => {
+        throw new Error(`the controller exited with code ${code}: ${output.slice(-5).join(' | ')}`);
+      });
+      exited.catch(() => undefined);
 
       const coordination = sandbox().kc.makeApiClient(k8s.CoordinationV1Api);
-      await waitFor(async () => (await coordination.readNamespacedLease({ name: release, namespace }).catch(() => undefined))?.spec?.holderIdentity, `the leader Lease (output: ${output.slice(-5).join(' | ')})`, 30_000);
+      await Promise.race([
+        waitFor(async () => (await coordination.readNamespacedLease({ name: release, namespace }).catch(() => undefined))?.spec?.holderIdentity, 'the leader Lease', 30_000),
+        exited,
+      ]);
       await waitFor(async () => core().readNamespacedConfigMap({ name: `${release}-worker`, namespace }).catch(() => undefined), 'the worker ConfigMap', 30_000);
 
       node = await addNode({ prefix: `rbac-${id}`, taints: [taint] });
@@ -305,6 +313,18 @@ async function controllerEntryPoint(): Promise<string | undefined> {
 
 const notReady = await controllerEntryPoint();
 
+/** The last lines the controller pods wrote (the simulated kubelet keeps them in <sandbox>/pods/<uid>/). */
+async function controllerLogs(namespace: string, pods: string[]): Promise<string> {
+  const out: string[] = [];
+  for (const name of pods) {
+    const pod = await core().readNamespacedPod({ name, namespace }).catch(() => undefined);
+    const file = join(sandbox().layout.dir, 'pods', pod?.metadata?.uid ?? '-', 'controller.log');
+    const lines = existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').slice(-5) : ['(no log)'];
+    out.push(`--- ${name} (${pod?.status?.phase ?? 'gone'}):`, ...lines);
+  }
+  return out.join('\n');
+}
+
 describe('helm install end to end (controller pods on simulated nodes)', () => {
   const nodes: string[] = [];
   afterAll(async () => {
@@ -354,7 +374,13 @@ describe('helm install end to end (controller pods on simulated nodes)', () => {
 
       // One replica leads: it holds the release's Lease (created with the chart's leader-election Role).
       const coordination = sandbox().kc.makeApiClient(k8s.CoordinationV1Api);
-      const holder = await waitFor(async () => (await coordination.readNamespacedLease({ name: release, namespace }).catch(() => undefined))?.spec?.holderIdentity, 'a leader', 60_000);
+      const holder = await waitFor(
+        async () => (await coordination.readNamespacedLease({ name: release, namespace }).catch(() => undefined))?.spec?.holderIdentity,
+        'a leader',
+        60_000,
+      ).catch(async (err: Error) => {
+        throw new Error(`${err.message}\n${await controllerLogs(namespace, podNames)}`, { cause: err });
+      });
       expect(holder).toMatch(/_[0-9a-f-]{36}$/); // hostname_uuid
 
       // A new node with the release's taint is verified and opened.
@@ -369,7 +395,9 @@ describe('helm install end to end (controller pods on simulated nodes)', () => {
         `node ${node} verified by the chart's controller`,
         90_000,
         500,
-      );
+      ).catch(async (err: Error) => {
+        throw new Error(`${err.message}\n${await controllerLogs(namespace, podNames)}`, { cause: err });
+      });
       expect(opened.status?.conditions?.find((c) => c.type === values.config.nodeManagement.condition.type)?.status).toBe('True');
 
       await Promise.all(podNames.map((name) => core().deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 }).catch(() => undefined)));
