@@ -356,6 +356,7 @@ describe('helm install end to end (controller pods on simulated nodes)', () => {
     // Two untainted nodes for the two controller replicas (spread one per node), one tainted node to verify.
     for (let i = 0; i < 2; i++) nodes.push(await addNode({ prefix: `e2e-ctl-${id}`, labels: placement }));
     const dir = mkdtempSync(join(tmpdir(), 'knr-e2e-'));
+    const podNames: string[] = [];
     try {
       writeFileSync(join(dir, 'values.json'), JSON.stringify(values));
       const install = await helmKube(['install', release, CHART_DIR, '--namespace', namespace, '--values', join(dir, 'values.json')]);
@@ -365,7 +366,6 @@ describe('helm install end to end (controller pods on simulated nodes)', () => {
       // replicas' pods from the Deployment's own pod template.
       const apps = sandbox().kc.makeApiClient(k8s.AppsV1Api);
       const deployment = await apps.readNamespacedDeployment({ name: `${release}-kube-node-ready-controller`, namespace });
-      const podNames: string[] = [];
       for (let i = 0; i < (deployment.spec?.replicas ?? 0); i++) {
         const name = `${deployment.metadata?.name}-${i}`;
         podNames.push(name);
@@ -400,10 +400,12 @@ describe('helm install end to end (controller pods on simulated nodes)', () => {
       });
       expect(opened.status?.conditions?.find((c) => c.type === values.config.nodeManagement.condition.type)?.status).toBe('True');
 
-      await Promise.all(podNames.map((name) => core().deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 }).catch(() => undefined)));
       const uninstall = await helmKube(['uninstall', release, '--namespace', namespace, '--wait']);
       expect(uninstall.code, uninstall.stderr).toBe(0);
     } finally {
+      // The pods this test created stand in for the Deployment's; nothing else would delete them.
+      await Promise.all(podNames.map((name) => core().deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 }).catch(() => undefined)));
+      await helmKube(['uninstall', release, '--namespace', namespace]);
       rmSync(dir, { recursive: true, force: true });
     }
   });
