@@ -1,9 +1,10 @@
 // The Helm chart, rendered with `helm template` (the helm built from its Go module) and checked
 // object by object: what it creates, with which rights, how it runs, and that bad values fail.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import { loadConfig, parseConfig } from '../../packages/controller/src/config/load.js';
 import { ALL_FEATURES, CHART_DIR, NAMESPACE, find, findAll, helm, kubeVersion, template, tryTemplate, type KubeObject } from './helm.js';
 
@@ -417,10 +418,23 @@ describe('values.schema.json rejects bad values at install time', () => {
     await rejects({ config: { nodeManagment: {} } }, /nodeManagment/);
   });
 
+  it('a typo or bad value in the worker checks (config.worker.checks, validated with the worker\'s schema)', async () => {
+    await rejects({ config: { worker: { checks: { dns: { server: ['10.96.0.10'] } } } } }, /server/);
+    await rejects({ config: { worker: { checks: { enabled: ['dns', 'ping'] } } } }, /enabled/);
+    const ok = await tryTemplate({ config: { worker: { checks: { enabled: ['dns', 'api'], dns: { externalNames: ['example.com'] } } } } });
+    expect(ok.code, ok.stderr).toBe(0);
+  });
+
   it('a bad controller config value (duration, enum, range)', async () => {
     await rejects({ config: { worker: { timeout: '10' } } }, /timeout/);
     await rejects({ config: { logging: { level: 'verbose' } } }, /level/);
     await rejects({ config: { reconciliation: { maxRetries: -1 } } }, /maxRetries/);
+  });
+
+  it('accepts examples/controller-config.yaml as the config value', async () => {
+    const example = parseYaml(readFileSync(join(CHART_DIR, '..', '..', '..', 'examples', 'controller-config.yaml'), 'utf8')) as unknown;
+    const ok = await tryTemplate({ config: example });
+    expect(ok.code, ok.stderr).toBe(0);
   });
 
   it('accepts valid partial overrides', async () => {

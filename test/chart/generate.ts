@@ -6,7 +6,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseYaml, stringify as toYaml } from 'yaml';
+import { z } from 'zod';
 import { configJsonSchema, describeAllowed, type JsonSchemaNode } from '../../packages/controller/src/config/json-schema.js';
+import { workerConfigSchema } from '../../packages/worker/src/config.js';
 import { CHART_DIR } from './helm.js';
 
 export const REGENERATE = 'npx vitest run --project unit test/chart/generated.test.ts -u';
@@ -236,7 +238,14 @@ function helmConfigSchema(node: JsonSchemaNode, path: string[] = []): Schema {
   }
   if (node['x-duration']) out.pattern = DURATION;
   const filled = CHART_FILLED[path.join('.')];
-  return filled ? (filled.relax(out as JsonSchemaNode) as Schema) : out;
+  if (filled) return filled.relax(out as JsonSchemaNode) as Schema;
+  // The controller passes worker.checks through to the worker, which validates it only when a
+  // worker pod starts: check it at install time with the worker's own schema instead.
+  if (path.join('.') === 'worker.checks') {
+    const worker = helmConfigSchema(z.toJSONSchema(workerConfigSchema, { io: 'input', unrepresentable: 'any' }) as JsonSchemaNode);
+    return { ...worker, description: out.description };
+  }
+  return out;
 }
 
 export function renderValuesSchema(): string {
