@@ -28,11 +28,27 @@ export default defineConfig({
           name: 'sandbox',
           sequence: { groupOrder: 1 },
           include: ['packages/*/src/**/*.sandbox.test.ts', 'test/**/*.sandbox.test.ts'],
+          exclude: ['**/*.serial.sandbox.test.ts', '**/node_modules/**'],
           globalSetup: ['test/global-setup.ts'],
           testTimeout: 120_000,
           hookTimeout: 180_000,
           // One sandbox per run; test files share it, so keep file parallelism modest on 2 cores.
           maxWorkers: 2,
+        },
+      },
+      {
+        // Tests that disrupt the whole cluster (restart the apiserver, flip cluster-wide faults) run
+        // after the others, one file at a time, on a sandbox of their own.
+        extends: true,
+        test: {
+          name: 'sandbox-serial',
+          sequence: { groupOrder: 2 },
+          include: ['packages/*/src/**/*.serial.sandbox.test.ts', 'test/**/*.serial.sandbox.test.ts'],
+          globalSetup: ['test/global-setup.ts'],
+          testTimeout: 180_000,
+          hookTimeout: 180_000,
+          fileParallelism: false,
+          maxWorkers: 1,
         },
       },
     ],

@@ -24,8 +24,10 @@ export default async function setup(project: TestProject): Promise<(() => Promis
   // The simulated kubelet runs the product from its bundle, as the image would.
   execFileSync(process.execPath, [join(root, 'scripts', 'bundle.mjs'), '--quiet'], { stdio: 'inherit' });
   // KNR_TEST_SLOT lets two test runs (say, a fresh clone beside a working tree) share the machine.
-  const slot = Number(process.env.KNR_TEST_SLOT ?? '1');
-  const dir = join(root, '.sandbox', 'test');
+  // The serial project (tests that disrupt the cluster) gets a sandbox of its own, 30 slots up.
+  const serial = project.name === 'sandbox-serial';
+  const slot = (Number(process.env.KNR_TEST_SLOT ?? '1') + (serial ? 30 : 0)) % 100;
+  const dir = join(root, '.sandbox', serial ? 'test-serial' : 'test');
   await startSandbox({ dir, slot, progress: (l) => console.error(l) });
   project.provide('sandboxDir', dir);
   return async () => {
