@@ -10,9 +10,6 @@ NODES ?= 3
 SANDBOX_DIR ?= $(ROOT)/.sandbox
 STAMP := node_modules/.install-stamp
 SRC := $(shell find packages -path '*/node_modules' -prune -o -name '*.ts' -print 2>/dev/null)
-# Debian packages the build and the sandbox use: openssl (certificates), iproute2 (network namespace),
-# procps (pgrep in tests), prometheus (promtool for alert tests).
-APT_PACKAGES := openssl iproute2 procps
 
 .PHONY: help
 help: ## List the targets
@@ -28,11 +25,14 @@ $(STAMP): package.json package-lock.json packages/*/package.json
 	@touch $@
 
 .PHONY: system-deps
+# Debian packages: openssl (sandbox certificates), iproute2 (its network namespace), procps (pgrep
+# in tests), prometheus (promtool for the alert tests).
 system-deps:
 	@missing=""; \
 	command -v openssl >/dev/null || missing="$$missing openssl"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	command -v pgrep >/dev/null || missing="$$missing procps"; \
+	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 	  echo "==> apt-get install$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
@@ -68,7 +68,7 @@ lint: $(STAMP) ## ESLint (typescript-eslint)
 	eslint --max-warnings 0 .
 
 .PHONY: unit
-unit: $(STAMP) ## Fast tests: pure logic and real loopback servers
+unit: deps sandbox-bins ## Fast tests: pure logic, real loopback servers, helm and promtool
 	vitest run --project unit
 
 .PHONY: test

@@ -18,7 +18,7 @@ export default defineConfig({
         test: {
           name: 'unit',
           sequence: { groupOrder: 0 },
-          include: ['packages/*/src/**/*.test.ts', 'test/unit/**/*.test.ts'],
+          include: ['packages/*/src/**/*.test.ts', 'test/unit/**/*.test.ts', 'test/chart/**/*.test.ts'],
           exclude: ['**/*.sandbox.test.ts', '**/node_modules/**'],
         },
       },

@@ -654,13 +654,16 @@ interface Mount {
   hostPath: string;
 }
 
-/** Rewrites absolute paths under a volume mount to the pod's host directory. */
+/**
+ * Rewrites absolute paths under a volume mount to the pod's host directory, in one pass (a host
+ * path is never rewritten again when it happens to lie under another mount path). Mounts are
+ * sorted longest first, so the most specific mount wins.
+ */
 function rewritePaths(value: string, mounts: Mount[]): string {
-  let out = value;
-  for (const m of mounts) {
-    out = out.replace(new RegExp(`(^|[=:,\\s])${escapeRe(m.mountPath)}(?=/|$|[,:\\s])`, 'g'), `$1${m.hostPath}`);
-  }
-  return out;
+  if (!mounts.length) return value;
+  const byPath = new Map(mounts.map((m) => [m.mountPath, m.hostPath]));
+  const alternatives = mounts.map((m) => escapeRe(m.mountPath)).join('|');
+  return value.replace(new RegExp(`(^|[=:,\\s])(${alternatives})(?=/|$|[,:\\s])`, 'g'), (_all, pre: string, path: string) => `${pre}${byPath.get(path)}`);
 }
 
 /** Kubernetes $(VAR) expansion in command, args and env values; $$ escapes. */
