@@ -113,7 +113,8 @@ describe('worker pod in the sandbox', () => {
   });
 
   describe('a node whose pods get a broken DNS server', () => {
-    const DNS_ARGS = ['--checks', ALL.join(','), '--check-timeout', '2s', '--timeout', '10s'];
+    // A check timeout far below the overall one: a run that ends near 2 s was ended by the dns check's own deadline.
+    const DNS_ARGS = ['--checks', ALL.join(','), '--check-timeout', '2s', '--timeout', '20s'];
     const name = 'kubernetes.default.svc.cluster.local';
 
     async function onNode(dns: 'dead' | 'blackhole' | 'lying') {
@@ -133,7 +134,7 @@ describe('worker pod in the sandbox', () => {
       const server = `${sandbox().layout.deadDnsIp}:53`;
       const run = await onNode('dead');
       expect(run.check('dns').error).toBe(`${name} @${server}: connection refused: nothing listens on udp ${server}`);
-      expect(run.check('dns').durationMs).toBeLessThan(1000);
+      expect(run.check('dns').durationMs).toBeLessThan(1500); // not the 2 s timeout
       expect(run.check('service').error).toContain(`no nameserver answered (@${server}: connection refused`);
     });
 
@@ -153,12 +154,13 @@ describe('worker pod in the sandbox', () => {
       const run = await onNode('blackhole');
       const dns = run.check('dns');
       expect(dns.error).toBe(`${name} @${server}: timeout: no answer over udp within 2s (dns check timeout)`);
+      // Bounds with room for a loaded machine, far from the 20 s overall timeout and the 60 s pod deadline.
       expect(dns.durationMs).toBeGreaterThanOrEqual(1900);
-      expect(dns.durationMs).toBeLessThan(2500);
-      expect(run.summary.durationMs).toBeLessThan(3000); // --timeout 10s, activeDeadlineSeconds 60
+      expect(dns.durationMs).toBeLessThan(5000);
+      expect(run.summary.durationMs).toBeLessThan(6000);
       const t = run.pod.status!.containerStatuses![0]!.state!.terminated!;
       expect(t.reason).toBe('Error');
-      expect(Date.parse(t.finishedAt as unknown as string) - Date.parse(t.startedAt as unknown as string)).toBeLessThanOrEqual(5000);
+      expect(new Date(t.finishedAt!).getTime() - new Date(t.startedAt!).getTime()).toBeLessThanOrEqual(10_000);
       expect(run.pod.status?.reason).not.toBe('DeadlineExceeded');
     });
   });
@@ -215,7 +217,7 @@ describe('worker pod in the sandbox', () => {
       const run = await runWorkerPod({
         namespace: ns.namespace,
         node: healthy,
-        args: ['--checks', 'tcp', '--tcp-targets', `${closed},${silent}`, '--check-timeout', '2s', '--timeout', '10s'],
+        args: ['--checks', 'tcp', '--tcp-targets', `${closed},${silent}`, '--check-timeout', '2s', '--timeout', '20s'],
       });
       expect(run.exitCode, run.describe()).toBe(1);
       const tcp = run.check('tcp');
@@ -225,7 +227,7 @@ describe('worker pod in the sandbox', () => {
       expect(tcp.error).not.toContain('kubernetes Service');
       expect(tcp.error).not.toContain('API endpoint');
       expect(tcp.durationMs).toBeGreaterThanOrEqual(1900);
-      expect(tcp.durationMs).toBeLessThan(2500);
+      expect(tcp.durationMs).toBeLessThan(5000); // the 2 s tcp check timeout, not the 20 s overall one
       const connections = run.details('tcp').connections as Array<Record<string, unknown>>;
       expect(connections.map((c) => [c.via, c.address, c.ok])).toEqual([
         ['kubernetes Service', `${L.kubernetesServiceIp}:443`, true],
