@@ -8,10 +8,10 @@
 //   built and started by: node packages/worker/src/bench/run.mjs --sandbox [...]
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { arch, cpus, release, tmpdir } from 'node:os';
+import { arch, cpus, loadavg, release, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { certPaths, connectSandbox, execInSandbox, k8s, startSandbox, stopSandbox, type SandboxConnection } from '@kube-node-ready/sandbox';
+import { certPaths, connectSandbox, execInSandbox, k8s, type SandboxConnection } from '@kube-node-ready/sandbox';
 
 const { values } = parseArgs({
   options: {
@@ -115,6 +115,11 @@ const median = (xs: number[]) => {
 };
 const round = (x: number, digits = 0) => Number(x.toFixed(digits));
 
+/** The sandbox's own command line (dist/sandbox.mjs), as `make sandbox-up` runs it. */
+function sandboxCli(command: 'up' | 'down', dir: string): void {
+  execFileSync(process.execPath, [join(root, 'dist', 'sandbox.mjs'), command, '--dir', dir, '--slot', String(slot)], { stdio: ['ignore', 'ignore', 'inherit'] });
+}
+
 let conn: SandboxConnection;
 let started: string | undefined;
 if (values.dir) {
@@ -122,7 +127,7 @@ if (values.dir) {
 } else {
   started = join(tmpdir(), `knr-worker-bench-${slot}`);
   process.stderr.write(`bench: starting a sandbox in ${started} on slot ${slot}\n`);
-  await startSandbox({ dir: started, slot, progress: () => {} });
+  sandboxCli('up', started);
   conn = connectSandbox(started);
 }
 const work = mkdtempSync(join(tmpdir(), 'knr-worker-bench-'));
@@ -173,7 +178,10 @@ try {
     NODE_NAME: 'bench-node',
   };
   const input = { variants, runs, env, timeFile: join(work, 'time'), terminationLog: env.KNR_TERMINATION_LOG };
+  const loadBefore = loadavg()[0]!;
   const out = await execInSandbox(conn.layout, [process.execPath, '-e', LAUNCHER, JSON.stringify(input)]);
+  // Other work on the machine lengthens wall times: the load average says how busy it was.
+  const load1m = { before: round(loadBefore, 2), after: round(loadavg()[0]!, 2) };
   if (out.code !== 0) throw new Error(`the launcher failed (exit ${out.code}): ${out.stderr}`);
   const samples = JSON.parse(out.stdout) as Sample[];
 
@@ -229,7 +237,7 @@ try {
     date: now.toISOString(),
     commit: git(['rev-parse', '--short=12', 'HEAD']),
     dirtyTree: git(['status', '--porcelain', '--untracked-files=no']) !== '',
-    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', arch: arch(), kernel: release(), node: process.version },
+    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', arch: arch(), kernel: release(), node: process.version, load1m },
     sandbox: { kubernetesVersion: conn.state.kubernetesVersion, slot: conn.layout.slot },
     method:
       'Each run is a new process started inside the sandbox network namespace by a launcher that times spawn to exit (wallMs) under /usr/bin/time (peak RSS, user+sys CPU). ' +
@@ -253,7 +261,7 @@ try {
   await rbac.deleteClusterRoleBinding({ name: binding }).catch(() => undefined);
   await core.deleteNamespace({ name: namespace }).catch(() => undefined);
   rmSync(work, { recursive: true, force: true });
-  if (started) await stopSandbox(started, slot, () => {});
+  if (started) sandboxCli('down', started);
 }
 // The kube client keeps connections open: the bench is done.
 process.exit(0);
