@@ -28,4 +28,6 @@ LABEL org.opencontainers.image.title="kube-node-ready" \
 COPY --from=build /src/dist/image /app
 # Non-root, nothing written at run time: works with readOnlyRootFilesystem.
 USER 65532:65532
-ENTRYPOINT ["/nodejs/bin/node", "--enable-source-maps", "/app/kube-node-ready.mjs"]
+# No --enable-source-maps by default: decoding the map costs every worker ~170 MiB and ~200 ms
+# (docs/worker.md#benchmarks). Set NODE_OPTIONS=--enable-source-maps to get TypeScript stack traces.
+ENTRYPOINT ["/nodejs/bin/node", "/app/kube-node-ready.mjs"]

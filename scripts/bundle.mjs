@@ -1,10 +1,10 @@
 // Bundles the single `kube-node-ready` entry point (controller, worker, status, verify) and the
-// sandbox daemon into dist/ with esbuild. One self-contained ESM file each: the image copies
-// dist/ alone, and a worker starts without resolving node_modules.
+// sandbox daemon into dist/ with esbuild. Self-contained ESM (dist/kube-node-ready.mjs plus
+// dist/chunks/): the image copies them alone, and a worker starts without resolving node_modules.
 //   node scripts/bundle.mjs [--quiet]
 import { build } from 'esbuild';
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -38,8 +38,18 @@ const common = {
   banner: { js: "import { createRequire as __knrCreateRequire } from 'node:module'; const require = __knrCreateRequire(import.meta.url);" },
   define: { __KNR_VERSION__: JSON.stringify(version), __KNR_COMMIT__: JSON.stringify(commit) },
 };
+rmSync(`${root}/dist/chunks`, { recursive: true, force: true });
 await Promise.all([
-  build({ ...common, entryPoints: [`${root}/packages/cli/src/main.ts`], outfile: `${root}/dist/kube-node-ready.mjs` }),
+  // Code splitting: `kube-node-ready worker` loads the worker's chunks only, not the controller's
+  // (start-up time and memory of every verification; docs/worker.md#benchmarks).
+  build({
+    ...common,
+    entryPoints: { 'kube-node-ready': `${root}/packages/cli/src/main.ts` },
+    outdir: `${root}/dist`,
+    splitting: true,
+    chunkNames: 'chunks/[name]-[hash]',
+    outExtension: { '.js': '.mjs' },
+  }),
   build({ ...common, entryPoints: [`${root}/packages/sandbox/src/main.ts`], outfile: `${root}/dist/sandbox.mjs` }),
 ]);
 if (!quiet) console.log(`bundled dist/kube-node-ready.mjs and dist/sandbox.mjs (${version}, ${commit}) in ${Date.now() - started} ms`);

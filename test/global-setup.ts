@@ -27,7 +27,7 @@ export default async function setup(project: TestProject): Promise<(() => Promis
   // The serial project (tests that disrupt the cluster) gets a sandbox of its own, 30 slots up.
   const serial = project.name === 'sandbox-serial';
   const slot = (Number(process.env.KNR_TEST_SLOT ?? '1') + (serial ? 30 : 0)) % 100;
-  const dir = join(root, '.sandbox', serial ? 'test-serial' : 'test');
+  const dir = join(root, '.sandbox', `test-${slot}`);
   await startSandbox({ dir, slot, progress: (l) => console.error(l) });
   project.provide('sandboxDir', dir);
   return async () => {

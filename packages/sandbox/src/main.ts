@@ -95,7 +95,8 @@ async function main(argv: string[]): Promise<number> {
           nodes: Number(values.nodes),
           leaseRenewMs: values['lease-renew-ms'] ? Number(values['lease-renew-ms']) : undefined,
           images: {
-            'kube-node-ready': [process.execPath, '--enable-source-maps', join(root, 'dist', 'kube-node-ready.mjs')],
+            // The image's entrypoint (Dockerfile): no --enable-source-maps.
+            'kube-node-ready': [process.execPath, join(root, 'dist', 'kube-node-ready.mjs')],
             'sandbox-shell': ['/bin/sh'],
             'sandbox-node': [process.execPath],
           },
