@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { core, createNamespace, sandbox } from '../../../test/sandbox.js';
 import { certPaths } from './certs.js';
-import { startFaultProxy, type FaultProxy } from './fault-proxy.js';
+import { requestKind, startFaultProxy, type FaultProxy } from './fault-proxy.js';
 
 let proxy: FaultProxy;
 let token: string;
@@ -51,6 +51,20 @@ describe('fault proxy in front of the apiserver', () => {
     expect(await get('/version')).toMatchObject({ status: 200 });
     expect(Date.now() - started).toBeGreaterThanOrEqual(300);
     expect(proxy.stats()).toMatchObject({ throttled: 1, errors: 1, resets: 1 });
+    expect(proxy.requestsByKind()).toEqual({ 'get /version': 5, 'list nodes': 1 });
     proxy.set({});
+  });
+
+  it('names each request by Kubernetes verb and resource', () => {
+    expect(requestKind('GET', '/api/v1/namespaces/kube-system/pods?labelSelector=a%3Db&watch=true&resourceVersion=5')).toBe('watch pods');
+    expect(requestKind('GET', '/api/v1/namespaces/kube-system/pods/knr-a-1')).toBe('get pods');
+    expect(requestKind('GET', '/api/v1/nodes?limit=500')).toBe('list nodes');
+    expect(requestKind('POST', '/api/v1/namespaces/default/events')).toBe('create events');
+    expect(requestKind('PATCH', '/api/v1/nodes/node-a/status')).toBe('patch nodes/status');
+    expect(requestKind('DELETE', '/api/v1/namespaces/kube-system/pods/knr-a-1')).toBe('delete pods');
+    expect(requestKind('PUT', '/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/x')).toBe('update leases.coordination.k8s.io');
+    expect(requestKind('GET', '/api/v1/namespaces/kube-system')).toBe('get namespaces');
+    expect(requestKind('PUT', '/api/v1/namespaces/kube-system/finalize')).toBe('update namespaces/finalize');
+    expect(requestKind('GET', '/version')).toBe('get /version');
   });
 });

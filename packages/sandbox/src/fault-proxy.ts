@@ -29,6 +29,12 @@ export interface FaultProxy {
   set(faults: Faults): void;
   /** Counters since start: requests seen and faults injected. */
   stats(): { requests: number; resets: number; throttled: number; errors: number; stalled: number };
+  /**
+   * Requests seen since start, by Kubernetes verb and resource as the apiserver would name them
+   * (`create pods`, `patch nodes/status`, `watch nodes`, `update leases.coordination.k8s.io`,
+   * `get /version`), counted when they arrive, faulted or not. See requestKind().
+   */
+  requestsByKind(): Record<string, number>;
   /** Cuts every open connection (resets), e.g. to break long-running watches at once. */
   cutAll(): void;
   close(): Promise<void>;
@@ -51,9 +57,12 @@ export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultPro
   const counters = { requests: 0, resets: 0, throttled: 0, errors: 0, stalled: 0 };
   const sockets = new Set<Socket>();
   const stalledStreams = new Set<() => void>();
+  const byKind = new Map<string, number>();
 
   const handle = (req: IncomingMessage, res: ServerResponse) => {
     counters.requests++;
+    const kind = requestKind(req.method ?? 'GET', req.url ?? '/');
+    byKind.set(kind, (byKind.get(kind) ?? 0) + 1);
     const f = faults;
     const roll = (p?: number) => p !== undefined && p > 0 && random() < p;
     if (roll(f.resetRate)) {
@@ -125,6 +134,7 @@ export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultPro
       if (faults.stallWatches) for (const stall of stalledStreams) stall();
     },
     stats: () => ({ ...counters }),
+    requestsByKind: () => Object.fromEntries([...byKind].sort(([a], [b]) => a.localeCompare(b))),
     cutAll: () => {
       for (const s of sockets) s.destroy();
     },
@@ -134,4 +144,34 @@ export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultPro
         server.close(() => resolve());
       }),
   };
+}
+
+/**
+ * The Kubernetes verb and resource of an API request, as the apiserver's request metrics name them:
+ * `<verb> <resource>[.<group>][/<subresource>]`, verbs get/list/watch/create/update/patch/delete/
+ * deletecollection; a non-resource URL is `<lowercase method> <path>` (`get /version`).
+ */
+export function requestKind(method: string, url: string): string {
+  const [path = '/', query = ''] = url.split('?', 2);
+  const parts = path.split('/').filter(Boolean);
+  let rest: string[];
+  let group = '';
+  if (parts[0] === 'api' && parts.length >= 3) rest = parts.slice(2);
+  else if (parts[0] === 'apis' && parts.length >= 4) {
+    group = parts[1]!;
+    rest = parts.slice(3);
+  } else return `${method.toLowerCase()} ${path}`;
+  // namespaces/<ns>/<resource>/... (but namespaces/<name>/status and /finalize are the Namespace's own).
+  if (rest[0] === 'namespaces' && (rest.length >= 4 || (rest.length === 3 && rest[2] !== 'status' && rest[2] !== 'finalize'))) rest = rest.slice(2);
+  const [resource = '', name, subresource] = rest;
+  const what = `${resource}${group ? `.${group}` : ''}${subresource ? `/${subresource}` : ''}`;
+  const watch = /(^|&)watch=(true|1)(&|$)/.test(query);
+  const verb =
+    method === 'GET' ? (watch ? 'watch' : name ? 'get' : 'list')
+    : method === 'POST' ? 'create'
+    : method === 'PUT' ? 'update'
+    : method === 'PATCH' ? 'patch'
+    : method === 'DELETE' ? (name ? 'delete' : 'deletecollection')
+    : method.toLowerCase();
+  return `${verb} ${what}`;
 }
