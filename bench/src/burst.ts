@@ -1,0 +1,314 @@
+// Scenario 1-3 for one burst: a fresh sandbox, the controller (through the counting fault proxy),
+// the observer process, then `size` tainted simulated nodes created at once. Measures per-node
+// latencies from the observer's milestones, API requests by verb and resource (controller side and
+// the apiserver's own counters), and the controller's CPU and memory during the burst.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { stringify } from 'yaml';
+import { k8s, loadKubeConfig, sandboxLayout, simulatedNode, startSandbox, stopSandbox, type FaultProxy, type SandboxState } from '@kube-node-ready/sandbox';
+import { apiserverRequestCounts, diffCounts } from './apiserver.js';
+import { applyChartRbac, benchConfig, ControllerProcess, controllerKubeconfig, metricSum, NAMESPACE, startProxy, TAINT, VERIFIED_LABEL, type ControllerTuning } from './controller.js';
+import type { Milestone, ObservedLine } from './observer.js';
+import { busyFraction, machineCpu, ProcessSampler, sampleProcess } from './proc.js';
+import { distribution, type Distribution } from './stats.js';
+import { pool, round, sleep } from './util.js';
+
+export const RUN_LABEL = 'bench.kube-node-ready.io/run';
+
+export interface BenchEnv {
+  root: string;
+  bundle: string;
+  slot: number;
+  sandboxDir: string;
+  logDir: string;
+  tuning: ControllerTuning;
+  out: (line: string) => void;
+  /** Run the controller straight against the apiserver, without the counting proxy (a control experiment). */
+  direct: boolean;
+  /** From the sandbox's state, once one has started. */
+  kubernetesVersion?: string;
+}
+
+/** One node's milestones, in ms after the burst's first node was observed. */
+export interface NodeTimes {
+  nodeAdded?: number;
+  podCreated?: number;
+  podScheduled?: number;
+  podRunning?: number;
+  podFinished?: number;
+  opened?: number;
+  checksMs?: number;
+  phase?: string;
+}
+
+export interface BurstResult {
+  size: number;
+  repetition: number;
+  verified: number;
+  failedWorkerPods: number;
+  /** Time the bench took to create every Node (the "at once" spread). */
+  createSpreadMs: number;
+  /** First node observed to last node opened. */
+  totalMs?: number;
+  latencyMs: {
+    podCreatedAfterNodeCreated: Distribution;
+    workerFinishedAfterPodCreated: Distribution;
+    taintRemovedAfterWorkerFinished: Distribution;
+    taintRemovedAfterNodeCreated: Distribution;
+    /** podCreatedAfterNodeCreated for the first maxConcurrentVerifications nodes: a slot was free. */
+    podCreatedAfterNodeCreatedFreeSlot: Distribution;
+    podScheduledAfterPodCreated: Distribution;
+    podRunningAfterPodScheduled: Distribution;
+  };
+  /** The worker's own checks duration (its summary), under the burst's load. */
+  workerChecksMs: Distribution;
+  api: ApiCost;
+  controller: { cpuSeconds: number; cpuMsPerNode: number; peakRssMiB: number; rssMiBAtEnd: number; startupRssMiB: number };
+  controllerMetrics: Record<string, number>;
+  machine: { busyFraction: number; loadavg: number[] };
+  /** Per node: [nodeAdded, podCreated, podFinished, opened] in ms from the first node observed. */
+  samples: Array<[number | null, number | null, number | null, number | null]>;
+}
+
+export interface ApiCost {
+  /** Controller requests (at the proxy) during the burst window, by verb and resource (empty with --direct). */
+  byKind: Record<string, number>;
+  perVerifiedNode: Record<string, number>;
+  /** Writes (create/update/patch/delete) per verified node, leader-election Lease writes excluded. */
+  writesPerNode: number;
+  /** Writes to the Node object itself (patch nodes, patch nodes/status) per verified node. */
+  nodeWritesPerNode: number;
+  leaseRequests: number;
+  windowMs: number;
+  /** The apiserver's apiserver_request_total over the same window: every client, not only the controller. */
+  apiserverAllClients: Record<string, number>;
+  crossCheck: Array<{ kind: string; controller: number; apiserver: number }>;
+}
+
+const WRITE = /^(create|update|patch|delete|deletecollection|apply) /;
+
+export async function runBurst(env: BenchEnv, size: number, repetition: number): Promise<BurstResult> {
+  const tag = `burst ${size} (run ${repetition})`;
+  const runId = `b${size}-r${repetition}`;
+  const { state, kc } = await freshSandbox(env, tag);
+  let proxy: FaultProxy | undefined;
+  let observer: ChildProcess | undefined;
+  let controller: ControllerProcess | undefined;
+  try {
+    const layout = sandboxLayout(env.sandboxDir, env.slot);
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    await applyChartRbac(state);
+    if (!env.direct) proxy = await startProxy(layout);
+    const kubeconfig = join(env.sandboxDir, 'controller.kubeconfig');
+    await controllerKubeconfig(kc, layout, proxy, kubeconfig);
+
+    // The observer, in a process of its own.
+    const milestones = new Map<string, NodeTimes>();
+    let opened = 0;
+    const obs = startObserver(env, state, `${RUN_LABEL}=${runId}`, (line) => {
+      if (!line.node) return;
+      let n = milestones.get(line.node);
+      if (!n) milestones.set(line.node, (n = {}));
+      n[line.e as Milestone] = line.t;
+      if (line.e === 'podFinished') {
+        if (line.checksMs !== undefined) n.checksMs = line.checksMs;
+        n.phase = line.phase;
+      }
+      if (line.e === 'opened') opened++;
+    });
+    observer = obs.child;
+    await obs.ready;
+
+    // The controller, through the proxy; reconciling once it leads.
+    const metricsPort = 18000 + 100 + env.slot;
+    const configFile = join(env.sandboxDir, 'controller.yaml');
+    writeFileSync(configFile, stringify(benchConfig(env.tuning, metricsPort)));
+    controller = new ControllerProcess(configFile, kubeconfig, join(env.logDir, `controller-${runId}.log`), metricsPort);
+    await controller.waitForLog('starting to reconcile', 90_000);
+    await sleep(1000);
+    const startupRss = sampleProcess(controller.pid)?.rssMiB ?? 0;
+
+    const proxyBefore = proxy?.requestsByKind() ?? {};
+    const apiBefore = await apiserverRequestCounts(kc);
+    const cpuBefore = sampleProcess(controller.pid)!;
+    const machineBefore = machineCpu();
+    const sampler = new ProcessSampler(controller.pid, 250);
+    const windowStart = Date.now();
+
+    // The burst: every node created at once (at most 50 requests in flight from the bench).
+    const names = Array.from({ length: size }, (_, i) => `bench-${runId}-${String(i + 1).padStart(4, '0')}`);
+    const createStart = Date.now();
+    await pool(names, 50, async (name) => {
+      await core.createNode({ body: simulatedNode({ name, labels: { [RUN_LABEL]: runId }, taints: [TAINT] }) });
+    });
+    const createSpreadMs = Date.now() - createStart;
+
+    const timeoutMs = 120_000 + size * 600;
+    let lastReport = 0;
+    while (opened < size) {
+      const elapsed = Date.now() - createStart;
+      if (elapsed > timeoutMs) {
+        env.out(`${tag}: timed out after ${(elapsed / 1000).toFixed(0)}s with ${opened}/${size} verified`);
+        break;
+      }
+      if (controller.child.exitCode !== null) throw new Error(`${tag}: the controller exited with ${controller.child.exitCode}`);
+      if (Date.now() - lastReport >= 5000) {
+        lastReport = Date.now();
+        const pods = [...milestones.values()].filter((m) => m.podCreated !== undefined && m.podFinished === undefined).length;
+        env.out(`${tag}: ${opened}/${size} verified, ${pods} workers in flight, ${(elapsed / 1000).toFixed(1)}s`);
+      }
+      await sleep(200);
+    }
+    env.out(`${tag}: ${opened}/${size} verified in ${((Date.now() - createStart) / 1000).toFixed(1)}s`);
+    // Let the tail of the work finish (worker pod deletions, the condition write) before counting.
+    if (proxy) await settle(proxy, 3000, 30_000);
+    else await sleep(3000);
+    const windowMs = Date.now() - windowStart;
+    const cpuAfter = sampler.stop()!;
+    const machineAfter = machineCpu();
+    const proxyDelta = diffCounts(proxy?.requestsByKind() ?? {}, proxyBefore);
+    const apiDelta = diffCounts(await apiserverRequestCounts(kc), apiBefore);
+    const metricsText = await controller.metrics().catch(() => '');
+
+    const verified = opened;
+    return {
+      size,
+      repetition,
+      verified,
+      failedWorkerPods: [...milestones.values()].filter((m) => m.phase === 'Failed').length,
+      createSpreadMs,
+      ...latencies(milestones, env.tuning.maxConcurrentVerifications),
+      api: apiCost(proxyDelta, apiDelta, verified, windowMs),
+      controller: {
+        cpuSeconds: round(cpuAfter.cpuSeconds - cpuBefore.cpuSeconds, 2),
+        cpuMsPerNode: round(((cpuAfter.cpuSeconds - cpuBefore.cpuSeconds) * 1000) / Math.max(1, verified), 1),
+        peakRssMiB: round(cpuAfter.hwmMiB, 1),
+        rssMiBAtEnd: round(cpuAfter.rssMiB, 1),
+        startupRssMiB: round(startupRss, 1),
+      },
+      controllerMetrics: controllerMetrics(metricsText),
+      machine: { busyFraction: round(busyFraction(machineBefore, machineAfter), 2), loadavg: (await import('node:os')).loadavg().map((x) => round(x, 2)) },
+    };
+  } finally {
+    await controller?.stop();
+    observer?.kill('SIGTERM');
+    await proxy?.close();
+    await stopSandbox(env.sandboxDir, env.slot, () => {});
+  }
+}
+
+export async function freshSandbox(env: BenchEnv, tag: string): Promise<{ state: SandboxState; kc: k8s.KubeConfig }> {
+  mkdirSync(env.logDir, { recursive: true });
+  const started = Date.now();
+  // Node leases are renewed every 5 minutes instead of 30 s: the simulated kubelet's lease loop is
+  // sandbox overhead (real kubelets run on their own machines), not work of the controller.
+  const state = await startSandbox({ dir: env.sandboxDir, slot: env.slot, leaseRenewMs: 300_000, progress: () => {} });
+  env.kubernetesVersion = state.kubernetesVersion;
+  env.out(`${tag}: sandbox ready in ${((Date.now() - started) / 1000).toFixed(1)}s (${state.kubernetesVersion}, slot ${env.slot})`);
+  return { state, kc: loadKubeConfig(state.kubeconfig) };
+}
+
+export function startObserver(env: BenchEnv, state: SandboxState, nodeSelector: string, onLine: (line: ObservedLine) => void): { child: ChildProcess; ready: Promise<void> } {
+  const child = spawn(
+    process.execPath,
+    [env.bundle, 'observe', '--kubeconfig', state.kubeconfig, '--node-selector', nodeSelector, '--namespace', NAMESPACE, '--taint-key', TAINT.key, '--verified-label', VERIFIED_LABEL],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  let markReady: () => void = () => {};
+  const ready = new Promise<void>((resolve, reject) => {
+    markReady = resolve;
+    child.once('exit', (code) => reject(new Error(`the observer exited (${code})`)));
+    setTimeout(() => reject(new Error('the observer did not start watching within 30s')), 30_000).unref();
+  });
+  createInterface({ input: child.stdout! }).on('line', (text) => {
+    let line: ObservedLine;
+    try {
+      line = JSON.parse(text) as ObservedLine;
+    } catch {
+      return;
+    }
+    if (line.e === 'ready') markReady();
+    else if (line.e === 'error') env.out(`observer: ${line.message}`);
+    else onLine(line);
+  });
+  return { child, ready };
+}
+
+/** Waits until the proxy has seen no request for `quietMs` (at most maxMs), ignoring Lease renewals. */
+async function settle(proxy: FaultProxy, quietMs: number, maxMs: number): Promise<void> {
+  const count = () => Object.entries(proxy.requestsByKind()).filter(([k]) => !k.includes('leases.')).reduce((a, [, v]) => a + v, 0);
+  const deadline = Date.now() + maxMs;
+  let last = count();
+  let quietSince = Date.now();
+  while (Date.now() < deadline && Date.now() - quietSince < quietMs) {
+    await sleep(250);
+    const now = count();
+    if (now !== last) {
+      last = now;
+      quietSince = Date.now();
+    }
+  }
+}
+
+function latencies(milestones: Map<string, NodeTimes>, freeSlots: number): Pick<BurstResult, 'latencyMs' | 'workerChecksMs' | 'totalMs' | 'samples'> {
+  const nodes = [...milestones.values()].filter((m) => m.nodeAdded !== undefined);
+  const t0 = Math.min(...nodes.map((m) => m.nodeAdded!));
+  const diff = (pick: (m: NodeTimes) => [number | undefined, number | undefined]) =>
+    distribution(
+      nodes
+        .map(pick)
+        .filter((p): p is [number, number] => p[0] !== undefined && p[1] !== undefined)
+        .map(([a, b]) => b - a),
+    );
+  const byAdded = [...nodes].sort((a, b) => a.nodeAdded! - b.nodeAdded!);
+  const firstWithSlot = byAdded.slice(0, freeSlots);
+  const openedTimes = nodes.map((m) => m.opened).filter((t): t is number => t !== undefined);
+  const rel = (t: number | undefined) => (t === undefined ? null : t - t0);
+  return {
+    totalMs: openedTimes.length ? Math.max(...openedTimes) - t0 : undefined,
+    latencyMs: {
+      podCreatedAfterNodeCreated: diff((m) => [m.nodeAdded, m.podCreated]),
+      workerFinishedAfterPodCreated: diff((m) => [m.podCreated, m.podFinished]),
+      taintRemovedAfterWorkerFinished: diff((m) => [m.podFinished, m.opened]),
+      taintRemovedAfterNodeCreated: diff((m) => [m.nodeAdded, m.opened]),
+      podCreatedAfterNodeCreatedFreeSlot: distribution(firstWithSlot.filter((m) => m.podCreated !== undefined).map((m) => m.podCreated! - m.nodeAdded!)),
+      podScheduledAfterPodCreated: diff((m) => [m.podCreated, m.podScheduled]),
+      podRunningAfterPodScheduled: diff((m) => [m.podScheduled, m.podRunning]),
+    },
+    workerChecksMs: distribution(nodes.map((m) => m.checksMs).filter((x): x is number => x !== undefined)),
+    samples: byAdded.map((m) => [rel(m.nodeAdded), rel(m.podCreated), rel(m.podFinished), rel(m.opened)]),
+  };
+}
+
+function apiCost(byKind: Record<string, number>, apiserver: Record<string, number>, verified: number, windowMs: number): ApiCost {
+  const per = (n: number) => round(n / Math.max(1, verified), 2);
+  const perVerifiedNode = Object.fromEntries(Object.entries(byKind).filter(([k]) => !k.includes('leases.')).map(([k, v]) => [k, per(v)]));
+  const sum = (pred: (k: string) => boolean) => Object.entries(byKind).filter(([k]) => pred(k)).reduce((a, [, v]) => a + v, 0);
+  return {
+    byKind,
+    perVerifiedNode,
+    writesPerNode: per(sum((k) => WRITE.test(k) && !k.includes('leases.'))),
+    nodeWritesPerNode: per(sum((k) => /^(update|patch|apply) nodes(\/status)?$/.test(k))),
+    leaseRequests: sum((k) => k.includes('leases.')),
+    windowMs,
+    apiserverAllClients: apiserver,
+    crossCheck: Object.keys(byKind)
+      .filter((k) => !k.startsWith('get /') && !k.startsWith('watch '))
+      .map((kind) => ({ kind, controller: byKind[kind]!, apiserver: apiserver[kind] ?? 0 })),
+  };
+}
+
+function controllerMetrics(text: string): Record<string, number> {
+  if (!text) return {};
+  return {
+    reconciles: metricSum(text, 'kube_node_ready_reconcile_duration_seconds_count'),
+    reconcileErrors: metricSum(text, 'kube_node_ready_controller_reconcile_errors_total'),
+    queueAdds: metricSum(text, 'kube_node_ready_queue_adds_total'),
+    queueRetries: metricSum(text, 'kube_node_ready_queue_retries_total'),
+    watchRestarts: metricSum(text, 'kube_node_ready_watch_restarts_total'),
+    attemptsPassed: metricSum(text, 'kube_node_ready_attempt_outcomes_total', (l) => l.includes('outcome="Passed"')),
+    attemptsTotal: metricSum(text, 'kube_node_ready_attempt_outcomes_total'),
+  };
+}

@@ -1,0 +1,159 @@
+// The controller as users run it: dist/kube-node-ready.mjs (the bundle the image ships), with the
+// Helm chart's ServiceAccounts and RBAC (rendered by `helm template`, applied with kubectl), a
+// TokenRequest token of the controller's ServiceAccount, and a kubeconfig whose server is the
+// sandbox's fault proxy (no faults), so every API request it makes is counted by verb and resource.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { certPaths, k8s, repoRoot, startFaultProxy, type FaultProxy, type SandboxLayout, type SandboxState } from '@kube-node-ready/sandbox';
+import { sleep } from './util.js';
+
+export const NAMESPACE = 'kube-system';
+export const TAINT = { key: 'node-ready/unverified', value: 'true', effect: 'NoSchedule' };
+export const VERIFIED_LABEL = 'node-ready/verified';
+const CONTROLLER_SA = 'kube-node-ready-controller';
+
+/** Renders the chart's ServiceAccounts and RBAC and applies them (release kube-node-ready in kube-system). */
+export async function applyChartRbac(state: SandboxState): Promise<void> {
+  const chart = join(repoRoot(), 'deploy', 'helm', 'kube-node-ready');
+  const manifest = await run(join(state.binDir, 'helm'), ['template', 'kube-node-ready', chart, '-n', NAMESPACE, '--show-only', 'templates/serviceaccount.yaml', '--show-only', 'templates/rbac.yaml']);
+  await run(join(state.binDir, 'kubectl'), ['--kubeconfig', state.kubeconfig, 'apply', '-f', '-'], manifest);
+}
+
+/** A kubeconfig for the controller's ServiceAccount; its server is the fault proxy, or the apiserver itself without one. */
+export async function controllerKubeconfig(kc: k8s.KubeConfig, layout: SandboxLayout, proxy: FaultProxy | undefined, file: string): Promise<void> {
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const tr = await core.createNamespacedServiceAccountToken({ name: CONTROLLER_SA, namespace: NAMESPACE, body: { spec: { audiences: [], expirationSeconds: 4 * 3600 } } });
+  const token = tr.status?.token;
+  if (!token) throw new Error('TokenRequest returned no token for the controller ServiceAccount');
+  writeFileSync(
+    file,
+    stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'bench', cluster: { server: proxy?.url ?? `https://${layout.apiHost}:${layout.apiPort}`, 'certificate-authority': certPaths(layout.paths.certs).caCert } }],
+      users: [{ name: CONTROLLER_SA, user: { token } }],
+      contexts: [{ name: 'bench', context: { cluster: 'bench', user: CONTROLLER_SA } }],
+      'current-context': 'bench',
+    }),
+    { mode: 0o600 },
+  );
+}
+
+export function startProxy(layout: SandboxLayout): Promise<FaultProxy> {
+  const c = certPaths(layout.paths.certs);
+  return startFaultProxy({ upstreamHost: layout.apiHost, upstreamPort: layout.apiPort, caFile: c.caCert, certFile: c.serverCert, keyFile: c.serverKey });
+}
+
+export interface ControllerTuning {
+  maxConcurrentVerifications: number;
+  workers: number;
+  qps: number;
+  burst: number;
+}
+
+/** The controller configuration the bench runs with: defaults except what is listed here. */
+export function benchConfig(t: ControllerTuning, metricsPort: number): Record<string, unknown> {
+  return {
+    worker: { image: { repository: 'ghcr.io/kube-node-ready/kube-node-ready', tag: 'bench' }, namespace: NAMESPACE },
+    reconciliation: { maxConcurrentVerifications: t.maxConcurrentVerifications, workers: t.workers },
+    nodeManagement: { taints: [TAINT] },
+    leaderElection: { namespace: NAMESPACE },
+    metrics: { bindAddress: `127.0.0.1:${metricsPort}` },
+    kubernetes: { qps: t.qps, burst: t.burst },
+  };
+}
+
+export class ControllerProcess {
+  readonly child: ChildProcess;
+  private output = '';
+  private readonly waiters: Array<{ text: string; resolve: () => void }> = [];
+
+  constructor(
+    readonly configFile: string,
+    kubeconfig: string,
+    logFile: string,
+    readonly metricsPort: number,
+  ) {
+    this.child = spawn(process.execPath, [join(repoRoot(), 'dist', 'kube-node-ready.mjs'), 'controller', '--config', configFile, '--kubeconfig', kubeconfig], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { PATH: process.env.PATH ?? '', HOSTNAME: 'bench-controller', POD_NAMESPACE: NAMESPACE },
+    });
+    const log = createWriteStream(logFile);
+    const scan = (d: Buffer) => {
+      log.write(d);
+      // Keep a bounded tail to look for start-up lines.
+      this.output = (this.output + d.toString()).slice(-20_000);
+      for (const w of [...this.waiters]) {
+        if (this.output.includes(w.text)) {
+          this.waiters.splice(this.waiters.indexOf(w), 1);
+          w.resolve();
+        }
+      }
+    };
+    this.child.stdout!.on('data', scan);
+    this.child.stderr!.on('data', scan);
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  /** Resolves once the log contains `text`; rejects when the process exits first or after timeoutMs. */
+  waitForLog(text: string, timeoutMs: number): Promise<void> {
+    if (this.output.includes(text)) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`the controller did not log "${text}" within ${timeoutMs / 1000}s; last output:\n${this.output.slice(-3000)}`)), timeoutMs);
+      const onExit = (code: number | null) => reject(new Error(`the controller exited (${code}) before logging "${text}":\n${this.output.slice(-3000)}`));
+      this.child.once('exit', onExit);
+      this.waiters.push({
+        text,
+        resolve: () => {
+          clearTimeout(timer);
+          this.child.off('exit', onExit);
+          resolve();
+        },
+      });
+    });
+  }
+
+  async metrics(): Promise<string> {
+    const res = await fetch(`http://127.0.0.1:${this.metricsPort}/metrics`);
+    return res.text();
+  }
+
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    const exited = new Promise<void>((r) => this.child.once('exit', () => r()));
+    this.child.kill('SIGTERM');
+    await Promise.race([exited, sleep(35_000)]);
+    if (this.child.exitCode === null && this.child.signalCode === null) {
+      this.child.kill('SIGKILL');
+      await exited;
+    }
+  }
+}
+
+/** Sums a Prometheus counter or histogram _count over label sets matching `filter`. */
+export function metricSum(text: string, name: string, filter: (labels: string) => boolean = () => true): number {
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name)) continue;
+    const rest = line.slice(name.length);
+    if (rest[0] !== '{' && rest[0] !== ' ') continue;
+    const labels = rest[0] === '{' ? rest.slice(1, rest.indexOf('}')) : '';
+    if (filter(labels)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return sum;
+}
+
+function run(cmd: string, args: string[], input?: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = execFile(cmd, args, { maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`${cmd} ${args.join(' ')}: ${err.message}\n${stderr}`));
+      else resolve(stdout);
+    });
+    if (input !== undefined) child.stdin!.end(input);
+  });
+}

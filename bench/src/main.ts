@@ -1,0 +1,257 @@
+// `make bench`: kube-node-ready's benchmarks in the sandbox (docs/benchmarks.md).
+//   node dist/bench.mjs [--quick] [--out bench/results/<date>[-quick].json] [--slot 10] [--reps N]
+//                       [--sizes 50,200,1000] [--steady-nodes 5000] [--max-concurrent 50] [--workers 20]
+//                       [--qps 200] [--burst 400] [--direct]
+//   node dist/bench.mjs chart RESULTS.json [--png FILE]    redraw the chart of a results file
+//   node dist/bench.mjs observe ...                        (internal) the observer process
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, release, totalmem } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { repoRoot, stopSandbox } from '@kube-node-ready/sandbox';
+import { runBurst, type BenchEnv, type BurstResult } from './burst.js';
+import { drawChart, type ChartInput } from './chart.js';
+import type { ControllerTuning } from './controller.js';
+import { runObserver } from './observer.js';
+import { distribution, median, type Distribution } from './stats.js';
+import { runSteady, type SteadyResult } from './steady.js';
+import type { WorkerResult } from './worker.js';
+import { round } from './util.js';
+
+const TARGETS = {
+  reactionP99MsAt200: 1000,
+  taintRemovedAfterWorkerFinishedP99MsAt200: 1000,
+  apiWritesPerVerifiedNode: 4,
+  controllerRssMiBWith5000Nodes: 150,
+};
+
+async function main(argv: string[]): Promise<number> {
+  if (argv[0] === 'observe') {
+    const { values } = parseArgs({
+      args: argv.slice(1),
+      options: { kubeconfig: { type: 'string' }, 'node-selector': { type: 'string' }, namespace: { type: 'string' }, 'taint-key': { type: 'string' }, 'verified-label': { type: 'string' } },
+    });
+    await runObserver({ kubeconfig: values.kubeconfig!, nodeSelector: values['node-selector']!, namespace: values.namespace!, taintKey: values['taint-key']!, verifiedLabel: values['verified-label']! });
+    return 0;
+  }
+  if (argv[0] === 'chart') {
+    const { values, positionals } = parseArgs({ args: argv.slice(1), allowPositionals: true, options: { png: { type: 'string' } } });
+    const file = positionals[0];
+    if (!file) throw new Error('usage: bench chart RESULTS.json [--png FILE]');
+    const results = JSON.parse(readFileSync(file, 'utf8')) as Results;
+    const png = values.png ?? file.replace(/\.json$/, '.png');
+    await drawChart(chartInput(results), resolve(png));
+    console.log(`wrote ${png}`);
+    return 0;
+  }
+
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      quick: { type: 'boolean', default: process.env.BENCH === 'quick' },
+      out: { type: 'string' },
+      slot: { type: 'string', default: '10' },
+      reps: { type: 'string' },
+      sizes: { type: 'string' },
+      'steady-nodes': { type: 'string' },
+      'max-concurrent': { type: 'string', default: '50' },
+      workers: { type: 'string', default: '20' },
+      qps: { type: 'string', default: '200' },
+      burst: { type: 'string', default: '400' },
+      direct: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    console.log(readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').filter((l) => l.startsWith('//')).slice(0, 6).join('\n').replace(/^\/\/ ?/gm, ''));
+    return 0;
+  }
+  const quick = values.quick!;
+  const slot = Number(values.slot);
+  if (!Number.isInteger(slot) || slot < 10 || slot > 19) throw new Error(`--slot: the bench uses sandbox slots 10-19, got ${values.slot}`);
+  const reps = Number(values.reps ?? (quick ? 1 : 3));
+  const sizes = (values.sizes ?? (quick ? '20' : '50,200,1000')).split(',').map(Number);
+  const steadyNodes = Number(values['steady-nodes'] ?? (quick ? 500 : 5000));
+  const tuning: ControllerTuning = { maxConcurrentVerifications: Number(values['max-concurrent']), workers: Number(values.workers), qps: Number(values.qps), burst: Number(values.burst) };
+  const root = repoRoot();
+  const bundle = fileURLToPath(import.meta.url);
+  const date = new Date().toISOString().slice(0, 10);
+  const outFile = resolve(values.out ?? join(root, 'bench', 'results', `${date}${quick ? '-quick' : ''}.json`));
+  mkdirSync(dirname(outFile), { recursive: true });
+  const out = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
+  const env: BenchEnv = { root, bundle, slot, sandboxDir: join(root, '.sandbox', `bench-${slot}`), logDir: join(root, '.sandbox', `bench-${slot}-logs`), tuning, out, direct: values.direct! };
+  for (const f of ['kube-node-ready.mjs', 'sandbox.mjs']) if (!existsSync(join(root, 'dist', f))) throw new Error(`dist/${f} is missing: run \`node scripts/bundle.mjs\` first`);
+
+  const stop = () => {
+    out('interrupted: stopping the sandbox');
+    void stopSandbox(env.sandboxDir, slot, () => {}).finally(() => process.exit(130));
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+
+  const started = Date.now();
+  const load = { loadavgAtStart: loadavg().map((x) => round(x, 2)), otherSandboxesAtStart: otherSandboxes(slot) };
+  out(`bench: ${quick ? 'quick' : 'full'} run: bursts ${sizes.join(', ')} x ${reps}, steady state with ${steadyNodes} nodes; slot ${slot}; load average ${load.loadavgAtStart.join(' ')}; other sandboxes running: ${load.otherSandboxesAtStart.join(', ') || 'none'}`);
+  out(`bench: controller tuning: maxConcurrentVerifications ${tuning.maxConcurrentVerifications}, workers ${tuning.workers}, kubernetes.qps ${tuning.qps}, burst ${tuning.burst}`);
+
+  const bursts: BurstResult[] = [];
+  for (const size of sizes) {
+    for (let rep = 1; rep <= reps; rep++) {
+      const r = await runBurst(env, size, rep);
+      bursts.push(r);
+      out(
+        `burst ${size} (run ${rep}): total ${fmtS(r.totalMs)}, open p50 ${fmtS(r.latencyMs.taintRemovedAfterNodeCreated.p50)} p99 ${fmtS(r.latencyMs.taintRemovedAfterNodeCreated.p99)}, ` +
+          `reaction p99 ${fmtS(r.latencyMs.podCreatedAfterNodeCreated.p99)}, open after worker p99 ${fmtS(r.latencyMs.taintRemovedAfterWorkerFinished.p99)}, ` +
+          `${r.api.writesPerNode} writes/node, controller ${r.controller.cpuSeconds} CPU-s, peak RSS ${r.controller.peakRssMiB} MiB`,
+      );
+    }
+  }
+  let steady: SteadyResult | undefined;
+  let worker: WorkerResult | undefined;
+  if (steadyNodes > 0) {
+    ({ steady, worker } = await runSteady(env, steadyNodes, quick ? 15_000 : 60_000, quick ? 3 : 10));
+    out(`steady ${steadyNodes}: RSS mean ${steady.rssMiB.mean} MiB (max ${steady.rssMiB.max}), peak ${steady.peakRssMiB} MiB, synced in ${fmtS(steady.syncMs)}`);
+    if (worker.error) out(`worker: ${worker.error}`);
+    else out(`worker: wall ${worker.wallMsMedian} ms (median), checks ${worker.checksMsMedian} ms, peak RSS ${worker.peakRssMiBMax} MiB`);
+  }
+
+  const results: Results = {
+    bench: 'kube-node-ready',
+    mode: quick ? 'quick' : 'full',
+    date: new Date().toISOString(),
+    durationSeconds: Math.round((Date.now() - started) / 1000),
+    commit: process.env.KNR_COMMIT || git(root, ['rev-parse', '--short=12', 'HEAD']),
+    dirtyTree: git(root, ['status', '--porcelain', '--untracked-files=no']) !== '',
+    machine: {
+      nproc: cpus().length,
+      cpuModel: cpus()[0]?.model ?? 'unknown',
+      memoryGiB: round(totalmem() / 2 ** 30, 1),
+      kernel: release(),
+      node: process.version,
+      kubernetesVersion: env.kubernetesVersion ?? 'unknown',
+    },
+    load: { ...load, loadavgAtEnd: loadavg().map((x) => round(x, 2)), otherSandboxesAtEnd: otherSandboxes(slot) },
+    config: { tuning, direct: values.direct!, note: 'every other controller setting is the default (docs/configuration.md); leader election on; worker checks: all (dns, api, tcp, service, podnet)' },
+    targets: TARGETS,
+    summary: summarize(bursts, steady?.rssMiB.max),
+    bursts,
+    steady,
+    worker,
+  };
+  writeFileSync(outFile, `${JSON.stringify(results, null, 1)}\n`);
+  out(`bench: wrote ${outFile}`);
+  const png = outFile.replace(/\.json$/, '.png');
+  try {
+    await drawChart(chartInput(results), png);
+    out(`bench: wrote ${png}`);
+  } catch (err) {
+    out(`bench: no chart: ${String(err).split('\n')[0]} (install gnuplot-nox; redraw with: node dist/bench.mjs chart ${outFile})`);
+  }
+  printSummary(results, out);
+  return 0;
+}
+
+interface Results {
+  bench: string;
+  mode: string;
+  date: string;
+  durationSeconds: number;
+  commit: string;
+  dirtyTree: boolean;
+  machine: Record<string, unknown>;
+  load: Record<string, unknown>;
+  config: Record<string, unknown>;
+  targets: typeof TARGETS;
+  summary: ReturnType<typeof summarize>;
+  bursts: BurstResult[];
+  steady?: SteadyResult;
+  worker?: WorkerResult;
+}
+
+/** Per burst size, all repetitions pooled (per-node latencies) or their median (per-run totals). */
+function summarize(bursts: BurstResult[], steadyRss: number | undefined) {
+  const sizes = [...new Set(bursts.map((b) => b.size))];
+  const pooled = (runs: BurstResult[], pick: (s: BurstResult['samples'][number]) => number | null): Distribution =>
+    distribution(runs.flatMap((r) => r.samples.map(pick)).filter((v): v is number => v !== null));
+  return {
+    bySize: sizes.map((size) => {
+      const runs = bursts.filter((b) => b.size === size);
+      const med = (pick: (r: BurstResult) => number | undefined) => {
+        const v = runs.map(pick).filter((x): x is number => x !== undefined);
+        const m = median(v);
+        return m === undefined ? undefined : round(m, 2);
+      };
+      return {
+        size,
+        runs: runs.length,
+        verified: runs.map((r) => r.verified),
+        totalMsMedian: med((r) => r.totalMs),
+        totalMsByRun: runs.map((r) => r.totalMs),
+        podCreatedAfterNodeCreated: pooled(runs, (s) => (s[0] !== null && s[1] !== null ? s[1] - s[0] : null)),
+        workerFinishedAfterPodCreated: pooled(runs, (s) => (s[1] !== null && s[2] !== null ? s[2] - s[1] : null)),
+        taintRemovedAfterWorkerFinished: pooled(runs, (s) => (s[2] !== null && s[3] !== null ? s[3] - s[2] : null)),
+        taintRemovedAfterNodeCreated: pooled(runs, (s) => (s[0] !== null && s[3] !== null ? s[3] - s[0] : null)),
+        podCreatedAfterNodeCreatedFreeSlotP99Median: med((r) => r.latencyMs.podCreatedAfterNodeCreatedFreeSlot.p99),
+        writesPerNodeMedian: med((r) => r.api.writesPerNode),
+        nodeWritesPerNodeMedian: med((r) => r.api.nodeWritesPerNode),
+        requestsPerNodeMedian: med((r) => Object.values(r.api.perVerifiedNode).reduce((a, b) => a + b, 0)),
+        controllerCpuSecondsMedian: med((r) => r.controller.cpuSeconds),
+        controllerCpuMsPerNodeMedian: med((r) => r.controller.cpuMsPerNode),
+        controllerPeakRssMiBMax: Math.max(...runs.map((r) => r.controller.peakRssMiB)),
+        machineBusyMedian: med((r) => r.machine.busyFraction),
+      };
+    }),
+    steadyRssMiBMax: steadyRss,
+  };
+}
+
+function printSummary(r: Results, out: (l: string) => void): void {
+  out('summary (all runs pooled per size; ms):');
+  out('  size  total(median)  reaction p50/p99   worker p50/p99   open-after-worker p50/p99   open p50/p95/p99/max          writes/node');
+  for (const s of r.summary.bySize) {
+    const d = (x: Distribution, keys: Array<keyof Distribution>) => keys.map((k) => x[k] ?? '-').join('/');
+    out(
+      `  ${String(s.size).padStart(4)}  ${String(s.totalMsMedian ?? '-').padStart(13)}  ${d(s.podCreatedAfterNodeCreated, ['p50', 'p99']).padStart(16)}  ${d(s.workerFinishedAfterPodCreated, ['p50', 'p99']).padStart(15)}  ` +
+        `${d(s.taintRemovedAfterWorkerFinished, ['p50', 'p99']).padStart(26)}  ${d(s.taintRemovedAfterNodeCreated, ['p50', 'p95', 'p99', 'max']).padStart(28)}  ${s.writesPerNodeMedian}`,
+    );
+  }
+  if (r.steady) out(`  steady state: ${r.steady.nodes} verified nodes, controller RSS max ${r.steady.rssMiB.max} MiB (target < ${r.targets.controllerRssMiBWith5000Nodes})`);
+}
+
+function chartInput(r: Results): ChartInput {
+  const load = r.load as { loadavgAtStart?: number[] };
+  return {
+    title: `kube-node-ready bursts in the sandbox: ${r.machine.nproc} cores, ${r.date.slice(0, 10)}, commit ${r.commit}, load avg at start ${load.loadavgAtStart?.[0] ?? '?'}`,
+    bursts: r.bursts.map((b) => ({ size: b.size, samples: b.samples })),
+  };
+}
+
+function fmtS(ms: number | undefined): string {
+  return ms === undefined ? '-' : `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)}s`;
+}
+
+function git(root: string, args: string[]): string {
+  try {
+    return execFileSync('git', args, { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+  } catch {
+    return 'unknown';
+  }
+}
+
+function otherSandboxes(slot: number): string[] {
+  try {
+    return execFileSync('ip', ['netns', 'list']).toString().split('\n').map((l) => l.split(' ')[0] ?? '').filter((n) => n.startsWith('knr-sandbox-') && n !== `knr-sandbox-${slot}`);
+  } catch {
+    return [];
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    console.error(`bench: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    process.exit(1);
+  },
+);
