@@ -9,11 +9,11 @@ import { createInterface } from 'node:readline';
 import { stringify } from 'yaml';
 import { k8s, loadKubeConfig, sandboxLayout, simulatedNode, startSandbox, stopSandbox, type FaultProxy, type SandboxState } from '@kube-node-ready/sandbox';
 import { apiserverRequestCounts, diffCounts } from './apiserver.js';
-import { applyChartRbac, benchConfig, ControllerProcess, controllerKubeconfig, metricSum, NAMESPACE, startProxy, TAINT, VERIFIED_LABEL, type ControllerTuning } from './controller.js';
+import { applyChartRbac, benchConfig, ControllerProcess, controllerKubeconfig, histogramQuantile, metricSum, NAMESPACE, startProxy, TAINT, VERIFIED_LABEL, type ControllerTuning } from './controller.js';
 import type { Milestone, ObservedLine } from './observer.js';
 import { busyFraction, machineCpu, ProcessSampler, sampleProcess } from './proc.js';
 import { distribution, type Distribution } from './stats.js';
-import { pool, round, sleep } from './util.js';
+import { pool, round, sleep, track } from './util.js';
 
 export const RUN_LABEL = 'bench.kube-node-ready.io/run';
 
@@ -31,23 +31,31 @@ export interface BenchEnv {
   kubernetesVersion?: string;
 }
 
-/** One node's milestones, in ms after the burst's first node was observed. */
+/** One worker pod's milestones (observer clock, ms). */
+export interface PodTimes {
+  created?: number;
+  scheduled?: number;
+  running?: number;
+  finished?: number;
+  phase?: string;
+  checksMs?: number;
+}
+
+/** One node's milestones (observer clock, ms), and its worker pods, one per attempt. */
 export interface NodeTimes {
   nodeAdded?: number;
-  podCreated?: number;
-  podScheduled?: number;
-  podRunning?: number;
-  podFinished?: number;
   opened?: number;
-  checksMs?: number;
-  phase?: string;
+  pods: Map<string, PodTimes>;
 }
 
 export interface BurstResult {
   size: number;
   repetition: number;
   verified: number;
+  /** Worker pods (attempts) in all, and those that failed (the node was retried after a backoff). */
+  workerPods: number;
   failedWorkerPods: number;
+  nodesRetried: number;
   /** Time the bench took to create every Node (the "at once" spread). */
   createSpreadMs: number;
   /** First node observed to last node opened. */
@@ -68,7 +76,11 @@ export interface BurstResult {
   controller: { cpuSeconds: number; cpuMsPerNode: number; peakRssMiB: number; rssMiBAtEnd: number; startupRssMiB: number };
   controllerMetrics: Record<string, number>;
   machine: { busyFraction: number; loadavg: number[] };
-  /** Per node: [nodeAdded, podCreated, podFinished, opened] in ms from the first node observed. */
+  /**
+   * Per node: [node added, first worker pod created, passing worker pod finished, taint removed] in
+   * ms from the first node observed. Worker durations and "taint removed - worker finished" use the
+   * attempt that passed; the reaction uses the node's first worker pod.
+   */
   samples: Array<[number | null, number | null, number | null, number | null]>;
 }
 
@@ -110,13 +122,21 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
     const obs = startObserver(env, state, `${RUN_LABEL}=${runId}`, (line) => {
       if (!line.node) return;
       let n = milestones.get(line.node);
-      if (!n) milestones.set(line.node, (n = {}));
-      n[line.e as Milestone] = line.t;
-      if (line.e === 'podFinished') {
-        if (line.checksMs !== undefined) n.checksMs = line.checksMs;
-        n.phase = line.phase;
+      if (!n) milestones.set(line.node, (n = { pods: new Map() }));
+      if (line.e === 'nodeAdded') n.nodeAdded = line.t;
+      else if (line.e === 'opened') {
+        n.opened = line.t;
+        opened++;
+      } else if (line.pod) {
+        let p = n.pods.get(line.pod);
+        if (!p) n.pods.set(line.pod, (p = {}));
+        const field: Record<string, keyof PodTimes> = { podCreated: 'created', podScheduled: 'scheduled', podRunning: 'running', podFinished: 'finished' };
+        (p as Record<string, unknown>)[field[line.e as Milestone]!] = line.t;
+        if (line.e === 'podFinished') {
+          p.phase = line.phase;
+          if (line.checksMs !== undefined) p.checksMs = line.checksMs;
+        }
       }
-      if (line.e === 'opened') opened++;
     });
     observer = obs.child;
     await obs.ready;
@@ -156,8 +176,10 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
       if (controller.child.exitCode !== null) throw new Error(`${tag}: the controller exited with ${controller.child.exitCode}`);
       if (Date.now() - lastReport >= 5000) {
         lastReport = Date.now();
-        const pods = [...milestones.values()].filter((m) => m.podCreated !== undefined && m.podFinished === undefined).length;
-        env.out(`${tag}: ${opened}/${size} verified, ${pods} workers in flight, ${(elapsed / 1000).toFixed(1)}s`);
+        const pods = [...milestones.values()].flatMap((m) => [...m.pods.values()]);
+        const inFlight = pods.filter((p) => p.finished === undefined).length;
+        const failed = pods.filter((p) => p.phase === 'Failed').length;
+        env.out(`${tag}: ${opened}/${size} verified, ${inFlight} workers in flight, ${failed} failed attempts, ${(elapsed / 1000).toFixed(1)}s`);
       }
       await sleep(200);
     }
@@ -177,7 +199,9 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
       size,
       repetition,
       verified,
-      failedWorkerPods: [...milestones.values()].filter((m) => m.phase === 'Failed').length,
+      workerPods: [...milestones.values()].reduce((a, m) => a + m.pods.size, 0),
+      failedWorkerPods: [...milestones.values()].reduce((a, m) => a + [...m.pods.values()].filter((p) => p.phase === 'Failed').length, 0),
+      nodesRetried: [...milestones.values()].filter((m) => [...m.pods.values()].some((p) => p.phase === 'Failed')).length,
       createSpreadMs,
       ...latencies(milestones, env.tuning.maxConcurrentVerifications),
       api: apiCost(proxyDelta, apiDelta, verified, windowMs),
@@ -211,11 +235,11 @@ export async function freshSandbox(env: BenchEnv, tag: string): Promise<{ state:
 }
 
 export function startObserver(env: BenchEnv, state: SandboxState, nodeSelector: string, onLine: (line: ObservedLine) => void): { child: ChildProcess; ready: Promise<void> } {
-  const child = spawn(
+  const child = track(spawn(
     process.execPath,
     [env.bundle, 'observe', '--kubeconfig', state.kubeconfig, '--node-selector', nodeSelector, '--namespace', NAMESPACE, '--taint-key', TAINT.key, '--verified-label', VERIFIED_LABEL],
     { stdio: ['ignore', 'pipe', 'inherit'] },
-  );
+  ));
   let markReady: () => void = () => {};
   const ready = new Promise<void>((resolve, reject) => {
     markReady = resolve;
@@ -253,32 +277,49 @@ async function settle(proxy: FaultProxy, quietMs: number, maxMs: number): Promis
 }
 
 function latencies(milestones: Map<string, NodeTimes>, freeSlots: number): Pick<BurstResult, 'latencyMs' | 'workerChecksMs' | 'totalMs' | 'samples'> {
-  const nodes = [...milestones.values()].filter((m) => m.nodeAdded !== undefined);
-  const t0 = Math.min(...nodes.map((m) => m.nodeAdded!));
-  const diff = (pick: (m: NodeTimes) => [number | undefined, number | undefined]) =>
+  interface Derived {
+    added: number;
+    firstPod?: number;
+    passed?: PodTimes;
+    opened?: number;
+  }
+  const nodes: Derived[] = [...milestones.values()]
+    .filter((m) => m.nodeAdded !== undefined)
+    .map((m) => {
+      const pods = [...m.pods.values()];
+      const created = pods.map((p) => p.created).filter((t): t is number => t !== undefined);
+      return {
+        added: m.nodeAdded!,
+        ...(created.length ? { firstPod: Math.min(...created) } : {}),
+        ...(pods.some((p) => p.phase === 'Succeeded') ? { passed: pods.filter((p) => p.phase === 'Succeeded').at(-1)! } : {}),
+        ...(m.opened !== undefined ? { opened: m.opened } : {}),
+      };
+    })
+    .sort((a, b) => a.added - b.added);
+  const allPods = [...milestones.values()].flatMap((m) => [...m.pods.values()]);
+  const between = <T,>(items: T[], pick: (x: T) => [number | undefined, number | undefined]) =>
     distribution(
-      nodes
+      items
         .map(pick)
         .filter((p): p is [number, number] => p[0] !== undefined && p[1] !== undefined)
         .map(([a, b]) => b - a),
     );
-  const byAdded = [...nodes].sort((a, b) => a.nodeAdded! - b.nodeAdded!);
-  const firstWithSlot = byAdded.slice(0, freeSlots);
-  const openedTimes = nodes.map((m) => m.opened).filter((t): t is number => t !== undefined);
+  const t0 = nodes[0]?.added ?? 0;
+  const openedTimes = nodes.map((n) => n.opened).filter((t): t is number => t !== undefined);
   const rel = (t: number | undefined) => (t === undefined ? null : t - t0);
   return {
     totalMs: openedTimes.length ? Math.max(...openedTimes) - t0 : undefined,
     latencyMs: {
-      podCreatedAfterNodeCreated: diff((m) => [m.nodeAdded, m.podCreated]),
-      workerFinishedAfterPodCreated: diff((m) => [m.podCreated, m.podFinished]),
-      taintRemovedAfterWorkerFinished: diff((m) => [m.podFinished, m.opened]),
-      taintRemovedAfterNodeCreated: diff((m) => [m.nodeAdded, m.opened]),
-      podCreatedAfterNodeCreatedFreeSlot: distribution(firstWithSlot.filter((m) => m.podCreated !== undefined).map((m) => m.podCreated! - m.nodeAdded!)),
-      podScheduledAfterPodCreated: diff((m) => [m.podCreated, m.podScheduled]),
-      podRunningAfterPodScheduled: diff((m) => [m.podScheduled, m.podRunning]),
+      podCreatedAfterNodeCreated: between(nodes, (n) => [n.added, n.firstPod]),
+      workerFinishedAfterPodCreated: between(nodes, (n) => [n.passed?.created, n.passed?.finished]),
+      taintRemovedAfterWorkerFinished: between(nodes, (n) => [n.passed?.finished, n.opened]),
+      taintRemovedAfterNodeCreated: between(nodes, (n) => [n.added, n.opened]),
+      podCreatedAfterNodeCreatedFreeSlot: between(nodes.slice(0, freeSlots), (n) => [n.added, n.firstPod]),
+      podScheduledAfterPodCreated: between(allPods, (p) => [p.created, p.scheduled]),
+      podRunningAfterPodScheduled: between(allPods, (p) => [p.scheduled, p.running]),
     },
-    workerChecksMs: distribution(nodes.map((m) => m.checksMs).filter((x): x is number => x !== undefined)),
-    samples: byAdded.map((m) => [rel(m.nodeAdded), rel(m.podCreated), rel(m.podFinished), rel(m.opened)]),
+    workerChecksMs: distribution(allPods.filter((p) => p.phase === 'Succeeded' && p.checksMs !== undefined).map((p) => p.checksMs!)),
+    samples: nodes.map((n) => [rel(n.added), rel(n.firstPod), rel(n.passed?.finished), rel(n.opened)]),
   };
 }
 
@@ -308,6 +349,8 @@ function controllerMetrics(text: string): Record<string, number> {
     queueAdds: metricSum(text, 'kube_node_ready_queue_adds_total'),
     queueRetries: metricSum(text, 'kube_node_ready_queue_retries_total'),
     watchRestarts: metricSum(text, 'kube_node_ready_watch_restarts_total'),
+    reconcileSecondsP50: histogramQuantile(text, 'kube_node_ready_reconcile_duration_seconds', 0.5),
+    reconcileSecondsP99: histogramQuantile(text, 'kube_node_ready_reconcile_duration_seconds', 0.99),
     attemptsPassed: metricSum(text, 'kube_node_ready_attempt_outcomes_total', (l) => l.includes('outcome="Passed"')),
     attemptsTotal: metricSum(text, 'kube_node_ready_attempt_outcomes_total'),
   };

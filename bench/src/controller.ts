@@ -7,7 +7,7 @@ import { createWriteStream, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { certPaths, k8s, repoRoot, startFaultProxy, type FaultProxy, type SandboxLayout, type SandboxState } from '@kube-node-ready/sandbox';
-import { sleep } from './util.js';
+import { sleep, track } from './util.js';
 
 export const NAMESPACE = 'kube-system';
 export const TAINT = { key: 'node-ready/unverified', value: 'true', effect: 'NoSchedule' };
@@ -76,10 +76,10 @@ export class ControllerProcess {
     logFile: string,
     readonly metricsPort: number,
   ) {
-    this.child = spawn(process.execPath, [join(repoRoot(), 'dist', 'kube-node-ready.mjs'), 'controller', '--config', configFile, '--kubeconfig', kubeconfig], {
+    this.child = track(spawn(process.execPath, [join(repoRoot(), 'dist', 'kube-node-ready.mjs'), 'controller', '--config', configFile, '--kubeconfig', kubeconfig], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { PATH: process.env.PATH ?? '', HOSTNAME: 'bench-controller', POD_NAMESPACE: NAMESPACE },
-    });
+    }));
     const log = createWriteStream(logFile);
     const scan = (d: Buffer) => {
       log.write(d);
@@ -146,6 +146,22 @@ export function metricSum(text: string, name: string, filter: (labels: string) =
     if (filter(labels)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
   }
   return sum;
+}
+
+/** The upper bound of the histogram bucket holding quantile q (all label sets summed): Prometheus' le resolution. */
+export function histogramQuantile(text: string, name: string, q: number): number {
+  const buckets = new Map<number, number>();
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}_bucket{`)) continue;
+    const le = /le="([^"]+)"/.exec(line)?.[1];
+    if (le === undefined) continue;
+    const bound = le === '+Inf' ? Infinity : Number(le);
+    buckets.set(bound, (buckets.get(bound) ?? 0) + Number(line.slice(line.lastIndexOf(' ') + 1)));
+  }
+  const sorted = [...buckets].sort(([a], [b]) => a - b);
+  const total = sorted.at(-1)?.[1] ?? 0;
+  if (total === 0) return 0;
+  return sorted.find(([, count]) => count >= q * total)?.[0] ?? Infinity;
 }
 
 function run(cmd: string, args: string[], input?: string): Promise<string> {

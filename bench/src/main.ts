@@ -1,6 +1,6 @@
 // `make bench`: kube-node-ready's benchmarks in the sandbox (docs/benchmarks.md).
 //   node dist/bench.mjs [--quick] [--out bench/results/<date>[-quick].json] [--slot 10] [--reps N]
-//                       [--sizes 50,200,1000] [--steady-nodes 5000] [--max-concurrent 50] [--workers 20]
+//                       [--sizes 50,200,1000] [--steady-nodes 5000] [--max-concurrent 25] [--workers 20]
 //                       [--qps 200] [--burst 400] [--direct]
 //   node dist/bench.mjs chart RESULTS.json [--png FILE]    redraw the chart of a results file
 //   node dist/bench.mjs observe ...                        (internal) the observer process
@@ -18,7 +18,7 @@ import { runObserver } from './observer.js';
 import { distribution, median, type Distribution } from './stats.js';
 import { runSteady, type SteadyResult } from './steady.js';
 import type { WorkerResult } from './worker.js';
-import { round } from './util.js';
+import { children, round } from './util.js';
 
 const TARGETS = {
   reactionP99MsAt200: 1000,
@@ -56,7 +56,7 @@ async function main(argv: string[]): Promise<number> {
       reps: { type: 'string' },
       sizes: { type: 'string' },
       'steady-nodes': { type: 'string' },
-      'max-concurrent': { type: 'string', default: '50' },
+      'max-concurrent': { type: 'string', default: '25' },
       workers: { type: 'string', default: '20' },
       qps: { type: 'string', default: '200' },
       burst: { type: 'string', default: '400' },
@@ -85,7 +85,8 @@ async function main(argv: string[]): Promise<number> {
   for (const f of ['kube-node-ready.mjs', 'sandbox.mjs']) if (!existsSync(join(root, 'dist', f))) throw new Error(`dist/${f} is missing: run \`node scripts/bundle.mjs\` first`);
 
   const stop = () => {
-    out('interrupted: stopping the sandbox');
+    out('interrupted: stopping the controller, the observer and the sandbox');
+    for (const child of children) child.kill('SIGKILL');
     void stopSandbox(env.sandboxDir, slot, () => {}).finally(() => process.exit(130));
   };
   process.once('SIGINT', stop);
@@ -187,6 +188,8 @@ function summarize(bursts: BurstResult[], steadyRss: number | undefined) {
         size,
         runs: runs.length,
         verified: runs.map((r) => r.verified),
+        workerPodsByRun: runs.map((r) => r.workerPods),
+        failedAttemptsByRun: runs.map((r) => r.failedWorkerPods),
         totalMsMedian: med((r) => r.totalMs),
         totalMsByRun: runs.map((r) => r.totalMs),
         podCreatedAfterNodeCreated: pooled(runs, (s) => (s[0] !== null && s[1] !== null ? s[1] - s[0] : null)),

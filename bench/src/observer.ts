@@ -1,11 +1,11 @@
 // The observer: ONE process that watches the burst's Nodes and the worker Pods and prints a JSON
 // line, stamped with its own clock (Date.now(), ms), the first time each milestone is seen:
 //   nodeAdded    the Node appears (watch ADDED): "node created"
-//   podCreated   the node's first worker pod appears: "worker pod created"
+//   podCreated   a worker pod of the node appears (one per attempt; lines carry the pod name)
 //   podScheduled the pod has spec.nodeName
 //   podRunning   the pod reports a started container
-//   podFinished  the pod reaches Succeeded or Failed: "worker finished" (with the worker's own
-//                checks duration from its termination-message summary)
+//   podFinished  the pod reaches Succeeded or Failed (with the worker's own checks duration from
+//                its termination-message summary)
 //   opened       the node has no verification taint and carries the verified label: "taint removed"
 // It runs in a process of its own so that the bench process creating hundreds of Nodes does not
 // delay the timestamps. `{"e":"ready"}` is printed once both watches are established.
@@ -26,6 +26,8 @@ export interface ObservedLine {
   t: number;
   e: Milestone | 'ready' | 'error';
   node?: string;
+  /** Pod milestones: the worker pod's name (one pod per attempt). */
+  pod?: string;
   phase?: string;
   checksMs?: number;
   message?: string;
@@ -40,8 +42,9 @@ export async function runObserver(o: ObserverOptions): Promise<void> {
   const seen = new Map<string, Set<string>>();
   const emit = (line: Omit<ObservedLine, 't'>) => process.stdout.write(`${JSON.stringify({ t: Date.now(), ...line })}\n`);
   const first = (node: string, m: Milestone, extra: Partial<ObservedLine> = {}) => {
-    let s = seen.get(node);
-    if (!s) seen.set(node, (s = new Set()));
+    const key = extra.pod ? `pod/${extra.pod}` : `node/${node}`;
+    let s = seen.get(key);
+    if (!s) seen.set(key, (s = new Set()));
     if (s.has(m)) return;
     s.add(m);
     emit({ e: m, node, ...extra });
@@ -56,10 +59,11 @@ export async function runObserver(o: ObserverOptions): Promise<void> {
   };
   const onPod = (type: string, p: k8s.V1Pod) => {
     const node = p.metadata?.annotations?.[NODE_NAME_ANNOTATION];
+    const pod = p.metadata?.name ?? '';
     if (!node || type === 'DELETED') return;
-    first(node, 'podCreated');
-    if (p.spec?.nodeName) first(node, 'podScheduled');
-    if ((p.status?.containerStatuses ?? []).some((c) => c.state?.running || c.state?.terminated)) first(node, 'podRunning');
+    first(node, 'podCreated', { pod });
+    if (p.spec?.nodeName) first(node, 'podScheduled', { pod });
+    if ((p.status?.containerStatuses ?? []).some((c) => c.state?.running || c.state?.terminated)) first(node, 'podRunning', { pod });
     const phase = p.status?.phase;
     if (phase === 'Succeeded' || phase === 'Failed') {
       let checksMs: number | undefined;
@@ -69,8 +73,8 @@ export async function runObserver(o: ObserverOptions): Promise<void> {
       } catch {
         /* no summary */
       }
-      first(node, 'podRunning');
-      first(node, 'podFinished', { phase, ...(checksMs !== undefined ? { checksMs } : {}) });
+      first(node, 'podRunning', { pod });
+      first(node, 'podFinished', { pod, phase, ...(checksMs !== undefined ? { checksMs } : {}) });
     }
   };
 

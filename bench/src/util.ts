@@ -1,3 +1,5 @@
+import type { ChildProcess } from 'node:child_process';
+
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** Runs `fn` over `items` with at most `limit` calls in flight. */
@@ -13,3 +15,12 @@ export async function pool<T>(items: readonly T[], limit: number, fn: (item: T, 
 }
 
 export const round = (x: number, digits = 0): number => Number(x.toFixed(digits));
+
+/** Child processes the bench started (controller, observer): killed when the bench is interrupted. */
+export const children = new Set<ChildProcess>();
+
+export function track(child: ChildProcess): ChildProcess {
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  return child;
+}
