@@ -2,6 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import type { Logger } from '@kube-node-ready/core';
 import { startControlPlane, type Component } from './control-plane.js';
 import { NotFound, startControlServer } from './control.js';
+import { ServiceCatalog } from './catalog.js';
 import { ClusterDns, DNS_CONFIGMAP } from './dns.js';
 import { SimulatedKubelet, type ImageTable } from './kubelet.js';
 import { createIgnoreExists, k8s, loadKubeConfig, statusCode } from './kube.js';
@@ -42,10 +43,13 @@ export async function runDaemon(layout: SandboxLayout, opts: DaemonOptions, log:
   try {
     log.info('bootstrapping cluster objects');
     await bootstrap(layout, kc);
-    const dns = new ClusterDns(layout, kc, log.child({ component: 'dns' }));
+    const catalog = new ServiceCatalog(kc);
+    catalog.start();
+    parts.push(catalog);
+    const dns = new ClusterDns(layout, kc, catalog, log.child({ component: 'dns' }));
     await dns.start();
     parts.push(dns);
-    const proxy = new ServiceProxy(layout, kc, log.child({ component: 'proxy' }));
+    const proxy = new ServiceProxy(layout, catalog, log.child({ component: 'proxy' }));
     proxy.start();
     parts.push(proxy);
     const kubelet = new SimulatedKubelet(layout, kc, log.child({ component: 'kubelet' }), {

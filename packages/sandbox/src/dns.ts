@@ -1,6 +1,7 @@
 import dns2 from 'dns2';
 import type { Logger } from '@kube-node-ready/core';
 import type { SandboxLayout } from './layout.js';
+import type { ServiceCatalog } from './catalog.js';
 import { k8s, listWatch } from './kube.js';
 
 const { Packet } = dns2;
@@ -27,8 +28,6 @@ type Role = 'cluster' | 'blackhole' | 'lying';
  * the cluster domain get NXDOMAIN: nothing is forwarded anywhere.
  */
 export class ClusterDns {
-  private services = new Map<string, k8s.V1Service>();
-  private slices = new Map<string, k8s.V1EndpointSlice>();
   private records: Records = { a: new Map() };
   private mode: DnsMode = 'ok';
   private deadPods = new Set<string>();
@@ -39,42 +38,15 @@ export class ClusterDns {
   constructor(
     private readonly layout: SandboxLayout,
     private readonly kc: k8s.KubeConfig,
+    private readonly catalog: ServiceCatalog,
     private readonly log: Logger,
   ) {}
 
   async start(): Promise<void> {
     const core = this.kc.makeApiClient(k8s.CoreV1Api);
-    const discovery = this.kc.makeApiClient(k8s.DiscoveryV1Api);
-    const key = (o: k8s.KubernetesObject) => `${o.metadata?.namespace}/${o.metadata?.name}`;
+    this.catalog.onChange(() => this.rebuild());
+    this.rebuild();
     this.watches.push(
-      listWatch<k8s.V1Service>(
-        this.kc,
-        '/api/v1/services',
-        () => core.listServiceForAllNamespaces(),
-        (type, svc) => {
-          if (type === 'DELETED') this.services.delete(key(svc));
-          else this.services.set(key(svc), svc);
-          this.rebuild();
-        },
-        (items) => {
-          this.services = new Map(items.map((s) => [key(s), s]));
-          this.rebuild();
-        },
-      ),
-      listWatch<k8s.V1EndpointSlice>(
-        this.kc,
-        '/apis/discovery.k8s.io/v1/endpointslices',
-        () => discovery.listEndpointSliceForAllNamespaces(),
-        (type, s) => {
-          if (type === 'DELETED') this.slices.delete(key(s));
-          else this.slices.set(key(s), s);
-          this.rebuild();
-        },
-        (items) => {
-          this.slices = new Map(items.map((s) => [key(s), s]));
-          this.rebuild();
-        },
-      ),
       listWatch<k8s.V1ConfigMap>(
         this.kc,
         `/api/v1/namespaces/kube-system/configmaps?fieldSelector=metadata.name%3D${DNS_CONFIGMAP}`,
@@ -105,7 +77,7 @@ export class ClusterDns {
   private rebuild(): void {
     const a = new Map<string, string[]>();
     const domain = this.layout.clusterDomain;
-    for (const svc of this.services.values()) {
+    for (const svc of this.catalog.services.values()) {
       const name = `${svc.metadata?.name}.${svc.metadata?.namespace}.svc.${domain}`.toLowerCase();
       const ip = svc.spec?.clusterIP;
       if (ip && ip !== 'None') {
@@ -113,9 +85,7 @@ export class ClusterDns {
         continue;
       }
       const addrs: string[] = [];
-      for (const slice of this.slices.values()) {
-        if (slice.metadata?.namespace !== svc.metadata?.namespace) continue;
-        if (slice.metadata?.labels?.['kubernetes.io/service-name'] !== svc.metadata?.name) continue;
+      for (const slice of this.catalog.slicesOf(svc.metadata?.namespace, svc.metadata?.name)) {
         for (const ep of slice.endpoints ?? []) if (ep.conditions?.ready !== false) addrs.push(...ep.addresses);
       }
       if (addrs.length) a.set(name, addrs);

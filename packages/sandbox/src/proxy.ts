@@ -1,7 +1,8 @@
 import { createConnection, createServer, type Server } from 'node:net';
 import type { Logger } from '@kube-node-ready/core';
 import type { SandboxLayout } from './layout.js';
-import { k8s, listWatch } from './kube.js';
+import type { ServiceCatalog } from './catalog.js';
+import type { k8s } from './kube.js';
 
 /**
  * The sandbox's kube-proxy: for every Service with a ClusterIP it listens on ClusterIP:port (TCP)
@@ -11,60 +12,27 @@ import { k8s, listWatch } from './kube.js';
  */
 export class ServiceProxy {
   private listeners = new Map<string, { server: Server; svc: string; port: k8s.V1ServicePort }>();
-  private slices = new Map<string, k8s.V1EndpointSlice>();
-  private services = new Map<string, k8s.V1Service>();
   private rr = 0;
-  private watches: Array<{ stop: () => void }> = [];
 
   constructor(
     private readonly layout: SandboxLayout,
-    private readonly kc: k8s.KubeConfig,
+    private readonly catalog: ServiceCatalog,
     private readonly log: Logger,
   ) {}
 
   start(): void {
-    const core = this.kc.makeApiClient(k8s.CoreV1Api);
-    const discovery = this.kc.makeApiClient(k8s.DiscoveryV1Api);
-    const key = (o: k8s.KubernetesObject) => `${o.metadata?.namespace}/${o.metadata?.name}`;
-    this.watches.push(
-      listWatch<k8s.V1Service>(
-        this.kc,
-        '/api/v1/services',
-        () => core.listServiceForAllNamespaces(),
-        (type, s) => {
-          if (type === 'DELETED') this.services.delete(key(s));
-          else this.services.set(key(s), s);
-          this.sync();
-        },
-        (items) => {
-          this.services = new Map(items.map((s) => [key(s), s]));
-          this.sync();
-        },
-      ),
-      listWatch<k8s.V1EndpointSlice>(
-        this.kc,
-        '/apis/discovery.k8s.io/v1/endpointslices',
-        () => discovery.listEndpointSliceForAllNamespaces(),
-        (type, s) => {
-          if (type === 'DELETED') this.slices.delete(key(s));
-          else this.slices.set(key(s), s);
-        },
-        (items) => {
-          this.slices = new Map(items.map((s) => [key(s), s]));
-        },
-      ),
-    );
+    this.catalog.onChange(() => this.sync());
+    this.sync();
   }
 
   stop(): void {
-    for (const w of this.watches) w.stop();
     for (const l of this.listeners.values()) l.server.close();
     this.listeners.clear();
   }
 
   private sync(): void {
     const want = new Map<string, { svc: k8s.V1Service; port: k8s.V1ServicePort; ip: string }>();
-    for (const svc of this.services.values()) {
+    for (const svc of this.catalog.services.values()) {
       const ip = svc.spec?.clusterIP;
       if (!ip || ip === 'None' || ip === this.layout.clusterDnsIp) continue;
       for (const port of svc.spec?.ports ?? []) {
@@ -113,8 +81,7 @@ export class ServiceProxy {
   private pickEndpoint(svcKey: string, port: k8s.V1ServicePort): { ip: string; port: number } | undefined {
     const [ns, name] = svcKey.split('/');
     const candidates: Array<{ ip: string; port: number }> = [];
-    for (const s of this.slices.values()) {
-      if (s.metadata?.namespace !== ns || s.metadata?.labels?.['kubernetes.io/service-name'] !== name) continue;
+    for (const s of this.catalog.slicesOf(ns, name)) {
       const sp = (s.ports ?? []).find((p) => (p.name ?? '') === (port.name ?? '')) ?? s.ports?.[0];
       const targetPort = sp?.port ?? (typeof port.targetPort === 'number' ? port.targetPort : port.port);
       for (const ep of s.endpoints ?? []) {
