@@ -27,6 +27,8 @@ export interface BenchEnv {
   out: (line: string) => void;
   /** Run the controller straight against the apiserver, without the counting proxy (a control experiment). */
   direct: boolean;
+  /** Extra node flags for the controller process (experiments only; the image runs none). */
+  controllerNodeFlags: string[];
   /** From the sandbox's state, once one has started. */
   kubernetesVersion?: string;
 }
@@ -145,7 +147,7 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
     const metricsPort = 18000 + 100 + env.slot;
     const configFile = join(env.sandboxDir, 'controller.yaml');
     writeFileSync(configFile, stringify(benchConfig(env.tuning, metricsPort)));
-    controller = new ControllerProcess(configFile, kubeconfig, join(env.logDir, `controller-${runId}.log`), metricsPort);
+    controller = new ControllerProcess(configFile, kubeconfig, join(env.logDir, `controller-${runId}.log`), metricsPort, env.controllerNodeFlags);
     await controller.waitForLog('starting to reconcile', 90_000);
     await sleep(1000);
     const startupRss = sampleProcess(controller.pid)?.rssMiB ?? 0;
@@ -341,6 +343,8 @@ function apiCost(byKind: Record<string, number>, apiserver: Record<string, numbe
   };
 }
 
+const mib = (bytes: number) => round(bytes / 2 ** 20, 1);
+
 function controllerMetrics(text: string): Record<string, number> {
   if (!text) return {};
   return {
@@ -353,5 +357,13 @@ function controllerMetrics(text: string): Record<string, number> {
     reconcileSecondsP99: histogramQuantile(text, 'kube_node_ready_reconcile_duration_seconds', 0.99),
     attemptsPassed: metricSum(text, 'kube_node_ready_attempt_outcomes_total', (l) => l.includes('outcome="Passed"')),
     attemptsTotal: metricSum(text, 'kube_node_ready_attempt_outcomes_total'),
+    // prom-client's default process metrics, at the end of the burst: where the memory is.
+    heapTotalMiB: mib(metricSum(text, 'nodejs_heap_size_total_bytes')),
+    heapUsedMiB: mib(metricSum(text, 'nodejs_heap_size_used_bytes')),
+    externalMiB: mib(metricSum(text, 'nodejs_external_memory_bytes')),
+    newSpaceMiB: mib(metricSum(text, 'nodejs_heap_space_size_total_bytes', (l) => l.includes('space="new"'))),
+    oldSpaceMiB: mib(metricSum(text, 'nodejs_heap_space_size_total_bytes', (l) => l.includes('space="old"'))),
+    largeObjectSpaceMiB: mib(metricSum(text, 'nodejs_heap_space_size_total_bytes', (l) => l.includes('space="large_object"'))),
+    codeSpaceMiB: mib(metricSum(text, 'nodejs_heap_space_size_total_bytes', (l) => l.includes('space="code"'))),
   };
 }

@@ -44,6 +44,7 @@ export async function drawChart(input: ChartInput, png: string): Promise<void> {
       'set format x "%g"',
       'set grid xtics mxtics ytics',
       'set key bottom right box opaque',
+      'set style textbox opaque noborder',
       'set xlabel "seconds after the node was created (log scale)"',
       'set ylabel "fraction of nodes (cumulative)"',
     ];
@@ -58,9 +59,9 @@ export async function drawChart(input: ChartInput, png: string): Promise<void> {
       if (panel.key === 'react') {
         // The published reference: a condition-driven taint controller's delay before first acting on a node (p50).
         lines.push('set arrow 1 from 29,0 to 29,1 nohead dt 2 lw 1.5 lc rgb "#555555"');
-        lines.push('set label 1 "reference p50, 50 nodes: ~29 s" at 29,0.93 right offset -0.5,0 font "DejaVu Sans,9"');
+        lines.push('set label 1 "reference p50, 50 nodes: ~29 s" at 29,0.97 right offset -0.5,0 front boxed font "DejaVu Sans,9"');
         lines.push('set arrow 2 from 105,0 to 105,1 nohead dt 2 lw 1.5 lc rgb "#555555"');
-        lines.push('set label 2 "reference p50, 200 nodes: ~105 s" at 105,0.85 right offset -0.5,0 font "DejaVu Sans,9"');
+        lines.push('set label 2 "reference p50, 200 nodes: ~105 s" at 105,0.91 right offset -0.5,0 front boxed font "DejaVu Sans,9"');
         lines.push(`set xrange [0.01:${Math.max(200, maxSeconds * 1.5)}]`);
       }
       lines.push(plots.length ? `plot ${plots.join(', ')}` : 'plot NaN notitle');

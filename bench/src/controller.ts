@@ -75,8 +75,10 @@ export class ControllerProcess {
     kubeconfig: string,
     logFile: string,
     readonly metricsPort: number,
+    /** Extra flags for the controller's node process (an experiment, e.g. --max-semi-space-size=2). */
+    nodeFlags: string[] = [],
   ) {
-    this.child = track(spawn(process.execPath, [join(repoRoot(), 'dist', 'kube-node-ready.mjs'), 'controller', '--config', configFile, '--kubeconfig', kubeconfig], {
+    this.child = track(spawn(process.execPath, [...nodeFlags, join(repoRoot(), 'dist', 'kube-node-ready.mjs'), 'controller', '--config', configFile, '--kubeconfig', kubeconfig], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { PATH: process.env.PATH ?? '', HOSTNAME: 'bench-controller', POD_NAMESPACE: NAMESPACE },
     }));

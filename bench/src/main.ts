@@ -1,7 +1,7 @@
 // `make bench`: kube-node-ready's benchmarks in the sandbox (docs/benchmarks.md).
 //   node dist/bench.mjs [--quick] [--out bench/results/<date>[-quick].json] [--slot 10] [--reps N]
 //                       [--sizes 50,200,1000] [--steady-nodes 5000] [--max-concurrent 25] [--workers 20]
-//                       [--qps 200] [--burst 400] [--direct]
+//                       [--qps 200] [--burst 400] [--direct] [--controller-node-flags '--max-semi-space-size=2']
 //   node dist/bench.mjs chart RESULTS.json [--png FILE]    redraw the chart of a results file
 //   node dist/bench.mjs observe ...                        (internal) the observer process
 import { execFileSync } from 'node:child_process';
@@ -61,6 +61,7 @@ async function main(argv: string[]): Promise<number> {
       qps: { type: 'string', default: '200' },
       burst: { type: 'string', default: '400' },
       direct: { type: 'boolean', default: false },
+      'controller-node-flags': { type: 'string', default: '' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -72,7 +73,7 @@ async function main(argv: string[]): Promise<number> {
   const slot = Number(values.slot);
   if (!Number.isInteger(slot) || slot < 10 || slot > 19) throw new Error(`--slot: the bench uses sandbox slots 10-19, got ${values.slot}`);
   const reps = Number(values.reps ?? (quick ? 1 : 3));
-  const sizes = (values.sizes ?? (quick ? '20' : '50,200,1000')).split(',').map(Number);
+  const sizes = (values.sizes ?? (quick ? '20' : '50,200,1000')).split(',').filter(Boolean).map(Number);
   const steadyNodes = Number(values['steady-nodes'] ?? (quick ? 500 : 5000));
   const tuning: ControllerTuning = { maxConcurrentVerifications: Number(values['max-concurrent']), workers: Number(values.workers), qps: Number(values.qps), burst: Number(values.burst) };
   const root = repoRoot();
@@ -81,7 +82,7 @@ async function main(argv: string[]): Promise<number> {
   const outFile = resolve(values.out ?? join(root, 'bench', 'results', `${date}${quick ? '-quick' : ''}.json`));
   mkdirSync(dirname(outFile), { recursive: true });
   const out = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
-  const env: BenchEnv = { root, bundle, slot, sandboxDir: join(root, '.sandbox', `bench-${slot}`), logDir: join(root, '.sandbox', `bench-${slot}-logs`), tuning, out, direct: values.direct! };
+  const env: BenchEnv = { root, bundle, slot, sandboxDir: join(root, '.sandbox', `bench-${slot}`), logDir: join(root, '.sandbox', `bench-${slot}-logs`), tuning, out, direct: values.direct!, controllerNodeFlags: values['controller-node-flags']!.split(' ').filter(Boolean) };
   for (const f of ['kube-node-ready.mjs', 'sandbox.mjs']) if (!existsSync(join(root, 'dist', f))) throw new Error(`dist/${f} is missing: run \`node scripts/bundle.mjs\` first`);
 
   const stop = () => {
@@ -134,7 +135,7 @@ async function main(argv: string[]): Promise<number> {
       kubernetesVersion: env.kubernetesVersion ?? 'unknown',
     },
     load: { ...load, loadavgAtEnd: loadavg().map((x) => round(x, 2)), otherSandboxesAtEnd: otherSandboxes(slot) },
-    config: { tuning, direct: values.direct!, note: 'every other controller setting is the default (docs/configuration.md); leader election on; worker checks: all (dns, api, tcp, service, podnet)' },
+    config: { tuning, direct: values.direct!, controllerNodeFlags: env.controllerNodeFlags, note: 'every other controller setting is the default (docs/configuration.md); leader election on; worker checks: all (dns, api, tcp, service, podnet)' },
     targets: TARGETS,
     summary: summarize(bursts, steady?.rssMiB.max),
     bursts,

@@ -107,7 +107,7 @@ export async function runSteady(env: BenchEnv, count: number, windowMs: number, 
     const configFile = join(env.sandboxDir, 'controller.yaml');
     writeFileSync(configFile, stringify(benchConfig(env.tuning, metricsPort)));
     const started = Date.now();
-    controller = new ControllerProcess(configFile, kubeconfig, join(env.logDir, 'controller-steady.log'), metricsPort);
+    controller = new ControllerProcess(configFile, kubeconfig, join(env.logDir, 'controller-steady.log'), metricsPort, env.controllerNodeFlags);
     await controller.waitForLog('starting to reconcile', 180_000);
     const syncMs = Date.now() - started;
     env.out(`${tag}: controller synced and leading after ${(syncMs / 1000).toFixed(1)}s; sampling RSS for ${windowMs / 1000}s`);

@@ -35,10 +35,14 @@ export async function runWorkerBench(env: BenchEnv, runs: number): Promise<Worke
       const report = JSON.parse(readFileSync(join(out, file), 'utf8')) as {
         results: Array<{ name: string; wallMs: { median: number; max: number }; cpuMs: { median: number }; checksWallMs?: { median: number }; peakRssMiB: { max: number } }>;
       };
-      const image = report.results.find((r) => r.name === 'image');
+      // The variant the image runs: with --enable-source-maps only if the Dockerfile's ENTRYPOINT says so.
+      const dockerfile = readFileSync(join(env.root, 'Dockerfile'), 'utf8');
+      const entrypoint = /^ENTRYPOINT .*$/m.exec(dockerfile)?.[0] ?? '';
+      const name = entrypoint.includes('--enable-source-maps') ? 'image' : 'image-no-source-maps';
+      const image = report.results.find((r) => r.name === name) ?? report.results.find((r) => r.name === 'image');
       if (!image) throw new Error('the worker bench reported no "image" variant');
       return {
-        source: 'packages/worker/src/bench/run.mjs --sandbox (variant "image": node --enable-source-maps dist/kube-node-ready.mjs worker, every check, in the sandbox network namespace)',
+        source: `packages/worker/src/bench/run.mjs --sandbox (variant "${image.name}", as the Dockerfile's ENTRYPOINT runs the bundle: every check, in the sandbox network namespace)`,
         runs,
         wallMsMedian: image.wallMs.median,
         wallMsMax: image.wallMs.max,
