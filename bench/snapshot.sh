@@ -5,6 +5,8 @@
 #   bash bench/snapshot.sh [bench options...]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# Node 24 from the npm registry (node_modules/.bin), as the Makefile uses it.
+export PATH="$root/node_modules/.bin:$PATH"
 snap=${BENCH_SNAPSHOT_DIR:-/tmp/knr-bench-src}
 rm -rf "$snap" && mkdir -p "$snap"
 git -C "$root" archive HEAD | tar -x -C "$snap"

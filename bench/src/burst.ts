@@ -79,11 +79,11 @@ export interface BurstResult {
   controllerMetrics: Record<string, number>;
   machine: { busyFraction: number; loadavg: number[] };
   /**
-   * Per node: [node added, first worker pod created, passing worker pod finished, taint removed] in
-   * ms from the first node observed. Worker durations and "taint removed - worker finished" use the
+   * Per node: [node added, first worker pod created, passing worker pod finished, taint removed,
+   * passing worker pod created] in ms from the first node observed. Worker durations and "taint removed - worker finished" use the
    * attempt that passed; the reaction uses the node's first worker pod.
    */
-  samples: Array<[number | null, number | null, number | null, number | null]>;
+  samples: Array<[number | null, number | null, number | null, number | null, number | null]>;
 }
 
 export interface ApiCost {
@@ -321,7 +321,7 @@ function latencies(milestones: Map<string, NodeTimes>, freeSlots: number): Pick<
       podRunningAfterPodScheduled: between(allPods, (p) => [p.scheduled, p.running]),
     },
     workerChecksMs: distribution(allPods.filter((p) => p.phase === 'Succeeded' && p.checksMs !== undefined).map((p) => p.checksMs!)),
-    samples: nodes.map((n) => [rel(n.added), rel(n.firstPod), rel(n.passed?.finished), rel(n.opened)]),
+    samples: nodes.map((n) => [rel(n.added), rel(n.firstPod), rel(n.passed?.finished), rel(n.opened), rel(n.passed?.created)]),
   };
 }
 

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 
 export interface ChartInput {
   title: string;
-  bursts: Array<{ size: number; samples: Array<[number | null, number | null, number | null, number | null]> }>;
+  bursts: Array<{ size: number; samples: Array<Array<number | null>> }>;
 }
 
 const COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd'];
@@ -19,7 +19,7 @@ export async function drawChart(input: ChartInput, png: string): Promise<void> {
   try {
     const sizes = [...new Set(input.bursts.map((b) => b.size))].sort((a, b) => a - b);
     const runs = (size: number) => input.bursts.filter((b) => b.size === size).length;
-    const cdf = (size: number, pick: (s: [number | null, number | null, number | null, number | null]) => number | null, file: string) => {
+    const cdf = (size: number, pick: (s: Array<number | null>) => number | null, file: string) => {
       const values = input.bursts
         .filter((b) => b.size === size)
         .flatMap((b) => b.samples.map(pick))
@@ -29,11 +29,16 @@ export async function drawChart(input: ChartInput, png: string): Promise<void> {
       writeFileSync(join(dir, file), values.map((v, i) => `${v} ${(i + 1) / values.length}`).join('\n') + '\n');
       return values.length;
     };
+    const span = (s: Array<number | null>, from: number, to: number): number | null => {
+      const a = s[from];
+      const b = s[to];
+      return a === null || a === undefined || b === null || b === undefined ? null : b - a;
+    };
     const panels = [
-      { title: 'node created -> taint removed (node open)', pick: (s: [number | null, number | null, number | null, number | null]) => (s[0] !== null && s[3] !== null ? s[3] - s[0] : null), key: 'open' },
-      { title: 'node created -> worker pod created (controller reaction)', pick: (s: [number | null, number | null, number | null, number | null]) => (s[0] !== null && s[1] !== null ? s[1] - s[0] : null), key: 'react' },
+      { title: 'node created -> taint removed (node open)', pick: (s: Array<number | null>) => span(s, 0, 3), key: 'open' },
+      { title: 'node created -> worker pod created (controller reaction)', pick: (s: Array<number | null>) => span(s, 0, 1), key: 'react' },
     ];
-    const maxSeconds = Math.max(0, ...input.bursts.flatMap((b) => b.samples.map((s) => (s[0] !== null && s[1] !== null ? (s[1] - s[0]) / 1000 : 0))));
+    const maxSeconds = Math.max(0, ...input.bursts.flatMap((b) => b.samples.map((s) => (span(s, 0, 1) ?? 0) / 1000)));
     const lines = [
       'set terminal pngcairo size 1500,650 font "DejaVu Sans,11" noenhanced',
       `set output '${png}'`,

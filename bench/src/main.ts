@@ -194,7 +194,7 @@ function summarize(bursts: BurstResult[], steadyRss: number | undefined) {
         totalMsMedian: med((r) => r.totalMs),
         totalMsByRun: runs.map((r) => r.totalMs),
         podCreatedAfterNodeCreated: pooled(runs, (s) => (s[0] !== null && s[1] !== null ? s[1] - s[0] : null)),
-        workerFinishedAfterPodCreated: pooled(runs, (s) => (s[1] !== null && s[2] !== null ? s[2] - s[1] : null)),
+        workerFinishedAfterPodCreated: pooled(runs, (s) => (s[4] !== null && s[2] !== null ? s[2] - s[4] : null)),
         taintRemovedAfterWorkerFinished: pooled(runs, (s) => (s[2] !== null && s[3] !== null ? s[3] - s[2] : null)),
         taintRemovedAfterNodeCreated: pooled(runs, (s) => (s[0] !== null && s[3] !== null ? s[3] - s[0] : null)),
         podCreatedAfterNodeCreatedFreeSlotP99Median: med((r) => r.latencyMs.podCreatedAfterNodeCreatedFreeSlot.p99),
