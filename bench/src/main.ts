@@ -142,7 +142,9 @@ async function main(argv: string[]): Promise<number> {
     steady,
     worker,
   };
-  writeFileSync(outFile, `${JSON.stringify(results, null, 1)}\n`);
+  // Indented, but arrays of numbers (the per-node samples) on one line each.
+  const text = JSON.stringify(results, null, 1).replace(/\[\n[-\d.,\s(null)]*\]/g, (m) => m.replace(/\s+/g, ''));
+  writeFileSync(outFile, `${text}\n`);
   out(`bench: wrote ${outFile}`);
   const png = outFile.replace(/\.json$/, '.png');
   try {
