@@ -16,7 +16,7 @@ import { KubeEventRecorder } from './events/recorder.js';
 import { buildServer, parseBindAddress, type Probe } from './http/server.js';
 import type { KubeClient } from './kube/client.js';
 import { SelfHealingInformer, stripObject } from './kube/informer.js';
-import { annotation } from './kube/objects.js';
+import { annotation, isPodTerminal } from './kube/objects.js';
 import { LeaderElector, type RunResult } from './leader/elector.js';
 import { KubeLeaseClient } from './leader/lease-client.js';
 import { ControllerMetrics } from './metrics/metrics.js';
@@ -66,6 +66,10 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     commit: opts.commit,
     // Called at scrape time only, after `pods` below exists.
     workerPods: () => countWorkerPods(pods.list()),
+  });
+  kube.observe({
+    request: (operation, ok) => metrics.apiRequestsTotal.inc({ operation, result: ok ? 'success' : 'error' }),
+    throttled: (seconds) => metrics.apiThrottledSeconds.inc(seconds),
   });
   const nodeInformer = new SelfHealingInformer<V1Node>({
     resource: 'nodes',
@@ -148,7 +152,15 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     const node = annotation(pod, PodAnnotation.NodeName);
     if (node) queue.add(node);
   };
-  pods.on({ add: podEvent, update: podEvent, delete: podEvent });
+  const podFreed = (pod: V1Pod): void => {
+    podEvent(pod);
+    verification.slotFreed();
+  };
+  pods.on({
+    add: podEvent,
+    update: (pod) => (isPodTerminal(pod) || pod.metadata?.deletionTimestamp ? podFreed(pod) : podEvent(pod)),
+    delete: podFreed,
+  });
 
   // 4. HTTP: metrics and probes. Ready once both caches synced (followers too).
   const readiness = (): Probe => firstFailing([nodeInformer.health(), pods.health()]);

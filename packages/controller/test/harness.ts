@@ -23,9 +23,11 @@ export interface Harness {
   config(overrides?: ControllerConfigInput): ControllerConfig;
   /** A simulated node of this test, tainted with its verification taint unless `taints` says otherwise. */
   addNode(opts?: Partial<NodeSpecOptions> & { prefix?: string }): Promise<string>;
-  start(overrides?: ControllerConfigInput, name?: string): Promise<TestController>;
+  start(overrides?: ControllerConfigInput, name?: string, opts?: { kubeConfig?: k8s.KubeConfig }): Promise<TestController>;
   /** Stops every controller this harness started. */
   stopAll(): Promise<void>;
+  /** Stops the controllers, then deletes this test's nodes and worker pods (the sandbox is shared). */
+  cleanup(): Promise<void>;
 }
 
 export interface TestController {
@@ -75,6 +77,9 @@ export async function harness(prefix = 'ctl'): Promise<Harness> {
     kubernetes: { qps: 100, burst: 200 },
   };
   const started: TestController[] = [];
+  const stopAll = async (): Promise<void> => {
+    await Promise.all(started.splice(0).map((c) => c.stop()));
+  };
 
   const config = (overrides: ControllerConfigInput = {}): ControllerConfig =>
     parseConfig(merge(base as Record<string, unknown>, overrides as Record<string, unknown>)) as ControllerConfig;
@@ -95,11 +100,11 @@ export async function harness(prefix = 'ctl'): Promise<Harness> {
       });
       return name;
     },
-    async start(overrides = {}, name = uniqueName('controller')) {
+    async start(overrides = {}, name = uniqueName('controller'), opts = {}) {
       const logs: Array<Record<string, unknown>> = [];
       const log = await captureLogger(logs, name);
       const cfg = config(overrides);
-      const kube = new KubeClient(sandbox().kc, { qps: cfg.kubernetes.qps, burst: cfg.kubernetes.burst, clock: realClock, log });
+      const kube = new KubeClient(opts.kubeConfig ?? sandbox().kc, { qps: cfg.kubernetes.qps, burst: cfg.kubernetes.burst, clock: realClock, log });
       const registry = new Registry();
       const running = await startController({ config: cfg, kube, clock: realClock, log, registry, identity: `${name}_test`, version: 'dev', commit: 'test' });
       const controller: TestController = {
@@ -113,8 +118,12 @@ export async function harness(prefix = 'ctl'): Promise<Harness> {
       started.push(controller);
       return controller;
     },
-    async stopAll() {
-      await Promise.all(started.splice(0).map((c) => c.stop()));
+    stopAll,
+    async cleanup() {
+      await stopAll();
+      const nodes = await core().listNode({ labelSelector: `${selector.key}=${selector.value}` });
+      await Promise.all(nodes.items.map((n) => core().deleteNode({ name: n.metadata?.name ?? '' }).catch(() => undefined)));
+      await core().deleteCollectionNamespacedPod({ namespace, gracePeriodSeconds: 0 }).catch(() => undefined);
     },
   };
 }

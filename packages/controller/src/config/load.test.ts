@@ -48,7 +48,7 @@ describe('defaults', () => {
         backoffFactor: 2,
         resyncInterval: 60_000,
         maxConcurrentVerifications: 100,
-        workers: 10,
+        workers: 20,
       },
       nodeManagement: {
         taints: [{ key: 'node-ready/unverified', value: 'true', effect: 'NoSchedule' }],
@@ -70,7 +70,7 @@ describe('defaults', () => {
       metrics: { bindAddress: '0.0.0.0:8080' },
       health: { bindAddress: '' },
       logging: { format: 'json', level: 'info' },
-      kubernetes: { qps: 20, burst: 30 },
+      kubernetes: { qps: 50, burst: 100 },
       dryRun: false,
     });
   });

@@ -267,7 +267,7 @@ const reconciliationSchema = z
       min: 1000,
     }),
     maxConcurrentVerifications: int(100, 'Worker pods running at the same time, cluster-wide. Nodes beyond it wait for a free slot.', 1, 100_000),
-    workers: int(10, 'Reconcile loops working the queue in parallel (one node is never reconciled by two at once).', 1, 1000),
+    workers: int(20, 'Reconcile loops working the queue in parallel (one node is never reconciled by two at once). Reconciles mostly wait on the API, so this can exceed the CPU count.', 1, 1000),
   })
   .strict();
 
@@ -387,8 +387,16 @@ export const configSchema = z
     logging: loggingSchema.prefault({}).meta({ description: 'Logs (pino).' }),
     kubernetes: z
       .object({
-        qps: z.number().positive().max(10_000).default(20).meta({ description: 'Client-side limit of API requests per second.' }),
-        burst: z.number().int().min(1).max(10_000).default(30).meta({ description: 'Requests allowed above qps in a burst.' }),
+        qps: z
+          .number()
+          .positive()
+          .max(10_000)
+          .default(50)
+          .meta({
+            description:
+              'Client-side limit of API requests per second (Events have a separate budget). A verification takes about 6 requests; the API server\'s priority and fairness protects it beyond this.',
+          }),
+        burst: z.number().int().min(1).max(10_000).default(100).meta({ description: 'Requests allowed above qps in a burst.' }),
       })
       .strict()
       .prefault({})

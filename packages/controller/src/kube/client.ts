@@ -16,8 +16,8 @@ import pRetry from 'p-retry';
 import type { Logger } from '@kube-node-ready/core';
 import { FIELD_MANAGER } from '../api/well-known.js';
 import type { Clock } from '../clock.js';
-import { BucketRateLimiter } from '../queue/rate-limiter.js';
 import { isAlreadyExists, isNotFound, isTransient, messageOf } from './errors.js';
+import { Priority, PriorityTokenBucket } from './throttle.js';
 
 /**
  * The API calls the controller makes, in one place: every call waits for a token of the client-side
@@ -32,22 +32,32 @@ export interface KubeClientOptions {
   log: Logger;
   /** Retries of one call on transient errors. */
   retries?: number;
+  /** Told about every request (for metrics). */
+  observer?: { request?(operation: string, ok: boolean): void; throttled?(seconds: number): void };
 }
 
 export class KubeClient {
   readonly core: CoreV1Api;
   readonly coordination: CoordinationV1Api;
   private readonly version: VersionApi;
-  private readonly limiter: BucketRateLimiter<'api'>;
+  private readonly limiter: PriorityTokenBucket;
+  /** Events have their own budget: they are best effort and must not slow node writes down. */
+  private readonly eventLimiter: PriorityTokenBucket;
 
   constructor(
     readonly kubeConfig: KubeConfig,
-    private readonly opts: KubeClientOptions,
+    private opts: KubeClientOptions,
   ) {
     this.core = kubeConfig.makeApiClient(CoreV1Api);
     this.coordination = kubeConfig.makeApiClient(CoordinationV1Api);
     this.version = kubeConfig.makeApiClient(VersionApi);
-    this.limiter = new BucketRateLimiter(opts.qps, opts.burst, opts.clock);
+    this.limiter = new PriorityTokenBucket(opts.qps, opts.burst, opts.clock);
+    this.eventLimiter = new PriorityTokenBucket(EVENT_QPS, EVENT_BURST, opts.clock);
+  }
+
+  /** Reports every request from now on (the composition root wires metrics here). */
+  observe(observer: NonNullable<KubeClientOptions['observer']>): void {
+    this.opts = { ...this.opts, observer };
   }
 
   /** The API server URL, for messages. */
@@ -62,12 +72,22 @@ export class KubeClient {
   }
 
   /** Runs one API call under the rate limit, retrying transient failures. */
-  async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  async call<T>(what: string, fn: () => Promise<T>, opts: { priority?: Priority; limiter?: PriorityTokenBucket } = {}): Promise<T> {
+    const limiter = opts.limiter ?? this.limiter;
     return pRetry(
       async () => {
-        const wait = this.limiter.when('api');
-        if (wait > 0) await this.opts.clock.sleep(wait);
-        return fn();
+        const queued = this.opts.clock.now();
+        await limiter.acquire(opts.priority ?? Priority.Normal);
+        const waited = this.opts.clock.now() - queued;
+        if (waited > 0) this.opts.observer?.throttled?.(waited / 1000);
+        try {
+          const result = await fn();
+          this.opts.observer?.request?.(what, true);
+          return result;
+        } catch (err) {
+          this.opts.observer?.request?.(what, false);
+          throw err;
+        }
       },
       {
         retries: this.opts.retries ?? 3,
@@ -99,10 +119,12 @@ export class KubeClient {
     }
   }
 
-  /** RFC 6902 JSON patch (the client's default patch type). */
-  patchNode(name: string, ops: readonly object[]): Promise<V1Node> {
-    return this.call('patch node', () =>
-      this.core.patchNode({ name, body: ops, fieldManager: FIELD_MANAGER }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch)),
+  /** RFC 6902 JSON patch. High priority for writes that record a finished attempt. */
+  patchNode(name: string, ops: readonly object[], priority: Priority = Priority.Normal): Promise<V1Node> {
+    return this.call(
+      'patch node',
+      () => this.core.patchNode({ name, body: ops, fieldManager: FIELD_MANAGER }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch)),
+      { priority },
     );
   }
 
@@ -172,7 +194,7 @@ export class KubeClient {
   // -- Events ----------------------------------------------------------------------------------
 
   async createEvent(namespace: string, event: CoreV1Event): Promise<void> {
-    await this.call('create event', () => this.core.createNamespacedEvent({ namespace, body: event }));
+    await this.call('create event', () => this.core.createNamespacedEvent({ namespace, body: event }), { limiter: this.eventLimiter });
   }
 
   async bumpEvent(namespace: string, name: string, count: number, lastTimestamp: string): Promise<void> {
@@ -181,9 +203,14 @@ export class KubeClient {
         { namespace, name, body: { count, lastTimestamp } },
         setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
       ),
+      { limiter: this.eventLimiter },
     );
   }
 }
+
+/** The Events' own budget (client-go's event recorder has a separate spam filter too). */
+const EVENT_QPS = 10;
+const EVENT_BURST = 50;
 
 /** A KubeConfig from an explicit file, else KUBECONFIG, ~/.kube/config, or in-cluster. */
 export function loadKubeConfig(path: string | undefined): KubeConfig {

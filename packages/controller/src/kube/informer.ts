@@ -56,6 +56,9 @@ export class SelfHealingInformer<T extends KubernetesObject> {
     const transform = (obj: T): T => (opts.transform ? opts.transform(toPlain(obj)) : toPlain(obj));
     const list = async (): Promise<KubernetesListObject<T>> => {
       const result = await opts.list();
+      // ListWatch applies the list to its cache as soon as this resolves, then connects the watch.
+      // The cache is synced at that point; it need not wait for the watch's response headers.
+      setImmediate(() => this.onListed());
       return { ...result, items: result.items.map(transform) };
     };
     this.listWatch = new ListWatch<T>(
@@ -79,7 +82,7 @@ export class SelfHealingInformer<T extends KubernetesObject> {
   /** Starts list + watch; resolves once the cache has synced (or the informer is stopped). */
   async start(): Promise<void> {
     const synced = new Promise<void>((resolve) => this.syncWaiters.push(resolve));
-    await this.runOnce();
+    this.runOnce().catch((err: unknown) => this.onError(err));
     await synced;
   }
 
@@ -121,6 +124,10 @@ export class SelfHealingInformer<T extends KubernetesObject> {
     // Listed and watching: healthy again.
     this.failingSince = undefined;
     this.backoffMs = this.opts.minBackoffMs ?? 1_000;
+  }
+
+  private onListed(): void {
+    if (this.stopped) return;
     if (!this.synced) {
       this.synced = true;
       this.opts.log.info({ resource: this.opts.resource, objects: this.list().length }, 'cache synced');
@@ -139,7 +146,7 @@ export class SelfHealingInformer<T extends KubernetesObject> {
     this.restartTimer?.cancel();
     this.restartTimer = this.opts.clock.setTimer(delay, () => {
       this.opts.onRestart?.();
-      void this.runOnce();
+      this.runOnce().catch((err: unknown) => this.onError(err));
     });
   }
 }

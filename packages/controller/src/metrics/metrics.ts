@@ -48,6 +48,8 @@ export class ControllerMetrics {
   readonly queueRetriesTotal: Counter;
   readonly watchRestartsTotal: Counter<typeof L.Resource>;
   readonly leader: Gauge;
+  readonly apiRequestsTotal: Counter<typeof L.Operation | typeof L.Result>;
+  readonly apiThrottledSeconds: Counter;
   readonly buildInfo: Gauge<typeof L.Version | typeof L.Commit>;
   readonly remediationsTotal: Counter<typeof L.Action | typeof L.Result>;
   readonly remediationBlocked: Gauge<typeof L.Reason>;
@@ -155,6 +157,17 @@ export class ControllerMetrics {
       registers,
     });
     this.leader = new Gauge({ name: MetricName.Leader, help: '1 while this replica is the leader, else 0.', registers });
+    this.apiRequestsTotal = new Counter({
+      name: MetricName.ApiRequestsTotal,
+      help: 'API requests made, by operation ("create pod", "patch node"...) and result (success, error).',
+      labelNames: [L.Operation, L.Result],
+      registers,
+    });
+    this.apiThrottledSeconds = new Counter({
+      name: MetricName.ApiThrottledSeconds,
+      help: 'Total time API calls waited for the client-side rate limit (kubernetes.qps, kubernetes.burst).',
+      registers,
+    });
     this.buildInfo = new Gauge({
       name: MetricName.BuildInfo,
       help: 'Always 1; the labels carry the version and commit.',
@@ -200,6 +213,7 @@ export class ControllerMetrics {
     this.queueAddsTotal.inc(0);
     this.queueRetriesTotal.inc(0);
     this.leader.set(0);
+    this.apiThrottledSeconds.inc(0);
     this.buildInfo.set({ version: opts.version, commit: opts.commit }, 1);
   }
 

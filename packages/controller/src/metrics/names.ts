@@ -26,6 +26,8 @@ export const MetricName = {
   QueueAddsTotal: 'kube_node_ready_queue_adds_total',
   QueueRetriesTotal: 'kube_node_ready_queue_retries_total',
   WatchRestartsTotal: 'kube_node_ready_watch_restarts_total',
+  ApiRequestsTotal: 'kube_node_ready_api_requests_total',
+  ApiThrottledSeconds: 'kube_node_ready_api_throttled_seconds_total',
   Leader: 'kube_node_ready_leader',
   BuildInfo: 'kube_node_ready_build_info',
   // Remediation (issue 5)
@@ -43,6 +45,7 @@ export const LabelName = {
   Resource: 'resource',
   Action: 'action',
   Reason: 'reason',
+  Operation: 'operation',
   Version: 'version',
   Commit: 'commit',
 } as const;

@@ -48,12 +48,22 @@ export interface ReconcileResult {
   requeueAfterMs?: number;
 }
 
+/** How long a pod we created stands in for the cache's copy (the watch usually delivers in ms). */
+const RECENTLY_CREATED_TTL_MS = 10_000;
+
 /** Node writes refused for a changed node before the reconcile gives up and requeues. */
 const MAX_CONFLICT_ROUNDS = 3;
 
 export class VerificationController {
   private readonly waitingForSlot = new Set<string>();
+  /**
+   * Pods this controller created that the pod cache may not show yet (client-go's
+   * "expectations"): spares a live read when the next reconcile comes before the watch event.
+   */
+  private readonly recentlyCreated = new Map<string, { pod: V1Pod; at: number }>();
   private readonly reportedInvalid = new Map<string, string>();
+  /** The condition last written per node: the cache lags our own writes, so compare with this too. */
+  private readonly writtenCondition = new Map<string, string>();
 
   constructor(private readonly deps: VerificationDeps) {}
 
@@ -104,6 +114,8 @@ export class VerificationController {
     this.deps.slots.release(name);
     this.waitingForSlot.delete(name);
     this.reportedInvalid.delete(name);
+    this.writtenCondition.delete(name);
+    for (const [pod, entry] of this.recentlyCreated) if (annotation(entry.pod, PodAnnotation.NodeName) === name) this.recentlyCreated.delete(pod);
     if (orphans.length > 0) log.info({ pods: orphans.length }, 'node is gone; deleted its worker pods');
     return {};
   }
@@ -130,7 +142,13 @@ export class VerificationController {
     const pods = this.deps.pods.list().filter((p) => annotation(p, PodAnnotation.NodeName) === name);
     if (state?.phase !== Phase.Verifying) return pods;
     const expected = workerPodName(name, nodeUid(node), state.attempt);
-    if (pods.some((p) => p.metadata?.name === expected)) return pods;
+    const remembered = this.recentlyCreated.get(expected);
+    if (pods.some((p) => p.metadata?.name === expected)) {
+      this.recentlyCreated.delete(expected);
+      return pods;
+    }
+    if (remembered && this.deps.clock.now() - remembered.at < RECENTLY_CREATED_TTL_MS) return [...pods, remembered.pod];
+    this.recentlyCreated.delete(expected);
     const live = await this.deps.kube.getPod(this.deps.config.worker.namespace, expected);
     return live ? [...pods, stripObject(live)] : pods;
   }
@@ -175,7 +193,7 @@ export class VerificationController {
     }
     if (action.reason === 'ConcurrencyLimit') this.waitingForSlot.add(name);
     else this.waitingForSlot.delete(name);
-    if (action.reason === 'KarpenterRegistration') await this.emit(name, awaitingRegistrationEvent());
+    if (action.reason === 'KarpenterRegistration') this.emit(name, awaitingRegistrationEvent());
     log.debug({ reason: action.reason, attempt: action.attempt, requeueAfterMs: action.requeueAfterMs }, 'waiting');
     return { node: written, ...(action.persist ? { state: action.persist } : {}), result: requeue(action.requeueAfterMs) };
   }
@@ -188,12 +206,15 @@ export class VerificationController {
     // 1. The pod first: its deterministic name makes a repeat (after a crash or a conflict) a no-op.
     const pod = buildWorkerPod({ node, attempt: action.attempt, podName: action.podName, config, image: worker.image, configHash: worker.configHash });
     const created = await kube.createPod(pod);
+    const now = this.deps.clock.now();
+    for (const [podName, entry] of this.recentlyCreated) if (now - entry.at >= RECENTLY_CREATED_TTL_MS) this.recentlyCreated.delete(podName);
+    if (created) this.recentlyCreated.set(action.podName, { pod: stripObject(created), at: now });
 
     // 2. Then the progress: the next reconcile follows this attempt.
     const saved = await this.deps.store.save(node, action.state, { open: false });
     if (saved === 'conflict') return 'conflict';
 
-    await this.emit(name, startedEvent(action, config));
+    this.emit(name, startedEvent(action, config));
     if (action.state.failures > 0) this.deps.metrics.recordRetry(name);
     log.info({ attempt: action.attempt, pod: action.podName, existed: created === undefined }, 'started worker pod');
     return { node: saved, state: action.state, result: requeue(action.requeueAfterMs) };
@@ -215,7 +236,7 @@ export class VerificationController {
     const now = clock.now();
 
     // 2. Explain: events, logs, metrics.
-    for (const event of completedEvents(action, config, { dryRun: config.dryRun, removedTaints })) await this.emit(name, event);
+    for (const event of completedEvents(action, config, { dryRun: config.dryRun, removedTaints })) this.emit(name, event);
     const pod = pods.find((p) => p.metadata?.name === action.pod?.name);
     const podCreated = toMillis(pod?.metadata?.creationTimestamp);
     const finished = action.result.finishedAt ?? now;
@@ -233,7 +254,6 @@ export class VerificationController {
     // 3. The pod has served its purpose (failed ones are kept up to worker.keepFailedPods).
     if (action.deletePod && action.pod) await this.deletePods([action.pod], log);
     this.deps.slots.release(name);
-    this.wakeOneWaiting();
     return { node: saved, state: action.state, result: requeue(action.requeueAfterMs) };
   }
 
@@ -244,10 +264,15 @@ export class VerificationController {
     if (!state || state.uid !== nodeUid(node)) return;
     metrics.setNodeStatus(name, statusOf(state));
     if (!config.nodeManagement.condition.enabled || config.dryRun) return;
-    const patch = conditionPatch(node, desiredCondition(state, config), this.deps.clock.now());
-    if (!patch) return;
-    await this.deps.kube.patchNodeStatus(name, patch);
-    log.debug({ condition: patch.status.conditions[0] }, 'updated the node condition');
+    const wanted = desiredCondition(state, config);
+    const key = `${nodeUid(node)}|${JSON.stringify(wanted)}`;
+    if (this.writtenCondition.get(name) === key) return;
+    const patch = conditionPatch(node, wanted, this.deps.clock.now());
+    if (patch) {
+      await this.deps.kube.patchNodeStatus(name, patch);
+      log.debug({ condition: patch.status.conditions[0] }, 'updated the node condition');
+    }
+    this.writtenCondition.set(name, key);
   }
 
   private async deletePods(pods: readonly PodRef[], log: Logger): Promise<void> {
@@ -262,12 +287,20 @@ export class VerificationController {
     }
   }
 
-  private async emit(node: string, event: NodeEvent): Promise<void> {
-    try {
-      await this.deps.events.nodeEvent(node, event.type, event.reason, event.message);
-    } catch (err) {
+  /** Events are best effort and off the critical path: recorded in the background, never awaited. */
+  private emit(node: string, event: NodeEvent): void {
+    this.deps.events.nodeEvent(node, event.type, event.reason, event.message).catch((err: unknown) => {
       this.deps.log.warn({ node, reason: event.reason, err: errorMessage(err) }, 'could not record event');
-    }
+    });
+  }
+
+  /**
+   * The pod watch reports a worker pod that no longer holds a verification slot (finished, being
+   * deleted, or gone): a node waiting for a slot may go now. Waking on the cache change (not when
+   * the controller decides to delete) means the woken reconcile sees the slot free.
+   */
+  slotFreed(): void {
+    this.wakeOneWaiting();
   }
 
   private wakeOneWaiting(): void {

@@ -12,7 +12,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await h?.stopAll();
+  await h?.cleanup();
 });
 
 describe('attempts that never run', () => {
@@ -40,8 +40,11 @@ describe('attempts that never run', () => {
     expect(failed.spec?.taints?.map((t) => t.key)).toEqual([h.taint.key, cni.key]);
     expect(failed.metadata?.labels?.[h.verifiedLabel.key]).toBeUndefined();
 
-    // The condition says why.
-    const condition = failed.status?.conditions?.find((c) => c.type === h.conditionType);
+    // The condition says why (written right after the progress).
+    const condition = await waitFor(
+      async () => (await readNode(node))?.status?.conditions?.find((c) => c.type === h.conditionType && c.reason === 'RetriesExhausted'),
+      'the RetriesExhausted condition',
+    );
     expect(condition).toMatchObject({ status: 'False', reason: 'RetriesExhausted' });
     expect(condition?.message).toMatch(/^verification failed after 2 attempts; last: NotScheduled: the worker pod was not scheduled/);
 

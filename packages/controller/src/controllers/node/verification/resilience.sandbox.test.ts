@@ -2,7 +2,7 @@
 // Workers here never start (sandbox fault annotation), so no worker binary is involved: what is
 // tested is the controller's bookkeeping around them.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { k8s, sandboxControl } from '@kube-node-ready/sandbox';
+import { k8s } from '@kube-node-ready/sandbox';
 import { annotations, harness, nodeEvents, readNode, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
 import { core, sandbox } from '../../../../../../test/sandbox.js';
 
@@ -13,11 +13,11 @@ beforeAll(async () => {
 });
 
 afterEach(async () => {
-  await h.stopAll();
+  await h.cleanup(); // each test starts with no nodes of this harness
 });
 
 afterAll(async () => {
-  await h?.stopAll();
+  await h?.cleanup();
 });
 
 const attemptOf = (pod: k8s.V1Pod) => pod.metadata?.annotations?.['kube-node-ready.io/attempt'];
@@ -148,7 +148,7 @@ describe('bounded concurrency', () => {
     await h.start({ reconciliation: { maxConcurrentVerifications: 2, maxRetries: 0, workers: 8 }, worker: { startTimeout: '2s' } });
     let most = 0;
     const seen = new Set<string>();
-    const deadline = Date.now() + 30_000;
+    const deadline = Date.now() + 60_000;
     while (seen.size < nodes.length && Date.now() < deadline) {
       const list = await core().listNamespacedPod({ namespace: h.namespace });
       const live = list.items.filter((p) => !p.metadata?.deletionTimestamp && p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed');
@@ -164,27 +164,17 @@ describe('bounded concurrency', () => {
 describe('dry run', () => {
   it('launches workers and reports outcomes, but writes nothing to the node', async () => {
     const node = await h.addNode({ faults: { neverStart: true } });
-    const before = await readNode(node);
     const ctl = await h.start({ dryRun: true, reconciliation: { maxRetries: 1 } });
     await waitFor(async () => (await ctl.metrics()).includes(`kube_node_ready_verification_status{node="${node}",status="failed"} 1`), 'the node to fail (in memory)', 30_000);
     const after = await readNode(node);
-    expect(after?.metadata?.annotations).toEqual(before?.metadata?.annotations);
-    expect(after?.metadata?.labels).toEqual(before?.metadata?.labels);
-    expect(after?.spec?.taints).toEqual(before?.spec?.taints);
+    expect(Object.keys(after?.metadata?.annotations ?? {}).filter((k) => k.startsWith('kube-node-ready.io/'))).toEqual([]);
+    expect(after?.metadata?.labels?.[h.verifiedLabel.key]).toBeUndefined();
+    expect(after?.spec?.taints?.filter((t) => t.key === h.taint.key)).toEqual([h.taint]);
     expect(after?.status?.conditions?.find((c) => c.type === h.conditionType)).toBeUndefined();
+    expect(after?.metadata?.managedFields?.some((f) => f.manager === 'kube-node-ready-controller')).toBe(false);
     // Node writes are the only thing dry run skips: events and workers are real.
     const reasons = (await nodeEvents(node)).map((e) => e.reason);
     expect(reasons).toContain('VerificationWorkerNotStarted');
     expect(reasons).toContain('VerificationFailed');
-  });
-});
-
-describe('watches heal', () => {
-  it('keeps working across an API server restart', async () => {
-    const ctl = await h.start();
-    await sandboxControl(sandbox().layout.dir, 'POST', '/restart/kube-apiserver');
-    const node = await h.addNode({ faults: { neverStart: true } });
-    await waitFor(async () => (await workerPods(h.namespace, node)).length > 0, 'a worker pod for a node added after the restart', 30_000);
-    expect(ctl.running.isLeader()).toBe(true);
   });
 });

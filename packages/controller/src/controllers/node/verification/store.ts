@@ -3,9 +3,10 @@ import type { ControllerConfig } from '../../../config/schema.js';
 import type { KubeClient } from '../../../kube/client.js';
 import { isConflict } from '../../../kube/errors.js';
 import { nodeName } from '../../../kube/objects.js';
+import { Priority } from '../../../kube/throttle.js';
 import { nodePatch } from './node-patch.js';
 import { readState, type StateRead } from './state.js';
-import type { VerificationState } from './types.js';
+import { Phase, type VerificationState } from './types.js';
 
 /**
  * Where verification progress is kept. Normally on the Node itself (annotations, written in the
@@ -35,8 +36,10 @@ export class AnnotationProgressStore implements ProgressStore {
 
   async save(node: V1Node, state: VerificationState, opts: { open: boolean }): Promise<V1Node | 'conflict'> {
     const ops = nodePatch({ node, config: this.config, state, open: opts.open });
+    // Recording a finished attempt (and opening the node) goes before launching more workers.
+    const priority = state.phase === Phase.Verifying ? Priority.Normal : Priority.High;
     try {
-      return await this.kube.patchNode(nodeName(node), ops);
+      return await this.kube.patchNode(nodeName(node), ops, priority);
     } catch (err) {
       if (isConflict(err)) return 'conflict';
       throw err;

@@ -1,0 +1,495 @@
+import type { V1Node } from '@kubernetes/client-node';
+import type { Logger } from '@kube-node-ready/core';
+import { errorMessage, formatDuration } from '@kube-node-ready/core';
+import type { Clock } from '../../../clock.js';
+import type { ControllerConfig } from '../../../config/schema.js';
+import { EventType } from '../../../events/reasons.js';
+import { messageOf } from '../../../kube/errors.js';
+import { label, nodeName, nodeUid } from '../../../kube/objects.js';
+import { hasVerificationTaint, isVerified } from '../verification/decide.js';
+import { readState } from '../verification/state.js';
+import { Phase } from '../verification/types.js';
+import { CircuitBreaker, type PoolCount } from './breaker.js';
+import type { RemediationConfig } from './config.js';
+import { decide, isFailedNode, longestVerificationMs, nodePoolOf, type BreakerVerdict, type Decision, type LimitVerdict, type Trigger } from './decide.js';
+import type { RemediationEvents } from './events.js';
+import { RemediationExecutor, type NodeClaimRef, type RemediationKube, type RemediationTargets, type Target } from './executor.js';
+import type { RemediationMetrics } from './metrics.js';
+import { BlockReason, KarpenterApi, RemediationReason, type RemediationAction, type RemediationResult } from './names.js';
+import { RemediationLimiter } from './rate-limit.js';
+
+/**
+ * Remediation of failed nodes: decides with decide() (pure, the documented guard order), then
+ * deletes the node's Karpenter NodeClaim, or the Node, through the executor. Every decision other
+ * than "not a failed node" is reported once per node and decision: an Event on the Node (and on its
+ * NodeClaim), a count in kube_node_ready_remediations_total{action,result} and a log line; blocks
+ * also set kube_node_ready_remediation_blocked{reason}.
+ *
+ * A deletion is taken in four steps, so that nothing is deleted on stale information:
+ *   1. decide on the cached node; reserve an in-flight slot and an hourly charge (synchronously,
+ *      before any await, so parallel calls cannot overshoot the limits);
+ *   2. read the node live and decide again on it;
+ *   3. look the NodeClaim up afresh (never from the cache);
+ *   4. delete it with a UID precondition (the Node: UID and resourceVersion as read in step 2).
+ * A failed step gives the slot and the charge back.
+ *
+ * Feed it with observe(node) for every node add/update (it records finished verifications for the
+ * circuit breaker), forget(node) when a node is deleted, consider(node) for the nodes observe()
+ * flags (a work queue; consider returns when to look again), and tick() every few seconds.
+ */
+
+export interface RemediatorOptions {
+  /** The API client; the executor is built on it. Either this or `targets`. */
+  kube?: RemediationKube;
+  /** An executor (tests pass a recording fake). */
+  targets?: RemediationTargets;
+  /** Where NodeClaims are served (default karpenter.sh/v1). */
+  nodeClaimApi?: { group: string; version: string };
+  clock: Clock;
+  log: Logger;
+  events: RemediationEvents;
+  metrics: RemediationMetrics;
+  /** The controller configuration: verification taints, verified label, retries and timeouts. */
+  config: ControllerConfig;
+  /** nodeManagement.remediation. */
+  remediation: RemediationConfig;
+  /** nodeManagement.deleteFailedNodes. */
+  enabled: boolean;
+  /** The controller-wide dry run; remediation.dryRun is honoured as well. */
+  dryRun: boolean;
+  /** Every node the controller watches (the informer cache), for NodePool shares and deletions in progress. */
+  nodes: () => readonly V1Node[];
+}
+
+export type ConsiderDecision = Decision | { kind: 'ignore'; reason: 'AlreadyRemediated' | 'Busy' | 'Gone' };
+
+export interface ConsiderResult {
+  decision: ConsiderDecision;
+  /** What was (or would be) deleted, when it came to that. */
+  action?: RemediationAction;
+  /** How it ended, for decisions that are reported. */
+  result?: RemediationResult;
+  target?: Target;
+  /** Look at the node again after this long (undefined: on the next change or resync). */
+  requeueAfterMs?: number;
+  /** An Event and a metric were emitted for this call (false for silent and repeated decisions). */
+  reported: boolean;
+}
+
+/** Re-read-and-decide rounds when the node or its NodeClaim changes under a delete. */
+const MAX_ROUNDS = 3;
+/** Retry after an API error. */
+export const ERROR_RETRY_MS = 30_000;
+
+export class Remediator {
+  private readonly targets: RemediationTargets;
+  private readonly breaker: CircuitBreaker;
+  private readonly limiter: RemediationLimiter;
+  private readonly dryRun: boolean;
+  /** Node UID -> key of the last verification recorded for the breaker. */
+  private readonly seen = new Map<string, string>();
+  /** Node UID -> the decision last reported, so repeats are not reported again. */
+  private readonly reported = new Map<string, string>();
+  /** Nodes whose NodeClaim or Node this remediator deleted: never acted on again. */
+  private readonly remediated = new Map<string, { target: string; at: number }>();
+  private readonly busy = new Set<string>();
+  private breakerWindow: BreakerVerdict = { open: false };
+  private readonly openPools = new Map<string, string>();
+  private breakerWasOpen = false;
+
+  constructor(private readonly opts: RemediatorOptions) {
+    const targets = opts.targets ?? (opts.kube ? new RemediationExecutor({ kube: opts.kube, clock: opts.clock, ...(opts.nodeClaimApi ? { api: opts.nodeClaimApi } : {}) }) : undefined);
+    if (!targets) throw new Error('Remediator needs a kube client or an executor');
+    this.targets = targets;
+    this.breaker = new CircuitBreaker(opts.remediation.circuitBreaker, opts.clock);
+    this.limiter = new RemediationLimiter(
+      { maxInFlight: opts.remediation.maxInFlight, maxPerHour: opts.remediation.maxPerHour, inFlightTimeoutMs: opts.remediation.inFlightTimeout },
+      opts.clock,
+    );
+    this.dryRun = opts.dryRun || opts.remediation.dryRun;
+    const longest = longestVerificationMs(opts.config);
+    if (opts.enabled && opts.remediation.stuckNodeTimeout > 0 && opts.remediation.stuckNodeTimeout < longest) {
+      opts.log.warn(
+        { stuckNodeTimeout: formatDuration(opts.remediation.stuckNodeTimeout), longestVerification: formatDuration(longest) },
+        'remediation.stuckNodeTimeout is shorter than the longest a verification can take: a node in backoff between attempts may be treated as stuck',
+      );
+    }
+    if (opts.enabled) opts.log.info({ dryRun: this.dryRun, ...summary(opts.remediation) }, 'remediation of failed nodes is on');
+  }
+
+  // -- Feeding -------------------------------------------------------------------------------
+
+  /**
+   * A node was added or updated. Records a finished verification (the node reached Passed or
+   * Failed) for the circuit breaker, once per node and attempt. A node first seen already Failed
+   * (start-up, new leader) counts as failing now: the safe side during a storm. Returns whether
+   * consider() should look at the node (failed, possibly stuck later, or deleted by us).
+   */
+  observe(node: V1Node): boolean {
+    const uid = nodeUid(node);
+    const read = readState(node);
+    const state = read.kind === 'ok' ? read.state : undefined;
+    if (state && (state.phase === Phase.Failed || state.phase === Phase.Passed)) {
+      const key = `${uid}/${state.attempt}/${state.phase}`;
+      if (this.seen.get(uid) !== key) {
+        this.seen.set(uid, key);
+        const now = this.opts.clock.now();
+        const at = state.phase === Phase.Passed ? Math.min(now, state.verifiedAt ?? now) : now;
+        this.breaker.record(key, state.phase === Phase.Failed, at);
+      }
+    }
+    if (!this.opts.enabled) return false;
+    if (state?.phase === Phase.Failed || this.remediated.has(uid)) return true;
+    return this.opts.remediation.stuckNodeTimeout > 0 && hasVerificationTaint(node, this.opts.config) && !isVerified(node, this.opts.config);
+  }
+
+  /** The node is gone: a deletion in flight for it is complete. */
+  forget(node: V1Node): void {
+    const uid = nodeUid(node);
+    const done = this.remediated.get(uid);
+    if (this.limiter.done(uid) || done) {
+      this.opts.log.info(
+        { node: nodeName(node), target: done?.target, after: done ? formatDuration(this.opts.clock.now() - done.at) : undefined },
+        'remediated node is gone',
+      );
+    }
+    this.remediated.delete(uid);
+    this.reported.delete(uid);
+    this.seen.delete(uid);
+    this.updateGauges();
+  }
+
+  /**
+   * Housekeeping (every few seconds): deletions in flight for longer than inFlightTimeout are
+   * reported as stalled and stop counting; the circuit breaker is re-evaluated for every NodePool,
+   * so it closes (and the gauge drops) even when no node is being considered.
+   */
+  async tick(): Promise<void> {
+    for (const stalled of this.limiter.expire()) {
+      const message = `${stalled.target} was deleted ${formatDuration(this.opts.clock.now() - stalled.at)} ago and the node still exists; it no longer counts as in flight (remediation.inFlightTimeout), and it will not be deleted again`;
+      this.opts.log.warn({ node: stalled.node, target: stalled.target }, message);
+      await this.opts.events.node(stalled.node, EventType.Warning, RemediationReason.Stalled, message);
+    }
+    const now = this.opts.clock.now();
+    this.breakerWindow = this.breaker.checkWindow(now);
+    const counts = this.poolCounts(now);
+    for (const pool of [...this.openPools.keys()]) if (!counts.has(pool)) this.openPools.delete(pool);
+    for (const [pool, count] of counts) this.notePool(pool, this.breaker.checkPool(pool, count));
+    this.updateGauges();
+  }
+
+  // -- Deciding and acting ---------------------------------------------------------------------
+
+  async consider(cached: V1Node): Promise<ConsiderResult> {
+    const uid = nodeUid(cached);
+    if (this.busy.has(uid)) return { decision: { kind: 'ignore', reason: 'Busy' }, reported: false };
+    this.busy.add(uid);
+    try {
+      this.observe(cached);
+      if (this.remediated.has(uid)) return { decision: { kind: 'ignore', reason: 'AlreadyRemediated' }, reported: false };
+      return await this.considerRounds(cached);
+    } finally {
+      this.busy.delete(uid);
+    }
+  }
+
+  private async considerRounds(cached: V1Node): Promise<ConsiderResult> {
+    const uid = nodeUid(cached);
+    const name = nodeName(cached);
+    const log = this.opts.log.child({ node: name });
+    let node = cached;
+    for (let round = 0; round < MAX_ROUNDS; round++) {
+      const decision = this.decideNow(node);
+      switch (decision.kind) {
+        case 'ignore':
+          return { decision, ...(decision.requeueAfterMs !== undefined ? { requeueAfterMs: decision.requeueAfterMs } : {}), reported: false };
+        case 'skip':
+        case 'blocked':
+          return this.reportHeldBack(node, decision, log);
+        case 'dry-run':
+          this.limiter.charge(uid);
+          this.updateGauges();
+          return this.reportDryRun(node, decision, log);
+        case 'delete':
+          break;
+      }
+
+      // 1. Reserve before any await.
+      this.limiter.reserve({ uid, node: name, target: 'pending lookup' });
+      this.updateGauges();
+      const outcome = await this.deleteOnce(node, decision, log).catch((err: unknown) => ({ error: err }));
+      if ('error' in outcome) {
+        this.limiter.release(uid);
+        this.updateGauges();
+        return this.reportError(node, decision.trigger, outcome.error, log);
+      }
+      if (outcome.kind === 'done' && outcome.result.result === 'deleted') return outcome.result;
+      this.limiter.release(uid);
+      this.updateGauges();
+      if (outcome.kind === 'done') return outcome.result;
+      if (outcome.kind === 'gone') return { decision: { kind: 'ignore', reason: 'Gone' }, reported: false };
+      // 'again': the node or its NodeClaim changed; decide once more on the fresh node.
+      node = outcome.node;
+    }
+    log.info('the node kept changing under remediation; trying again later');
+    return { decision: { kind: 'ignore', reason: 'Busy' }, requeueAfterMs: ERROR_RETRY_MS, reported: false };
+  }
+
+  /** Steps 2-4. Returns 'again' with the fresh node when something changed, 'done' with the reported result. */
+  private async deleteOnce(
+    cached: V1Node,
+    decision: Extract<Decision, { kind: 'delete' }>,
+    log: Logger,
+  ): Promise<{ kind: 'done'; result: ConsiderResult } | { kind: 'again'; node: V1Node } | { kind: 'gone' }> {
+    const uid = nodeUid(cached);
+    // 2. The node as it is now, decided again (our own reservation is not held against it).
+    const fresh = await this.targets.getNode(nodeName(cached));
+    if (!fresh || nodeUid(fresh) !== uid) return { kind: 'gone' };
+    const again = this.decideNow(fresh, uid);
+    if (again.kind !== 'delete') return { kind: 'again', node: fresh };
+
+    // 3. The NodeClaim, looked up afresh.
+    const target = await this.targets.find(fresh, { fresh: true });
+    if (target.kind === 'ambiguous') {
+      const message = `not deleting: ${target.claims.length} NodeClaims match this node by ${target.matchedBy} (${target.claims.join(', ')}); refusing to guess (${decision.message})`;
+      return { kind: 'done', result: await this.report(fresh, { key: 'skip:Ambiguous', action: 'delete-nodeclaim', result: 'skipped', type: EventType.Warning, reason: RemediationReason.Skipped, message, decision: again, target, log, level: 'warn' }) };
+    }
+    if (target.kind === 'nodeclaim' && target.deleting) {
+      const message = `not deleting: NodeClaim ${target.claim.name} is already being deleted (Karpenter is replacing the node) (${decision.message})`;
+      return { kind: 'done', result: await this.report(fresh, { key: 'skip:NodeClaimDeleting', action: 'delete-nodeclaim', result: 'skipped', type: EventType.Normal, reason: RemediationReason.Skipped, message, decision: again, target, log }) };
+    }
+    if (target.kind === 'nodeclaim' && target.doNotDisrupt) {
+      const message = `not deleting: NodeClaim ${target.claim.name} has ${KarpenterApi.DoNotDisruptAnnotation}=true (${decision.message})`;
+      return { kind: 'done', result: await this.report(fresh, { key: 'skip:DoNotDisrupt', action: 'delete-nodeclaim', result: 'skipped', type: EventType.Normal, reason: RemediationReason.Skipped, message, decision: again, target, log }) };
+    }
+
+    // 4. Delete, guarded by UID (and, for the Node, the resourceVersion just read).
+    const what = target.kind === 'nodeclaim' ? `NodeClaim ${target.claim.name}` : `Node ${nodeName(fresh)}`;
+    this.limiter.describe(uid, what);
+    const result = target.kind === 'nodeclaim' ? await this.targets.deleteNodeClaim(target.claim) : await this.targets.deleteNode(fresh);
+    if (result === 'changed') {
+      log.info({ target: what }, 'the object changed before the delete (precondition failed); deciding again');
+      return { kind: 'again', node: fresh };
+    }
+    if (result === 'gone') {
+      // The NodeClaim vanished between lookup and delete: look again. The Node vanished: done.
+      return target.kind === 'nodeclaim' ? { kind: 'again', node: fresh } : { kind: 'gone' };
+    }
+    this.remediated.set(uid, { target: what, at: this.opts.clock.now() });
+    const message =
+      target.kind === 'nodeclaim'
+        ? `deleted NodeClaim ${target.claim.name} (matched by ${target.matchedBy}): Karpenter drains the node and terminates its instance; ${decision.message}`
+        : `deleted the Node object (${target.why === 'api-not-served' ? `the ${KarpenterApi.Group}/${KarpenterApi.Version} NodeClaim API is not served` : 'no NodeClaim matches this node'}): the machine itself may keep running, and be billed, unless an autoscaler or cloud controller removes it; ${decision.message}`;
+    return {
+      kind: 'done',
+      result: await this.report(fresh, {
+        key: 'deleted',
+        action: actionOf(target),
+        result: 'deleted',
+        type: target.kind === 'nodeclaim' ? EventType.Normal : EventType.Warning,
+        reason: target.kind === 'nodeclaim' ? RemediationReason.NodeClaimDeleted : RemediationReason.NodeDeleted,
+        message,
+        decision: again,
+        target,
+        log,
+        level: 'info',
+        always: true,
+      }),
+    };
+  }
+
+  /** decide() with the breaker and limits of this moment. `self`: a node holding a reservation. */
+  private decideNow(node: V1Node, self?: string): Decision {
+    const now = this.opts.clock.now();
+    return decide(node, now, {
+      enabled: this.opts.enabled,
+      dryRun: this.dryRun,
+      config: this.opts.config,
+      remediation: this.opts.remediation,
+      breaker: () => this.checkBreaker(node, now),
+      limits: () => this.checkLimits(now, self ?? nodeUid(node)),
+    });
+  }
+
+  private checkBreaker(node: V1Node, now: number): BreakerVerdict {
+    const pool = nodePoolOf(node);
+    const count = this.poolCounts(now, pool).get(pool) ?? { nodes: 0, failed: 0 };
+    this.breakerWindow = this.breaker.checkWindow(now);
+    const poolVerdict = this.breaker.checkPool(pool, count);
+    this.notePool(pool, poolVerdict);
+    this.updateGauges();
+    return this.breakerWindow.open ? this.breakerWindow : poolVerdict;
+  }
+
+  private checkLimits(now: number, self: string): LimitVerdict {
+    return this.limiter.check({ external: this.externalInFlight(now), self });
+  }
+
+  /** Failed nodes being deleted that this remediator did not delete (another leader, Karpenter, a person). */
+  private externalInFlight(now: number): number {
+    let n = 0;
+    for (const node of this.opts.nodes()) {
+      if (!node.metadata?.deletionTimestamp || this.limiter.isInFlight(nodeUid(node))) continue;
+      if (isFailedNode(node, now, this.opts)) n++;
+    }
+    return n;
+  }
+
+  /** Nodes and failed (or stuck) nodes per NodePool; only `only` when given. */
+  private poolCounts(now: number, only?: string): Map<string, PoolCount> {
+    const counts = new Map<string, PoolCount>();
+    for (const node of this.opts.nodes()) {
+      const pool = nodePoolOf(node);
+      if (only !== undefined && pool !== only) continue;
+      let c = counts.get(pool);
+      if (!c) counts.set(pool, (c = { nodes: 0, failed: 0 }));
+      c.nodes++;
+      if (isFailedNode(node, now, this.opts)) c.failed++;
+    }
+    return counts;
+  }
+
+  private notePool(pool: string, verdict: BreakerVerdict): void {
+    if (verdict.open) this.openPools.set(pool, verdict.message);
+    else this.openPools.delete(pool);
+  }
+
+  private updateGauges(): void {
+    const open = this.breakerWindow.open || this.openPools.size > 0;
+    if (open !== this.breakerWasOpen) {
+      this.breakerWasOpen = open;
+      const reasons = [...(this.breakerWindow.open ? [this.breakerWindow.message] : []), ...this.openPools.values()];
+      if (open) this.opts.log.warn({ reasons }, 'remediation paused: circuit breaker open; no failed node is deleted until failures drop');
+      else this.opts.log.info('remediation resumed: circuit breaker closed');
+    }
+    const values: Record<BlockReason, boolean> = {
+      'circuit-breaker': open,
+      'in-flight': this.limiter.inFlightCount() >= this.opts.remediation.maxInFlight,
+      'rate-limit': this.limiter.hourlyCount() >= this.opts.remediation.maxPerHour,
+    };
+    for (const reason of BlockReason) this.opts.metrics.remediationBlocked.set({ reason }, values[reason] ? 1 : 0);
+  }
+
+  // -- Reporting -------------------------------------------------------------------------------
+
+  private async reportHeldBack(node: V1Node, decision: Extract<Decision, { kind: 'skip' | 'blocked' }>, log: Logger): Promise<ConsiderResult> {
+    const key = `${decision.kind}:${decision.reason}`;
+    const requeue = decision.requeueAfterMs !== undefined ? { requeueAfterMs: decision.requeueAfterMs } : {};
+    if (this.reported.get(nodeUid(node)) === key) return { decision, result: 'skipped', ...requeue, reported: false };
+    const target = await this.lookup(node, log);
+    const result = await this.report(node, {
+      key,
+      action: target ? actionOf(target) : guessAction(node),
+      result: 'skipped',
+      type: decision.kind === 'blocked' ? EventType.Warning : EventType.Normal,
+      reason: decision.kind === 'blocked' ? RemediationReason.Blocked : RemediationReason.Skipped,
+      message: decision.message,
+      decision,
+      ...(target ? { target } : {}),
+      log,
+      level: decision.kind === 'blocked' ? 'warn' : 'info',
+    });
+    return { ...result, ...requeue };
+  }
+
+  private async reportDryRun(node: V1Node, decision: Extract<Decision, { kind: 'dry-run' }>, log: Logger): Promise<ConsiderResult> {
+    if (this.reported.get(nodeUid(node)) === 'dry-run') return { decision, result: 'dry-run', reported: false };
+    const target = await this.lookup(node, log);
+    const what = !target
+      ? 'its NodeClaim, or the Node'
+      : target.kind === 'nodeclaim'
+        ? `NodeClaim ${target.claim.name} (matched by ${target.matchedBy})`
+        : target.kind === 'node'
+          ? `the Node object (${target.why === 'api-not-served' ? 'NodeClaim API not served' : 'no NodeClaim'}; the machine may keep running)`
+          : `nothing (${target.claims.length} NodeClaims match: ambiguous)`;
+    return this.report(node, {
+      key: 'dry-run',
+      action: target ? actionOf(target) : guessAction(node),
+      result: 'dry-run',
+      type: EventType.Normal,
+      reason: RemediationReason.DryRun,
+      message: decision.message.replace(/^dry run: would delete the node/, `dry run: would delete ${what}`),
+      decision,
+      ...(target ? { target } : {}),
+      log,
+      level: 'info',
+    });
+  }
+
+  private async reportError(node: V1Node, trigger: Trigger, err: unknown, log: Logger): Promise<ConsiderResult> {
+    const message = `remediation failed, retrying in ${formatDuration(ERROR_RETRY_MS)}: ${messageOf(err)}`;
+    const result = await this.report(node, {
+      key: 'error',
+      action: guessAction(node),
+      result: 'error',
+      type: EventType.Warning,
+      reason: RemediationReason.Failed,
+      message,
+      decision: { kind: 'delete', trigger, message },
+      log,
+      level: 'error',
+      always: true,
+    });
+    return { ...result, requeueAfterMs: ERROR_RETRY_MS };
+  }
+
+  private async report(
+    node: V1Node,
+    r: {
+      key: string;
+      action: RemediationAction;
+      result: RemediationResult;
+      type: EventType;
+      reason: RemediationReason;
+      message: string;
+      decision: ConsiderDecision;
+      target?: Target;
+      log: Logger;
+      level?: 'info' | 'warn' | 'error';
+      always?: boolean;
+    },
+  ): Promise<ConsiderResult> {
+    const uid = nodeUid(node);
+    const out: ConsiderResult = { decision: r.decision, action: r.action, result: r.result, ...(r.target ? { target: r.target } : {}), reported: false };
+    if (!r.always && this.reported.get(uid) === r.key) return out;
+    this.reported.set(uid, r.key);
+    this.opts.metrics.remediationsTotal.inc({ action: r.action, result: r.result });
+    r.log[r.level ?? 'info']({ action: r.action, result: r.result, reason: r.reason, ...(r.target?.kind === 'nodeclaim' ? { nodeClaim: r.target.claim.name } : {}) }, r.message);
+    await this.opts.events.node(nodeName(node), r.type, r.reason, r.message);
+    const claim: NodeClaimRef | undefined = r.target?.kind === 'nodeclaim' ? r.target.claim : undefined;
+    if (claim) await this.opts.events.nodeClaim(claim, r.type, r.reason, `node ${nodeName(node)}: ${r.message}`);
+    return { ...out, reported: true };
+  }
+
+  /** Best-effort lookup for reporting (cached list); undefined when it fails. */
+  private async lookup(node: V1Node, log: Logger): Promise<Target | undefined> {
+    try {
+      return await this.targets.find(node);
+    } catch (err) {
+      log.debug({ err: errorMessage(err) }, 'NodeClaim lookup for the report failed');
+      return undefined;
+    }
+  }
+}
+
+function actionOf(target: Target): RemediationAction {
+  return target.kind === 'node' ? 'delete-node' : 'delete-nodeclaim';
+}
+
+/** When the lookup failed: a node Karpenter manages would have its NodeClaim deleted. */
+function guessAction(node: V1Node): RemediationAction {
+  const owned = (node.metadata?.ownerReferences ?? []).some((o) => o.kind === KarpenterApi.NodeClaimKind);
+  return owned || label(node, KarpenterApi.NodePoolLabel) !== undefined ? 'delete-nodeclaim' : 'delete-node';
+}
+
+function summary(r: RemediationConfig): Record<string, unknown> {
+  return {
+    minNodeAge: formatDuration(r.minNodeAge),
+    stuckNodeTimeout: r.stuckNodeTimeout > 0 ? formatDuration(r.stuckNodeTimeout) : 'off',
+    maxInFlight: r.maxInFlight,
+    maxPerHour: r.maxPerHour,
+    circuitBreaker: r.circuitBreaker.enabled
+      ? `${r.circuitBreaker.maxFailedPercent}% of >= ${r.circuitBreaker.minSamples} in ${formatDuration(r.circuitBreaker.window)}, ${r.circuitBreaker.maxFailedPercentPerNodePool}% per NodePool`
+      : 'off',
+  };
+}

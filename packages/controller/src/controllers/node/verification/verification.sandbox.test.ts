@@ -1,0 +1,133 @@
+// The whole job against the real apiserver, scheduler and worker processes (the kube-node-ready
+// bundle run by the simulated kubelet): nodes pass and open, a node with broken DNS fails and keeps
+// its taint, Karpenter's registration is awaited, a CNI taint is respected, re-verification works.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { k8s } from '@kube-node-ready/sandbox';
+import { annotations, harness, nodeEvents, readNode, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
+import { core } from '../../../../../../test/sandbox.js';
+
+let h: Harness;
+
+beforeAll(async () => {
+  h = await harness('ctlok');
+});
+
+afterEach(async () => {
+  await h.cleanup(); // each test starts with no nodes of this harness
+});
+
+afterAll(async () => {
+  await h?.cleanup();
+});
+
+async function patchNode(name: string, ops: object[]): Promise<void> {
+  await core().patchNode({ name, body: ops }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch));
+}
+
+const phaseOf = async (name: string) => annotations(await readNode(name))['kube-node-ready.io/phase'];
+
+describe('verification', () => {
+  it('verifies several nodes: taint removed, label added, condition True, worker deleted, metrics and events', async () => {
+    const ctl = await h.start();
+    const nodes = await Promise.all([h.addNode(), h.addNode(), h.addNode()]);
+    for (const node of nodes) await waitFor(async () => (await phaseOf(node)) === 'Passed', `${node} to pass`, 60_000);
+
+    for (const node of nodes) {
+      const n = await readNode(node);
+      expect(n?.spec?.taints ?? []).toEqual([]);
+      expect(n?.metadata?.labels?.[h.verifiedLabel.key]).toBe('true');
+      const a = annotations(n);
+      expect(a['kube-node-ready.io/attempt']).toBe('1');
+      expect(a['kube-node-ready.io/last-outcome']).toBe('Passed');
+      expect(a['kube-node-ready.io/last-message']).toMatch(/^all checks passed in .* \(.*dns.*\)$/);
+      expect(Date.parse(a['kube-node-ready.io/verified-at'] ?? '')).toBeGreaterThan(0);
+      const condition = await waitFor(async () => (await readNode(node))?.status?.conditions?.find((c) => c.type === h.conditionType && c.status === 'True'), 'the condition');
+      expect(condition).toMatchObject({ status: 'True', reason: 'Passed' });
+      await waitFor(async () => (await workerPods(h.namespace, node)).length === 0, `${node}'s worker to be deleted`);
+      const events = await nodeEvents(node);
+      const passed = events.find((e) => e.reason === 'VerificationPassed');
+      expect(passed?.message).toContain(`removed taint ${h.taint.key}=true:NoSchedule and added label ${h.verifiedLabel.key}=true`);
+    }
+    const text = await ctl.metrics();
+    expect(text).toContain('kube_node_ready_verifications_total{status="success"} 3');
+    expect(text).toContain('kube_node_ready_creation_to_taint_removal_seconds_count 3');
+    expect(text).toMatch(/kube_node_ready_check_duration_seconds_count\{check="dns",result="pass"\} 3/);
+    for (const node of nodes) expect(text).toContain(`kube_node_ready_verification_status{node="${node}",status="verified"} 1`);
+  });
+
+  it('a node whose DNS is broken fails, retries with growing delays, and ends failed with its taint and an Event naming dns', async () => {
+    await h.start({ reconciliation: { maxRetries: 2, initialBackoff: '1s', maxBackoff: '10s', backoffFactor: 2 } });
+    const node = await h.addNode({ faults: { dns: 'dead' } });
+    await waitFor(async () => (await phaseOf(node)) === 'Failed', 'the node to fail', 90_000);
+
+    const n = await readNode(node);
+    expect(n?.spec?.taints?.map((t) => t.key)).toEqual([h.taint.key]);
+    expect(n?.metadata?.labels?.[h.verifiedLabel.key]).toBeUndefined();
+    expect(annotations(n)['kube-node-ready.io/last-outcome']).toBe('ChecksFailed');
+    expect(annotations(n)['kube-node-ready.io/last-message']).toMatch(/^checks? failed: .*dns: /);
+
+    const events = await nodeEvents(node);
+    const failures = events.filter((e) => e.reason === 'VerificationChecksFailed').map((e) => e.message ?? '');
+    expect(failures).toHaveLength(3);
+    expect(failures.every((m) => /dns: /.test(m))).toBe(true);
+    // Growing delays between attempts: 1 s, then 2 s.
+    expect(failures.some((m) => m.startsWith('attempt 1 of 3 failed') && m.endsWith('retrying in 1s'))).toBe(true);
+    expect(failures.some((m) => m.startsWith('attempt 2 of 3 failed') && m.endsWith('retrying in 2s'))).toBe(true);
+    expect(events.find((e) => e.reason === 'VerificationFailed')?.message).toMatch(/after 3 attempts and keeps its taint; last: checks? failed: .*dns: /);
+    // The newest failed worker is kept for `kubectl logs`.
+    const kept = await workerPods(h.namespace, node);
+    expect(kept.map((p) => p.metadata?.annotations?.['kube-node-ready.io/attempt'])).toEqual(['3']);
+    expect(kept[0]?.status?.phase).toBe('Failed');
+  });
+
+  it('waits for Karpenter to register the node before removing the taint', async () => {
+    await h.start();
+    const node = await h.addNode({ labels: { 'karpenter.sh/nodepool': 'default' } });
+    await waitFor(async () => (await nodeEvents(node)).some((e) => e.reason === 'AwaitingKarpenterRegistration'), 'the worker to pass and the wait to be reported', 60_000);
+    await new Promise((r) => setTimeout(r, 1_500));
+    let n = await readNode(node);
+    expect(n?.spec?.taints?.map((t) => t.key)).toEqual([h.taint.key]);
+    expect(n?.metadata?.labels?.[h.verifiedLabel.key]).toBeUndefined();
+
+    await patchNode(node, [{ op: 'add', path: '/metadata/labels/karpenter.sh~1registered', value: 'true' }]);
+    await waitFor(async () => (await phaseOf(node)) === 'Passed', 'the node to open once registered', 20_000);
+    n = await readNode(node);
+    expect(n?.spec?.taints ?? []).toEqual([]);
+    expect(n?.metadata?.labels?.[h.verifiedLabel.key]).toBe('true');
+  });
+
+  it('respects another startup taint: the worker runs once the CNI removed its taint, and only our taint is removed', async () => {
+    const cni = { key: 'node.example.com/cni-not-ready', value: 'true', effect: 'NoSchedule' };
+    const gpu = { key: 'nvidia.com/gpu', value: 'present', effect: 'NoSchedule' };
+    // GPU nodes keep their taint for good; the worker is told to tolerate it (worker.tolerations).
+    await h.start({ worker: { scheduleTimeout: '30s', tolerations: [{ key: gpu.key, operator: 'Exists', effect: 'NoSchedule' }] } });
+    const node = await h.addNode({ taints: [cni, h.taint, gpu] });
+    const pod = await waitFor(async () => (await workerPods(h.namespace, node))[0], 'a worker pod');
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect((await workerPods(h.namespace, node))[0]?.spec?.nodeName).toBeUndefined(); // unschedulable while the CNI taint is there
+    expect(pod.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms?.[0]?.matchFields).toEqual([
+      { key: 'metadata.name', operator: 'In', values: [node] },
+    ]);
+
+    // The CNI agent comes up and removes its taint (index 0): ours moves to index 0.
+    await patchNode(node, [{ op: 'test', path: '/spec/taints/0/key', value: cni.key }, { op: 'remove', path: '/spec/taints/0' }]);
+    await waitFor(async () => (await phaseOf(node)) === 'Passed', 'the node to pass', 60_000);
+    const n = await readNode(node);
+    expect(n?.spec?.taints?.map((t) => t.key)).toEqual([gpu.key]);
+  });
+
+  it('verifies a node again when its verified label is removed', async () => {
+    await h.start();
+    const node = await h.addNode();
+    await waitFor(async () => (await phaseOf(node)) === 'Passed', 'the first verification', 60_000);
+    const firstVerifiedAt = annotations(await readNode(node))['kube-node-ready.io/verified-at'];
+    await new Promise((r) => setTimeout(r, 1_100)); // verified-at has second precision
+
+    await patchNode(node, [{ op: 'remove', path: `/metadata/labels/${h.verifiedLabel.key.replace('/', '~1')}` }]);
+    await waitFor(async () => annotations(await readNode(node))['kube-node-ready.io/attempt'] === '2', 'a second attempt', 30_000);
+    await waitFor(async () => (await readNode(node))?.metadata?.labels?.[h.verifiedLabel.key] === 'true', 'the label to come back', 60_000);
+    const a = annotations(await readNode(node));
+    expect(a['kube-node-ready.io/phase']).toBe('Passed');
+    expect(a['kube-node-ready.io/verified-at']).not.toBe(firstVerifiedAt);
+  });
+});
