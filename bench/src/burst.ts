@@ -345,7 +345,7 @@ function apiCost(byKind: Record<string, number>, apiserver: Record<string, numbe
 
 const mib = (bytes: number) => round(bytes / 2 ** 20, 1);
 
-function controllerMetrics(text: string): Record<string, number> {
+export function controllerMetrics(text: string): Record<string, number> {
   if (!text) return {};
   return {
     reconciles: metricSum(text, 'kube_node_ready_reconcile_duration_seconds_count'),

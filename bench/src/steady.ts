@@ -6,7 +6,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { k8s, sandboxLayout, simulatedNode, stopSandbox } from '@kube-node-ready/sandbox';
-import { RUN_LABEL, freshSandbox, type BenchEnv } from './burst.js';
+import { RUN_LABEL, controllerMetrics, freshSandbox, type BenchEnv } from './burst.js';
 import { applyChartRbac, benchConfig, ControllerProcess, controllerKubeconfig, VERIFIED_LABEL } from './controller.js';
 import { apiserverRequestCounts, diffCounts } from './apiserver.js';
 import { ProcessSampler, sampleProcess } from './proc.js';
@@ -26,6 +26,8 @@ export interface SteadyResult {
   /** apiserver_request_total over the sampling window (every client; the simulated kubelet plays none of these nodes). */
   requestsDuringWindowAllClients: Record<string, number>;
   nodeObjectBytes: number;
+  /** The controller's own figures at the end of the window (heap spaces from its process metrics). */
+  controllerMetrics: Record<string, number>;
 }
 
 /** A node as a managed cluster registers it, so the cached objects have a realistic size. */
@@ -123,6 +125,7 @@ export async function runSteady(env: BenchEnv, count: number, windowMs: number, 
       if (s && Date.now() < end) env.out(`${tag}: RSS ${s.rssMiB.toFixed(1)} MiB, ${Math.round((end - Date.now()) / 1000)}s left`);
     }
     const last = sampler.stop()!;
+    const metrics = controllerMetrics(await controller.metrics().catch(() => ''));
     const rss = sampler.samples.map((s) => s.rssMiB);
     return {
       worker,
@@ -137,6 +140,7 @@ export async function runSteady(env: BenchEnv, count: number, windowMs: number, 
         cpuSecondsWindow: round(last.cpuSeconds - startup.cpuSeconds, 2),
         requestsDuringWindowAllClients: diffCounts(await apiserverRequestCounts(kc), before),
         nodeObjectBytes,
+        controllerMetrics: metrics,
       },
     };
   } finally {
