@@ -1,0 +1,84 @@
+import type { CoreV1Event } from '@kubernetes/client-node';
+import { silentLogger } from '@kube-node-ready/core';
+import { describe, expect, it } from 'vitest';
+import type { EventSink } from '../../../events/recorder.js';
+import { FakeClock } from '../../../testing/fake-clock.js';
+import { KubeRemediationEvents, type NodeEventRecorder } from './events.js';
+import { RemediationReason } from './names.js';
+
+class RecordingSink implements EventSink {
+  calls: Array<{ op: string; namespace: string; event?: CoreV1Event; name?: string; count?: number }> = [];
+  nextError: Error | undefined;
+
+  async create(namespace: string, event: CoreV1Event): Promise<void> {
+    this.fail();
+    this.calls.push({ op: 'create', namespace, event });
+  }
+
+  async bump(namespace: string, name: string, count: number): Promise<void> {
+    this.fail();
+    this.calls.push({ op: 'bump', namespace, name, count });
+  }
+
+  private fail(): void {
+    const err = this.nextError;
+    this.nextError = undefined;
+    if (err) throw err;
+  }
+}
+
+function setup() {
+  const clock = new FakeClock('2025-01-01T00:00:00Z');
+  const sink = new RecordingSink();
+  const nodeCalls: string[] = [];
+  const nodes: NodeEventRecorder = { nodeEvent: async (node, type, reason, message) => void nodeCalls.push(`${node} ${type} ${reason} ${message}`) };
+  const events = new KubeRemediationEvents({ nodes, sink, clock, log: silentLogger(), component: 'kube-node-ready-controller', instance: 'pod-a' });
+  return { clock, sink, nodeCalls, events };
+}
+
+describe('KubeRemediationEvents', () => {
+  it('node Events go through the controller\'s node recorder', async () => {
+    const { events, nodeCalls, sink } = setup();
+    await events.node('n1', 'Warning', RemediationReason.Blocked, 'deletion paused');
+    expect(nodeCalls).toEqual(['n1 Warning RemediationBlocked deletion paused']);
+    expect(sink.calls).toEqual([]);
+  });
+
+  it('NodeClaim Events: namespace default, involvedObject karpenter.sh/v1 NodeClaim with its UID (what kubectl describe nodeclaim finds)', async () => {
+    const { events, sink } = setup();
+    await events.nodeClaim({ name: 'general-abcde', uid: 'uid-1' }, 'Normal', RemediationReason.NodeClaimDeleted, 'node n1: deleted NodeClaim general-abcde');
+    expect(sink.calls).toHaveLength(1);
+    expect(sink.calls[0]).toMatchObject({
+      op: 'create',
+      namespace: 'default',
+      event: {
+        metadata: { namespace: 'default', name: expect.stringMatching(/^general-abcde\.[0-9a-f]+$/) },
+        involvedObject: { apiVersion: 'karpenter.sh/v1', kind: 'NodeClaim', name: 'general-abcde', uid: 'uid-1' },
+        type: 'Normal',
+        reason: 'RemediationNodeClaimDeleted',
+        message: 'node n1: deleted NodeClaim general-abcde',
+        count: 1,
+        reportingComponent: 'kube-node-ready-controller',
+        reportingInstance: 'pod-a',
+      },
+    });
+  });
+
+  it('repeats within 10 minutes bump the count; later ones create a new Event', async () => {
+    const { clock, events, sink } = setup();
+    const claim = { name: 'c', uid: 'u' };
+    await events.nodeClaim(claim, 'Warning', RemediationReason.Blocked, 'same');
+    await events.nodeClaim(claim, 'Warning', RemediationReason.Blocked, 'same');
+    await clock.advance(10 * 60_000);
+    await events.nodeClaim(claim, 'Warning', RemediationReason.Blocked, 'same');
+    expect(sink.calls.map((c) => `${c.op}${c.count ? ` ${c.count}` : ''}`)).toEqual(['create', 'bump 2', 'create']);
+  });
+
+  it('never throws: a failed write is logged and the next one creates afresh', async () => {
+    const { events, sink } = setup();
+    sink.nextError = new Error('connection reset');
+    await expect(events.nodeClaim({ name: 'c', uid: 'u' }, 'Normal', RemediationReason.DryRun, 'x')).resolves.toBeUndefined();
+    await events.nodeClaim({ name: 'c', uid: 'u' }, 'Normal', RemediationReason.DryRun, 'x');
+    expect(sink.calls.map((c) => c.op)).toEqual(['create']);
+  });
+});
