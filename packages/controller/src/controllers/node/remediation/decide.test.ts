@@ -14,6 +14,7 @@ import {
   type Decision,
   type LimitVerdict,
 } from './decide.js';
+import type { Target } from './executor.js';
 
 const T0 = Date.UTC(2025, 0, 1, 0, 0, 0);
 const MIN = 60_000;
@@ -25,6 +26,7 @@ const open: BreakerVerdict = { open: true, message: 'circuit breaker open: 6 of 
 const free: LimitVerdict = { ok: true };
 
 interface RunOptions {
+  target?: Target;
   now?: number;
   enabled?: boolean;
   dryRun?: boolean;
@@ -41,6 +43,7 @@ function run(node: V1Node, o: RunOptions = {}): Decision & { read: string[] } {
     dryRun: o.dryRun ?? false,
     config,
     remediation: parseRemediationConfig(o.remediation ?? {}),
+    ...(o.target ? { target: o.target } : {}),
     breaker: () => (read.push('breaker'), o.breaker ?? closed),
     limits: () => (read.push('limits'), o.limits ?? free),
   });
@@ -114,6 +117,24 @@ describe('decide: guards, in order', () => {
   it('never a node with karpenter.sh/do-not-disrupt=true', () => {
     expect(run(failed().annotate('karpenter.sh/do-not-disrupt', 'true').build())).toMatchObject({ kind: 'skip', reason: 'DoNotDisrupt', read: [] });
     expect(run(failed().annotate('karpenter.sh/do-not-disrupt', 'false').build())).toMatchObject({ kind: 'delete' });
+  });
+
+  it('the NodeClaim (when looked up): its do-not-disrupt, an ambiguous match, or it being deleted already stop it, before the breaker', () => {
+    const claim = (more: Partial<Extract<Target, { kind: 'nodeclaim' }>>): Target => ({
+      kind: 'nodeclaim',
+      claim: { name: 'general-x', uid: 'u' },
+      matchedBy: 'providerID',
+      deleting: false,
+      doNotDisrupt: false,
+      ...more,
+    });
+    const dnd = run(failed().build(), { target: claim({ doNotDisrupt: true }), breaker: open });
+    expect(dnd).toMatchObject({ kind: 'skip', reason: 'DoNotDisrupt', read: [] });
+    expect(dnd.kind === 'skip' && dnd.message).toMatch(/^not deleting: NodeClaim general-x has karpenter.sh\/do-not-disrupt=true/);
+    expect(run(failed().build(), { target: { kind: 'ambiguous', matchedBy: 'providerID', claims: ['a', 'b'] } })).toMatchObject({ kind: 'skip', reason: 'AmbiguousNodeClaim' });
+    expect(run(failed().build(), { target: claim({ deleting: true }) })).toMatchObject({ kind: 'skip', reason: 'NodeClaimDeleting' });
+    expect(run(failed().build(), { target: claim({}) })).toMatchObject({ kind: 'delete' });
+    expect(run(failed().build(), { target: { kind: 'node', why: 'api-not-served' } })).toMatchObject({ kind: 'delete' });
   });
 
   it('not before minNodeAge, and says when to look again', () => {

@@ -7,6 +7,7 @@ import { RUN_GRACE_MS } from '../verification/pod-result.js';
 import { readState } from '../verification/state.js';
 import { Phase, type VerificationState } from '../verification/types.js';
 import type { RemediationConfig } from './config.js';
+import type { Target } from './executor.js';
 import { CONTROL_PLANE_LABELS, KarpenterApi, OPT_IN_VALUE, OPT_OUT_ANNOTATION, type BlockReason } from './names.js';
 
 /**
@@ -19,7 +20,8 @@ import { CONTROL_PLANE_LABELS, KarpenterApi, OPT_IN_VALUE, OPT_OUT_ANNOTATION, t
  *   4. it never passed a verification, and still carries the taint     else skip
  *   5. not a control-plane node                                         else skip
  *   6. no opt-out annotation (kube-node-ready.io/remediation)           else skip
- *   7. not karpenter.sh/do-not-disrupt=true                             else skip
+ *   7. not karpenter.sh/do-not-disrupt=true, on the Node or its NodeClaim;
+ *      the NodeClaim match is not ambiguous, and it is not being deleted already  else skip
  *   8. at least remediation.minNodeAge old                              else skip, retry when old enough
  *   9. circuit breaker closed                                           else blocked
  *  10. under the in-flight and hourly limits                            else blocked
@@ -32,7 +34,7 @@ import { CONTROL_PLANE_LABELS, KarpenterApi, OPT_IN_VALUE, OPT_OUT_ANNOTATION, t
  */
 
 export type IgnoreReason = 'Disabled' | 'NodeDeleting' | 'NotFailed';
-export type SkipReason = 'WasVerified' | 'Untainted' | 'ControlPlane' | 'OptedOut' | 'DoNotDisrupt' | 'TooYoung';
+export type SkipReason = 'WasVerified' | 'Untainted' | 'ControlPlane' | 'OptedOut' | 'DoNotDisrupt' | 'AmbiguousNodeClaim' | 'NodeClaimDeleting' | 'TooYoung';
 /** Why the node is a remediation candidate. */
 export type Trigger = 'failed' | 'stuck';
 
@@ -54,6 +56,12 @@ export interface DecideContext {
   /** The controller configuration (verification taints, verified label). */
   config: ControllerConfig;
   remediation: RemediationConfig;
+  /**
+   * What a deletion would remove (the NodeClaim lookup), when known: guard 7 reads the NodeClaim's
+   * own do-not-disrupt annotation, an ambiguous match and a NodeClaim already being deleted.
+   * Undefined: not looked up (yet), or the lookup failed; the deletion itself always looks up afresh.
+   */
+  target?: Target;
   /** Guard 9, read only when reached. */
   breaker: () => BreakerVerdict;
   /** Guard 10, read only when reached. */
@@ -98,15 +106,25 @@ export function decide(node: V1Node, now: number, ctx: DecideContext): Decision 
     return skip('OptedOut', trigger, `not deleting: annotation ${OPT_OUT_ANNOTATION}=${JSON.stringify(optOut)} (${why})`);
   }
 
-  // 7. Karpenter's own opt-out.
+  // 7. Karpenter's own opt-out, on the Node or its NodeClaim; and a NodeClaim we can act on.
   if (doNotDisrupt(node)) return skip('DoNotDisrupt', trigger, `not deleting: ${KarpenterApi.DoNotDisruptAnnotation}=true (${why})`);
+  const target = ctx.target;
+  if (target?.kind === 'nodeclaim' && target.doNotDisrupt) {
+    return skip('DoNotDisrupt', trigger, `not deleting: NodeClaim ${target.claim.name} has ${KarpenterApi.DoNotDisruptAnnotation}=true (${why})`);
+  }
+  if (target?.kind === 'ambiguous') {
+    return skip('AmbiguousNodeClaim', trigger, `not deleting: ${target.claims.length} NodeClaims match this node by ${target.matchedBy} (${target.claims.join(', ')}); refusing to guess (${why})`);
+  }
+  if (target?.kind === 'nodeclaim' && target.deleting) {
+    return skip('NodeClaimDeleting', trigger, `not deleting: NodeClaim ${target.claim.name} is already being deleted (Karpenter is replacing the node) (${why})`);
+  }
 
   // 8. Old enough.
   const created = toMillis(node.metadata?.creationTimestamp) ?? now;
   const oldEnoughAt = created + ctx.remediation.minNodeAge;
   if (now < oldEnoughAt) {
     return {
-      ...skip('TooYoung', trigger, `not deleting yet: the node is ${formatDuration(now - created)} old, remediation.minNodeAge is ${formatDuration(ctx.remediation.minNodeAge)} (${why})`),
+      ...skip('TooYoung', trigger, `not deleting yet: the node is ${age(now - created)} old, remediation.minNodeAge is ${formatDuration(ctx.remediation.minNodeAge)} (${why})`),
       requeueAfterMs: oldEnoughAt - now,
     };
   }
@@ -191,7 +209,12 @@ function triggerMessage(trigger: Trigger, node: V1Node, state: VerificationState
     return `verification failed${attempts}; last: ${outcome}${state?.lastMessage ?? 'no message'}`;
   }
   const created = toMillis(node.metadata?.creationTimestamp) ?? now;
-  return `stuck: the node kept its verification taint for ${formatDuration(now - created)} without a worker ever running on it (remediation.stuckNodeTimeout ${formatDuration(ctx.remediation.stuckNodeTimeout)})`;
+  return `stuck: the node kept its verification taint for ${age(now - created)} without a worker ever running on it (remediation.stuckNodeTimeout ${formatDuration(ctx.remediation.stuckNodeTimeout)})`;
+}
+
+/** An age for messages, in whole seconds ("1h1m", not "1h1m0.173s"). */
+function age(ms: number): string {
+  return formatDuration(Math.max(0, Math.floor(ms / 1000) * 1000));
 }
 
 export function doNotDisrupt(obj: { metadata?: { annotations?: Record<string, string> } }): boolean {

@@ -26,8 +26,8 @@ class FakeTargets implements RemediationTargets {
   claims: NodeClaim[] = [];
   notServed = false;
   calls: string[] = [];
-  /** Thrown by the next find(). */
-  nextFindError: Error | undefined;
+  /** Thrown by every find() while set. */
+  findError: Error | undefined;
   /** Applied to the node on the next live read (someone changed it meanwhile). */
   nextLiveChange: ((node: V1Node) => void) | undefined;
 
@@ -43,9 +43,7 @@ class FakeTargets implements RemediationTargets {
 
   async find(node: V1Node, opts: { fresh?: boolean } = {}): Promise<Target> {
     if (opts.fresh) this.calls.push(`find ${node.metadata?.name}`);
-    const err = this.nextFindError;
-    this.nextFindError = undefined;
-    if (err) throw err;
+    if (this.findError) throw this.findError;
     if (this.notServed) return { kind: 'node', why: 'api-not-served' };
     return matchNodeClaim(node, this.claims);
   }
@@ -191,7 +189,7 @@ describe('Remediator: deleting', () => {
     const { targets, events, remediator, total, blocked, lines } = setup({ remediation: { maxInFlight: 1, maxPerHour: 1 } });
     const node = failed('n3').build();
     targets.add(node);
-    targets.nextFindError = new ApiException(403, 'Forbidden', JSON.stringify({ reason: 'Forbidden', message: 'nodeclaims.karpenter.sh is forbidden' }), {});
+    targets.findError = new ApiException(403, 'Forbidden', JSON.stringify({ reason: 'Forbidden', message: 'nodeclaims.karpenter.sh is forbidden' }), {});
     const r = await remediator.consider(node);
     expect(r).toMatchObject({ result: 'error', requeueAfterMs: ERROR_RETRY_MS, reported: true });
     expect(targets.deletes()).toEqual([]); // a 403 never falls back to deleting the Node
@@ -200,6 +198,7 @@ describe('Remediator: deleting', () => {
     expect(await blocked('in-flight')).toBe(0);
     expect(lines.some((l) => l.level === 50 && l.node === 'n3')).toBe(true);
     // The slot and the hourly charge came back: the retry goes through.
+    targets.findError = undefined;
     expect(await remediator.consider(node)).toMatchObject({ result: 'deleted' });
   });
 

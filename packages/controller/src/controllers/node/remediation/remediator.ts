@@ -199,69 +199,59 @@ export class Remediator {
     const log = this.opts.log.child({ node: name });
     let node = cached;
     for (let round = 0; round < MAX_ROUNDS; round++) {
-      const decision = this.decideNow(node);
-      switch (decision.kind) {
-        case 'ignore':
-          return { decision, ...(decision.requeueAfterMs !== undefined ? { requeueAfterMs: decision.requeueAfterMs } : {}), reported: false };
-        case 'skip':
-        case 'blocked':
-          return this.reportHeldBack(node, decision, log);
-        case 'dry-run':
-          this.limiter.charge(uid);
-          this.updateGauges();
-          return this.reportDryRun(node, decision, log);
-        case 'delete':
-          break;
-      }
+      // Most nodes stop here, without a lookup.
+      const first = this.decideNow(node);
+      if (first.kind === 'ignore') return this.handle(node, first, undefined, log);
+      // A candidate: decide again knowing its NodeClaim (the cached list; best effort).
+      const target = await this.lookup(node, log);
+      const decision = this.decideNow(node, target);
+      if (decision.kind !== 'delete') return this.handle(node, decision, target, log);
 
-      // 1. Reserve before any await.
+      // 1. Reserve, in the same synchronous step as the decision.
       this.limiter.reserve({ uid, node: name, target: 'pending lookup' });
       this.updateGauges();
-      const outcome = await this.deleteOnce(node, decision, log).catch((err: unknown) => ({ error: err }));
-      if ('error' in outcome) {
-        this.limiter.release(uid);
-        this.updateGauges();
-        return this.reportError(node, decision.trigger, outcome.error, log);
-      }
-      if (outcome.kind === 'done' && outcome.result.result === 'deleted') return outcome.result;
+      const outcome = await this.deleteOnce(node, decision, log).catch((err: unknown) => ({ kind: 'error' as const, err }));
+      if (outcome.kind === 'deleted') return outcome.result;
       this.limiter.release(uid);
       this.updateGauges();
-      if (outcome.kind === 'done') return outcome.result;
-      if (outcome.kind === 'gone') return { decision: { kind: 'ignore', reason: 'Gone' }, reported: false };
-      // 'again': the node or its NodeClaim changed; decide once more on the fresh node.
-      node = outcome.node;
+      switch (outcome.kind) {
+        case 'error':
+          return this.reportError(node, decision.trigger, outcome.err, target, log);
+        case 'decided':
+          return this.handle(outcome.node, outcome.decision, outcome.target, log);
+        case 'gone':
+          return { decision: { kind: 'ignore', reason: 'Gone' }, reported: false };
+        case 'again':
+          node = outcome.node;
+      }
     }
     log.info('the node kept changing under remediation; trying again later');
     return { decision: { kind: 'ignore', reason: 'Busy' }, requeueAfterMs: ERROR_RETRY_MS, reported: false };
   }
 
-  /** Steps 2-4. Returns 'again' with the fresh node when something changed, 'done' with the reported result. */
+  /**
+   * Steps 2-4 of a deletion. 'decided': the live node or the fresh lookup changed the decision;
+   * 'again': the object changed under the delete (precondition failed), decide once more.
+   */
   private async deleteOnce(
     cached: V1Node,
     decision: Extract<Decision, { kind: 'delete' }>,
     log: Logger,
-  ): Promise<{ kind: 'done'; result: ConsiderResult } | { kind: 'again'; node: V1Node } | { kind: 'gone' }> {
+  ): Promise<
+    | { kind: 'deleted'; result: ConsiderResult }
+    | { kind: 'decided'; node: V1Node; decision: Decision; target: Target }
+    | { kind: 'again'; node: V1Node }
+    | { kind: 'gone' }
+  > {
     const uid = nodeUid(cached);
-    // 2. The node as it is now, decided again (our own reservation is not held against it).
+    // 2. The node as it is now.
     const fresh = await this.targets.getNode(nodeName(cached));
     if (!fresh || nodeUid(fresh) !== uid) return { kind: 'gone' };
-    const again = this.decideNow(fresh, uid);
-    if (again.kind !== 'delete') return { kind: 'again', node: fresh };
-
-    // 3. The NodeClaim, looked up afresh.
+    // 3. Its NodeClaim, looked up afresh; decided again on both (our reservation not held against it).
     const target = await this.targets.find(fresh, { fresh: true });
-    if (target.kind === 'ambiguous') {
-      const message = `not deleting: ${target.claims.length} NodeClaims match this node by ${target.matchedBy} (${target.claims.join(', ')}); refusing to guess (${decision.message})`;
-      return { kind: 'done', result: await this.report(fresh, { key: 'skip:Ambiguous', action: 'delete-nodeclaim', result: 'skipped', type: EventType.Warning, reason: RemediationReason.Skipped, message, decision: again, target, log, level: 'warn' }) };
-    }
-    if (target.kind === 'nodeclaim' && target.deleting) {
-      const message = `not deleting: NodeClaim ${target.claim.name} is already being deleted (Karpenter is replacing the node) (${decision.message})`;
-      return { kind: 'done', result: await this.report(fresh, { key: 'skip:NodeClaimDeleting', action: 'delete-nodeclaim', result: 'skipped', type: EventType.Normal, reason: RemediationReason.Skipped, message, decision: again, target, log }) };
-    }
-    if (target.kind === 'nodeclaim' && target.doNotDisrupt) {
-      const message = `not deleting: NodeClaim ${target.claim.name} has ${KarpenterApi.DoNotDisruptAnnotation}=true (${decision.message})`;
-      return { kind: 'done', result: await this.report(fresh, { key: 'skip:DoNotDisrupt', action: 'delete-nodeclaim', result: 'skipped', type: EventType.Normal, reason: RemediationReason.Skipped, message, decision: again, target, log }) };
-    }
+    const again = this.decideNow(fresh, target, uid);
+    if (again.kind !== 'delete') return { kind: 'decided', node: fresh, decision: again, target };
+    if (target.kind === 'ambiguous') return { kind: 'decided', node: fresh, decision: again, target }; // decide() skips it; kept for the type
 
     // 4. Delete, guarded by UID (and, for the Node, the resourceVersion just read).
     const what = target.kind === 'nodeclaim' ? `NodeClaim ${target.claim.name}` : `Node ${nodeName(fresh)}`;
@@ -278,10 +268,10 @@ export class Remediator {
     this.remediated.set(uid, { target: what, at: this.opts.clock.now() });
     const message =
       target.kind === 'nodeclaim'
-        ? `deleted NodeClaim ${target.claim.name} (matched by ${target.matchedBy}): Karpenter drains the node and terminates its instance; ${decision.message}`
-        : `deleted the Node object (${target.why === 'api-not-served' ? `the ${KarpenterApi.Group}/${KarpenterApi.Version} NodeClaim API is not served` : 'no NodeClaim matches this node'}): the machine itself may keep running, and be billed, unless an autoscaler or cloud controller removes it; ${decision.message}`;
+        ? `deleted NodeClaim ${target.claim.name} (matched by ${target.matchedBy}): Karpenter drains the node and terminates its instance; ${again.message}`
+        : `deleted the Node object (${target.why === 'api-not-served' ? `the ${KarpenterApi.Group}/${KarpenterApi.Version} NodeClaim API is not served` : 'no NodeClaim matches this node'}): the machine itself may keep running, and be billed, unless an autoscaler or cloud controller removes it; ${again.message}`;
     return {
-      kind: 'done',
+      kind: 'deleted',
       result: await this.report(fresh, {
         key: 'deleted',
         action: actionOf(target),
@@ -298,14 +288,32 @@ export class Remediator {
     };
   }
 
+  /** Every decision but delete: silent, reported once, or (dry run) charged and reported once. */
+  private async handle(node: V1Node, decision: Decision, target: Target | undefined, log: Logger): Promise<ConsiderResult> {
+    switch (decision.kind) {
+      case 'ignore':
+        return { decision, ...(decision.requeueAfterMs !== undefined ? { requeueAfterMs: decision.requeueAfterMs } : {}), reported: false };
+      case 'skip':
+      case 'blocked':
+        return this.reportHeldBack(node, decision, target, log);
+      case 'dry-run':
+        this.limiter.charge(nodeUid(node));
+        this.updateGauges();
+        return this.reportDryRun(node, decision, target, log);
+      case 'delete':
+        throw new Error('handle() is not for deletions');
+    }
+  }
+
   /** decide() with the breaker and limits of this moment. `self`: a node holding a reservation. */
-  private decideNow(node: V1Node, self?: string): Decision {
+  private decideNow(node: V1Node, target?: Target, self?: string): Decision {
     const now = this.opts.clock.now();
     return decide(node, now, {
       enabled: this.opts.enabled,
       dryRun: this.dryRun,
       config: this.opts.config,
       remediation: this.opts.remediation,
+      ...(target ? { target } : {}),
       breaker: () => this.checkBreaker(node, now),
       limits: () => this.checkLimits(now, self ?? nodeUid(node)),
     });
@@ -372,29 +380,27 @@ export class Remediator {
 
   // -- Reporting -------------------------------------------------------------------------------
 
-  private async reportHeldBack(node: V1Node, decision: Extract<Decision, { kind: 'skip' | 'blocked' }>, log: Logger): Promise<ConsiderResult> {
+  private async reportHeldBack(node: V1Node, decision: Extract<Decision, { kind: 'skip' | 'blocked' }>, target: Target | undefined, log: Logger): Promise<ConsiderResult> {
     const key = `${decision.kind}:${decision.reason}`;
     const requeue = decision.requeueAfterMs !== undefined ? { requeueAfterMs: decision.requeueAfterMs } : {};
     if (this.reported.get(nodeUid(node)) === key) return { decision, result: 'skipped', ...requeue, reported: false };
-    const target = await this.lookup(node, log);
     const result = await this.report(node, {
       key,
       action: target ? actionOf(target) : guessAction(node),
       result: 'skipped',
-      type: decision.kind === 'blocked' ? EventType.Warning : EventType.Normal,
+      type: decision.kind === 'blocked' || decision.reason === 'AmbiguousNodeClaim' ? EventType.Warning : EventType.Normal,
       reason: decision.kind === 'blocked' ? RemediationReason.Blocked : RemediationReason.Skipped,
       message: decision.message,
       decision,
       ...(target ? { target } : {}),
       log,
-      level: decision.kind === 'blocked' ? 'warn' : 'info',
+      level: decision.kind === 'blocked' || decision.reason === 'AmbiguousNodeClaim' ? 'warn' : 'info',
     });
     return { ...result, ...requeue };
   }
 
-  private async reportDryRun(node: V1Node, decision: Extract<Decision, { kind: 'dry-run' }>, log: Logger): Promise<ConsiderResult> {
+  private async reportDryRun(node: V1Node, decision: Extract<Decision, { kind: 'dry-run' }>, target: Target | undefined, log: Logger): Promise<ConsiderResult> {
     if (this.reported.get(nodeUid(node)) === 'dry-run') return { decision, result: 'dry-run', reported: false };
-    const target = await this.lookup(node, log);
     const what = !target
       ? 'its NodeClaim, or the Node'
       : target.kind === 'nodeclaim'
@@ -416,11 +422,11 @@ export class Remediator {
     });
   }
 
-  private async reportError(node: V1Node, trigger: Trigger, err: unknown, log: Logger): Promise<ConsiderResult> {
+  private async reportError(node: V1Node, trigger: Trigger, err: unknown, target: Target | undefined, log: Logger): Promise<ConsiderResult> {
     const message = `remediation failed, retrying in ${formatDuration(ERROR_RETRY_MS)}: ${messageOf(err)}`;
     const result = await this.report(node, {
       key: 'error',
-      action: guessAction(node),
+      action: target && target.kind !== 'ambiguous' ? actionOf(target) : guessAction(node),
       result: 'error',
       type: EventType.Warning,
       reason: RemediationReason.Failed,
