@@ -4,7 +4,7 @@ import type { ControllerConfig } from '../../../config/schema.js';
 import { annotation, label, toMillis } from '../../../kube/objects.js';
 import { backoffDelay, hasVerificationTaint, isVerified } from '../verification/decide.js';
 import { RUN_GRACE_MS } from '../verification/pod-result.js';
-import { readState } from '../verification/state.js';
+import { readState, type StateRead } from '../verification/state.js';
 import { Phase, type VerificationState } from '../verification/types.js';
 import type { RemediationConfig } from './config.js';
 import type { Target } from './executor.js';
@@ -57,6 +57,11 @@ export interface DecideContext {
   config: ControllerConfig;
   remediation: RemediationConfig;
   /**
+   * Where verification progress is read: the node's annotations by default; in the controller-wide
+   * dry run, the verification controller's in-memory store (nothing is written to Nodes then).
+   */
+  readState?: (node: V1Node) => StateRead;
+  /**
    * What a deletion would remove (the NodeClaim lookup), when known: guard 7 reads the NodeClaim's
    * own do-not-disrupt annotation, an ambiguous match and a NodeClaim already being deleted.
    * Undefined: not looked up (yet), or the lookup failed; the deletion itself always looks up afresh.
@@ -76,7 +81,7 @@ export function decide(node: V1Node, now: number, ctx: DecideContext): Decision 
   if (node.metadata?.deletionTimestamp) return { kind: 'ignore', reason: 'NodeDeleting' };
 
   // 3. Only failed nodes: retries exhausted, or stuck before any worker could run.
-  const read = readState(node);
+  const read = (ctx.readState ?? readState)(node);
   const state = read.kind === 'ok' ? read.state : undefined;
   const trigger = failureTrigger(node, state, now, ctx);
   if (!trigger) {
@@ -230,8 +235,8 @@ export function nodePoolOf(node: V1Node): string {
  * Failed or stuck (for the NodePool share of the circuit breaker and for counting deletions in
  * flight), whatever the other guards say.
  */
-export function isFailedNode(node: V1Node, now: number, ctx: Pick<DecideContext, 'config' | 'remediation'>): boolean {
-  const read = readState(node);
+export function isFailedNode(node: V1Node, now: number, ctx: Pick<DecideContext, 'config' | 'remediation' | 'readState'>): boolean {
+  const read = (ctx.readState ?? readState)(node);
   return failureTrigger(node, read.kind === 'ok' ? read.state : undefined, now, ctx) !== undefined;
 }
 

@@ -6,6 +6,7 @@ import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { aNode, testConfig, type NodeBuilder } from '../../../testing/builders.js';
 import { FakeClock } from '../../../testing/fake-clock.js';
+import { MemoryProgressStore } from '../verification/store.js';
 import { Outcome, Phase } from '../verification/types.js';
 import { parseRemediationConfig, type RemediationConfigInput } from './config.js';
 import type { RemediationEvents } from './events.js';
@@ -96,7 +97,7 @@ class RecordingEvents implements RemediationEvents {
  * The NodePool rule of the breaker is off unless a test turns it on: with a handful of nodes, two
  * failures are already "more than 20% of the pool", which would hide what the other tests look at.
  */
-function setup(opts: { remediation?: RemediationConfigInput; dryRun?: boolean; enabled?: boolean } = {}) {
+function setup(opts: { remediation?: RemediationConfigInput; dryRun?: boolean; enabled?: boolean; progress?: MemoryProgressStore } = {}) {
   const remediation = { ...opts.remediation, circuitBreaker: { maxFailedPercentPerNodePool: 100, ...opts.remediation?.circuitBreaker } };
   const clock = new FakeClock(T0 + 2 * HOUR);
   const targets = new FakeTargets();
@@ -115,6 +116,7 @@ function setup(opts: { remediation?: RemediationConfigInput; dryRun?: boolean; e
     enabled: opts.enabled ?? true,
     dryRun: opts.dryRun ?? false,
     nodes: () => [...targets.nodes.values()],
+    ...(opts.progress ? { progress: opts.progress } : {}),
   });
   const metric = async (name: string, labels: Record<string, string>): Promise<number | undefined> => {
     const m = (await registry.getMetricsAsJSON()).find((x) => x.name === name);
@@ -352,6 +354,18 @@ describe('Remediator: dry run', () => {
     expect(await total('delete-nodeclaim', 'dry-run')).toBe(1);
     expect(await total('delete-node', 'dry-run')).toBe(1);
     expect(await total('delete-node', 'skipped')).toBe(2);
+  });
+
+  it('the controller-wide dry run: failures are read from the verification controller\'s in-memory progress', async () => {
+    const progress = new MemoryProgressStore();
+    const { targets, events, remediator } = setup({ dryRun: true, progress });
+    const node = aNode('mem').tainted().build(); // no annotations: nothing is written to Nodes in a dry run
+    targets.add(node);
+    await progress.save(node, { uid: 'uid-mem', attempt: 6, failures: 6, phase: Phase.Failed, lastOutcome: Outcome.NotStarted, lastMessage: 'ImagePullBackOff' });
+    expect(remediator.observe(node)).toBe(true);
+    expect(await remediator.consider(node)).toMatchObject({ decision: { kind: 'dry-run', trigger: 'failed' }, result: 'dry-run' });
+    expect(events.events[0]?.message).toContain('last: NotStarted: ImagePullBackOff');
+    expect(targets.deletes()).toEqual([]);
   });
 
   it('remediation.dryRun alone (controller not in dry run) is a dry run too', async () => {

@@ -7,7 +7,7 @@ import { EventType } from '../../../events/reasons.js';
 import { messageOf } from '../../../kube/errors.js';
 import { label, nodeName, nodeUid } from '../../../kube/objects.js';
 import { hasVerificationTaint, isVerified } from '../verification/decide.js';
-import { readState } from '../verification/state.js';
+import { readState, type StateRead } from '../verification/state.js';
 import { Phase } from '../verification/types.js';
 import { CircuitBreaker, type PoolCount } from './breaker.js';
 import type { RemediationConfig } from './config.js';
@@ -59,6 +59,11 @@ export interface RemediatorOptions {
   dryRun: boolean;
   /** Every node the controller watches (the informer cache), for NodePool shares and deletions in progress. */
   nodes: () => readonly V1Node[];
+  /**
+   * Where verification progress is read (the verification controller's ProgressStore). Default: the
+   * node's annotations. In the controller-wide dry run progress lives in memory: pass that store.
+   */
+  progress?: { read(node: V1Node): StateRead };
 }
 
 export type ConsiderDecision = Decision | { kind: 'ignore'; reason: 'AlreadyRemediated' | 'Busy' | 'Gone' };
@@ -96,8 +101,11 @@ export class Remediator {
   private breakerWindow: BreakerVerdict = { open: false };
   private readonly openPools = new Map<string, string>();
   private breakerWasOpen = false;
+  private readonly readState: (node: V1Node) => StateRead;
 
   constructor(private readonly opts: RemediatorOptions) {
+    const progress = opts.progress;
+    this.readState = progress ? (node) => progress.read(node) : readState;
     const targets = opts.targets ?? (opts.kube ? new RemediationExecutor({ kube: opts.kube, clock: opts.clock, ...(opts.nodeClaimApi ? { api: opts.nodeClaimApi } : {}) }) : undefined);
     if (!targets) throw new Error('Remediator needs a kube client or an executor');
     this.targets = targets;
@@ -127,7 +135,7 @@ export class Remediator {
    */
   observe(node: V1Node): boolean {
     const uid = nodeUid(node);
-    const read = readState(node);
+    const read = this.readState(node);
     const state = read.kind === 'ok' ? read.state : undefined;
     if (state && (state.phase === Phase.Failed || state.phase === Phase.Passed)) {
       const key = `${uid}/${state.attempt}/${state.phase}`;
@@ -313,6 +321,7 @@ export class Remediator {
       dryRun: this.dryRun,
       config: this.opts.config,
       remediation: this.opts.remediation,
+      readState: this.readState,
       ...(target ? { target } : {}),
       breaker: () => this.checkBreaker(node, now),
       limits: () => this.checkLimits(now, self ?? nodeUid(node)),
@@ -338,7 +347,7 @@ export class Remediator {
     let n = 0;
     for (const node of this.opts.nodes()) {
       if (!node.metadata?.deletionTimestamp || this.limiter.isInFlight(nodeUid(node))) continue;
-      if (isFailedNode(node, now, this.opts)) n++;
+      if (isFailedNode(node, now, this.failedCtx)) n++;
     }
     return n;
   }
@@ -352,9 +361,13 @@ export class Remediator {
       let c = counts.get(pool);
       if (!c) counts.set(pool, (c = { nodes: 0, failed: 0 }));
       c.nodes++;
-      if (isFailedNode(node, now, this.opts)) c.failed++;
+      if (isFailedNode(node, now, this.failedCtx)) c.failed++;
     }
     return counts;
+  }
+
+  private get failedCtx(): Parameters<typeof isFailedNode>[2] {
+    return { config: this.opts.config, remediation: this.opts.remediation, readState: this.readState };
   }
 
   private notePool(pool: string, verdict: BreakerVerdict): void {
