@@ -69,7 +69,16 @@ export async function harness(prefix = 'ctl'): Promise<Harness> {
   const selector = { key: 'knr-test', value: id };
   const conditionType = `test-${id}.kube-node-ready.io/NetworkVerified`;
   const base: ControllerConfigInput = {
-    worker: { image: { repository: 'kube-node-ready', tag: 'dev' }, namespace, priorityClassName: '', timeout: '20s', scheduleTimeout: '4s', startTimeout: '4s' },
+    worker: {
+      image: { repository: 'kube-node-ready', tag: 'dev' },
+      namespace,
+      priorityClassName: '',
+      timeout: '30s',
+      scheduleTimeout: '4s',
+      startTimeout: '4s',
+      // Generous per-check timeouts: the sandbox runs every worker on the same two cores.
+      checks: { checkTimeout: '10s' },
+    },
     reconciliation: { initialBackoff: '1s', maxBackoff: '2s', maxRetries: 1, resyncInterval: '30s', workers: 4 },
     nodeManagement: { taints: [taint], verifiedLabel, condition: { type: conditionType }, nodeSelector: `${selector.key}=${selector.value}` },
     leaderElection: { leaseName: `knr-${id}`, namespace, leaseDuration: '4s', renewDeadline: '3s', retryPeriod: '1s' },
