@@ -42,3 +42,20 @@ export function sleepOn(clock: Pick<Clock, 'setTimer'>, ms: number, signal?: Abo
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
+
+/** Settles like `promise`, or rejects with `message` when it has not settled within ms on `clock`. */
+export function withDeadline<T>(clock: Pick<Clock, 'setTimer'>, promise: Promise<T>, ms: number, message: string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = clock.setTimer(Math.max(0, ms), () => reject(new Error(message)));
+    promise.then(
+      (value) => {
+        timer.cancel();
+        resolve(value);
+      },
+      (err: unknown) => {
+        timer.cancel();
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
+}

@@ -4,7 +4,7 @@ import { errorMessage } from '@kube-node-ready/core';
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
 import { PodAnnotation, PodLabelValue, PodLabel } from './api/well-known.js';
-import type { Clock, Timer } from './clock.js';
+import { withDeadline, type Clock, type Timer } from './clock.js';
 import type { ControllerConfig } from './config/schema.js';
 import { nodeFingerprint, VerificationController } from './controllers/node/verification/controller.js';
 import { hasVerificationTaint } from './controllers/node/verification/decide.js';
@@ -257,7 +257,9 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     stopping ??= (async () => {
       log.info('stopping');
       // Finish the reconciles in progress before giving up the lease, so two leaders never act.
-      await withTimeout(clock, queue.shutDownWithDrain(), 30_000);
+      await withDeadline(clock, queue.shutDownWithDrain(), 30_000, 'queue drain timed out').catch((err: unknown) =>
+        log.warn({ err: errorMessage(err) }, 'stopping without waiting for the last reconciles'),
+      );
       await workers;
       stopElection.abort();
       await finished.catch(() => undefined);
@@ -299,10 +301,4 @@ function countWorkerPods(pods: readonly V1Pod[]): Record<WorkerPodStatus, number
 
 function firstFailing(probes: Probe[]): Probe {
   return probes.find((p) => !p.ok) ?? { ok: true };
-}
-
-async function withTimeout(clock: Clock, promise: Promise<void>, ms: number): Promise<void> {
-  let timer: Timer | undefined;
-  await Promise.race([promise, new Promise<void>((resolve) => (timer = clock.setTimer(ms, resolve)))]);
-  timer?.cancel();
 }

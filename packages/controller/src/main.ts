@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { COMMIT, ConfigError, createLogger, errorMessage, ExitCode, VERSION, type Logger } from '@kube-node-ready/core';
 import { Registry, collectDefaultMetrics } from 'prom-client';
-import { realClock } from './clock.js';
+import { realClock, withDeadline } from './clock.js';
 import { loadConfig, type ConfigOverrides } from './config/load.js';
 import type { ControllerConfig } from './config/schema.js';
 import { startController } from './controllers.js';
@@ -64,7 +64,7 @@ export async function runController(argv: readonly string[], env: Readonly<Recor
   const log = await createLogger({ format: config.logging.format, level: config.logging.level, base: { component: 'controller' } });
   let kube: KubeClient;
   try {
-    kube = new KubeClient(loadKubeConfig(flags.kubeconfig), { qps: config.kubernetes.qps, burst: config.kubernetes.burst, clock: realClock, log });
+    kube = new KubeClient(loadKubeConfig(flags.kubeconfig, env), { qps: config.kubernetes.qps, burst: config.kubernetes.burst, clock: realClock, log });
   } catch (err) {
     stderr(`error: cannot load the kubeconfig: ${errorMessage(err)}`);
     return ExitCode.CONFIG_ERROR;
@@ -72,7 +72,7 @@ export async function runController(argv: readonly string[], env: Readonly<Recor
 
   // 3. The API server must answer before anything starts.
   try {
-    const version = await withDeadline(kube.serverVersion(), 15_000, 'no answer within 15s');
+    const version = await withDeadline(realClock, kube.serverVersion(), 15_000, 'no answer within 15s');
     log.info({ server: kube.server, serverVersion: version, version: VERSION, commit: COMMIT, dryRun: config.dryRun }, 'connected to the API server');
   } catch (err) {
     stderr(`error: cannot reach the Kubernetes API server at ${kube.server}: ${messageOf(err)}`);
@@ -177,15 +177,4 @@ function processSignals(log: Logger): AbortSignal {
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   return controller.signal;
-}
-
-function withDeadline<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise.finally(() => clearTimeout(timer)),
-    new Promise<T>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(message)), ms);
-      timer.unref();
-    }),
-  ]);
 }

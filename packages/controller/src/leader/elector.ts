@@ -1,6 +1,6 @@
 import type { Logger } from '@kube-node-ready/core';
 import { errorMessage } from '@kube-node-ready/core';
-import type { Clock } from '../clock.js';
+import { withDeadline, type Clock } from '../clock.js';
 
 /**
  * Leader election on a coordination.k8s.io/v1 Lease with client-go semantics
@@ -139,7 +139,7 @@ export class LeaderElector {
   /** One round of the protocol; false on any failure (logged at debug). Bounded by `budgetMs`. */
   private async tryAcquireOrRenew(budgetMs: number): Promise<boolean> {
     try {
-      return await this.withDeadline(this.acquireOrRenewOnce(), budgetMs);
+      return await withDeadline(this.opts.clock, this.acquireOrRenewOnce(), budgetMs, `lease call took longer than ${budgetMs} ms`);
     } catch (err) {
       this.opts.log.debug({ err: errorMessage(err) }, 'lease acquire/renew failed');
       return false;
@@ -188,12 +188,14 @@ export class LeaderElector {
     if (!observed || observed.record.holderIdentity !== this.opts.identity) return;
     const now = this.opts.clock.now();
     try {
-      const released = await this.withDeadline(
+      const released = await withDeadline(
+        this.opts.clock,
         this.opts.client.update(
           { holderIdentity: '', leaseDurationSeconds: 1, acquireTime: now, renewTime: now, leaseTransitions: observed.record.leaseTransitions },
           observed.resourceVersion,
         ),
         this.opts.renewDeadlineMs,
+        'releasing the lease took too long',
       );
       this.observe(released, now);
       this.opts.log.info({ identity: this.opts.identity }, 'released the leader lease');
@@ -214,23 +216,6 @@ export class LeaderElector {
 
   private jittered(ms: number): number {
     return ms + (this.opts.random ?? Math.random)() * (this.opts.jitterFactor ?? JITTER_FACTOR) * ms;
-  }
-
-  /** Rejects when `promise` does not settle within `ms` on the injected clock. */
-  private withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const timer = this.opts.clock.setTimer(Math.max(0, ms), () => reject(new Error(`lease call took longer than ${ms} ms`)));
-      promise.then(
-        (value) => {
-          timer.cancel();
-          resolve(value);
-        },
-        (err: unknown) => {
-          timer.cancel();
-          reject(err instanceof Error ? err : new Error(String(err)));
-        },
-      );
-    });
   }
 }
 
