@@ -94,7 +94,8 @@ describe('encodeSummary', () => {
       expect(parsed.ok, `round ${round}`).toBe(true);
       if (parsed.ok) expect(parsed.summary.ok).toBe(summary.ok);
     }
-  });
+    // 300 rounds of up to ~1 MB of input: a generous bound for a loaded CI machine (not a speed test).
+  }, 60_000);
 });
 
 describe('parseSummary', () => {

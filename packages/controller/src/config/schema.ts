@@ -146,9 +146,10 @@ const toleration = z
   })
   .strict();
 
+// partialRecord: any subset of the keys (z.record with an enum key requires every key in zod 4).
 const quantityMap = (description: string, defaults: Record<string, string>) =>
   z
-    .record(
+    .partialRecord(
       z.enum(['cpu', 'memory', 'ephemeral-storage']),
       z.string().regex(QUANTITY, 'expected a Kubernetes quantity such as "50m", "64Mi" or "1"'),
     )

@@ -212,10 +212,29 @@ export class KubeClient {
 const EVENT_QPS = 10;
 const EVENT_BURST = 50;
 
-/** A KubeConfig from an explicit file, else KUBECONFIG, ~/.kube/config, or in-cluster. */
-export function loadKubeConfig(path: string | undefined): KubeConfig {
+/**
+ * A KubeConfig from an explicit file, else KUBECONFIG or ~/.kube/config, else in-cluster: the
+ * service-account token and CA (re-read as the kubelet rotates the token) and
+ * KUBERNETES_SERVICE_HOST/PORT. KNR_SERVICEACCOUNT_DIR overrides the service-account directory
+ * (the test sandbox uses it in place of the kubelet's mount, docs/sandbox.md).
+ */
+export function loadKubeConfig(path: string | undefined, env: Readonly<Record<string, string | undefined>> = {}): KubeConfig {
   const kc = new KubeConfig();
-  if (path) kc.loadFromFile(path);
-  else kc.loadFromDefault();
+  if (path) {
+    kc.loadFromFile(path);
+    return kc;
+  }
+  const dir = env.KNR_SERVICEACCOUNT_DIR;
+  if (!env.KUBECONFIG && dir && env.KUBERNETES_SERVICE_HOST) {
+    const host = env.KUBERNETES_SERVICE_HOST.includes(':') ? `[${env.KUBERNETES_SERVICE_HOST}]` : env.KUBERNETES_SERVICE_HOST;
+    kc.loadFromOptions({
+      clusters: [{ name: 'inCluster', server: `https://${host}:${env.KUBERNETES_SERVICE_PORT ?? '443'}`, caFile: `${dir}/ca.crt`, skipTLSVerify: false }],
+      users: [{ name: 'inClusterUser', authProvider: { name: 'tokenFile', config: { tokenFile: `${dir}/token` } } }],
+      contexts: [{ name: 'inClusterContext', cluster: 'inCluster', user: 'inClusterUser' }],
+      currentContext: 'inClusterContext',
+    });
+    return kc;
+  }
+  kc.loadFromDefault();
   return kc;
 }
