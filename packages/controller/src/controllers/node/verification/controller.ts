@@ -105,7 +105,7 @@ export class VerificationController {
     }
   }
 
-  /** Called by the composition root for every node that goes away (informer delete). */
+  /** The node is gone (deleted, or no longer matching the node selector): delete its workers, drop its series and memory. */
   async forget(name: string, log: Logger = this.deps.log.child({ node: name })): Promise<ReconcileResult> {
     const orphans = this.deps.pods.list().filter((p) => annotation(p, PodAnnotation.NodeName) === name && !p.metadata?.deletionTimestamp);
     await this.deletePods(orphans.map(ref), log);
