@@ -173,6 +173,9 @@ describe('helm install, upgrade, uninstall', () => {
       expect(checksum(after)).not.toBe(checksum(before));
       const configMap = await core().readNamespacedConfigMap({ name: `${release}-kube-node-ready-config`, namespace });
       expect(configMap.data?.['config.yaml']).toContain('maxRetries: 7');
+      // The worker ConfigMap belongs to the release too, so uninstall removes it.
+      const workerConfig = await core().readNamespacedConfigMap({ name: 'kube-node-ready-worker', namespace });
+      expect(workerConfig.metadata?.labels?.['app.kubernetes.io/instance']).toBe(release);
 
       const uninstall = await helmKube(['uninstall', release, '--namespace', namespace, '--wait']);
       expect(uninstall.code, uninstall.stderr).toBe(0);

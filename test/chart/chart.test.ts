@@ -44,7 +44,7 @@ interface Rule {
 
 const deploymentOf = (objects: KubeObject[]) => find(objects, 'Deployment') as Deployment;
 const controllerOf = (objects: KubeObject[]) => deploymentOf(objects).spec.template.spec.containers[0] as Container;
-const configOf = (objects: KubeObject[]) => (find(objects, 'ConfigMap').data as Record<string, string>)['config.yaml'] as string;
+const configOf = (objects: KubeObject[]) => (find(objects, 'ConfigMap', 'kube-node-ready-config').data as Record<string, string>)['config.yaml'] as string;
 
 /** Every permission as "Kind[/namespace] group/resource[/name] verb", sorted. */
 function permissions(objects: KubeObject[]): string[] {
@@ -142,6 +142,7 @@ describe('helm template: what is created', () => {
         'ClusterRoleBinding/kube-node-ready-controller',
         'ClusterRoleBinding/kube-node-ready-worker',
         'ConfigMap/kube-node-ready-config',
+        'ConfigMap/kube-node-ready-worker',
         'Deployment/kube-node-ready-controller',
         'PodDisruptionBudget/kube-node-ready-controller',
         'Role/kube-node-ready-controller',
@@ -153,6 +154,15 @@ describe('helm template: what is created', () => {
         'ServiceAccount/kube-node-ready-worker',
       ].sort(),
     );
+  });
+
+  it('renders the worker ConfigMap (config.worker.checks) so the release owns it and uninstall removes it', async () => {
+    const worker = find(defaults, 'ConfigMap', 'kube-node-ready-worker');
+    expect(worker.metadata.labels?.['app.kubernetes.io/component']).toBe('worker');
+    expect(parseYaml((worker.data as Record<string, string>)['worker.yaml'] ?? '')).toEqual({});
+    const checks = { enabled: ['dns', 'api'], dns: { names: ['kubernetes.default.svc.cluster.local'] } };
+    const custom = find(await template({ config: { worker: { checks } } }), 'ConfigMap', 'kube-node-ready-worker');
+    expect(parseYaml((custom.data as Record<string, string>)['worker.yaml'] ?? '')).toEqual(checks);
   });
 
   it('every optional feature on adds the ServiceMonitor and the PrometheusRule', () => {

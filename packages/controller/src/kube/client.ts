@@ -186,7 +186,11 @@ export class KubeClient {
       return 'created';
     }
     if (JSON.stringify(current.data ?? {}) === JSON.stringify(data)) return 'unchanged';
-    const replacement: V1ConfigMap = { ...body, metadata: { ...body.metadata, labels: { ...current.metadata?.labels, ...labels }, resourceVersion: current.metadata?.resourceVersion ?? '' } };
+    // Keep what others put on it (the Helm chart renders this ConfigMap too: its labels and annotations).
+    const replacement: V1ConfigMap = {
+      ...body,
+      metadata: { ...body.metadata, labels: { ...current.metadata?.labels, ...labels }, annotations: current.metadata?.annotations, resourceVersion: current.metadata?.resourceVersion ?? '' },
+    };
     await this.call('update configmap', () => this.core.replaceNamespacedConfigMap({ namespace, name, body: replacement, fieldManager: FIELD_MANAGER }));
     return 'updated';
   }
