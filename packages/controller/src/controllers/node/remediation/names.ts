@@ -2,9 +2,9 @@ import { GROUP } from '../../../api/well-known.js';
 
 /**
  * Every name remediation reads or writes: annotations and labels it honours, the Karpenter API it
- * calls, its metric label values and its Event reasons. Kept here until the composition root wires
- * remediation in; then the metric values and reasons move to metrics/names.ts and events/reasons.ts
- * (docs/remediation.md, "Wiring").
+ * calls, its metric label values and its Event reasons. The metric values and reasons are kept here
+ * until the composition root wires remediation in; then they move to metrics/names.ts and
+ * events/reasons.ts (one module each) and this file re-exports them.
  */
 
 /**

@@ -1,8 +1,8 @@
 // The whole controller (startController, real clock) with remediation on: a Karpenter node whose
 // worker can never start exhausts its retries and is replaced through its NodeClaim, while a
 // healthy node beside it is verified and kept. This proves the wiring in the composition root
-// (docs/remediation.md, "Wiring"); until that is applied the configuration has no remediation keys
-// and the test skips, saying so.
+// (docs/remediation.md, "Inside the controller"); until that is applied the configuration has no
+// remediation keys and the test skips, saying so.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { parseConfig } from '../../../config/load.js';
 import type { ControllerConfigInput } from '../../../config/schema.js';
@@ -18,7 +18,7 @@ const WIRED = (() => {
   }
 })();
 let h: Harness | undefined;
-let skip: string | undefined = WIRED ? undefined : 'remediation is not wired into the controller yet (docs/remediation.md, "Wiring")';
+let skip: string | undefined = WIRED ? undefined : 'remediation is not wired into the controller yet: nodeManagement.remediation has no keys in config/schema.ts';
 
 beforeAll(async () => {
   if (skip) return;
