@@ -293,12 +293,19 @@ describe('Remediator: guards hold', () => {
     expect(targets.deletes()).toHaveLength(4);
   });
 
-  it('a failed node being deleted by someone else counts as in flight', async () => {
-    const { targets, remediator } = setup({ remediation: { maxInFlight: 1 } });
-    targets.add(failed('going').deleting(T0).build());
+  it('a failed node being deleted by someone else counts as in flight (the limit and the gauge)', async () => {
+    const { targets, remediator, blocked } = setup({ remediation: { maxInFlight: 1 } });
+    const going = failed('going').deleting(T0).build();
+    targets.add(going);
     const node = failed('next').build();
     targets.add(node);
     expect(await remediator.consider(node)).toMatchObject({ decision: { kind: 'blocked', reason: 'in-flight' } });
+    expect(await blocked('in-flight')).toBe(1);
+    targets.nodes.delete('going');
+    remediator.forget(going);
+    await remediator.tick();
+    expect(await blocked('in-flight')).toBe(0);
+    expect(await remediator.consider(node)).toMatchObject({ result: 'deleted' });
   });
 
   it('per hour: at most maxPerHour deletions in any rolling hour', async () => {

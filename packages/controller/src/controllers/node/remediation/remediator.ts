@@ -101,6 +101,8 @@ export class Remediator {
   private breakerWindow: BreakerVerdict = { open: false };
   private readonly openPools = new Map<string, string>();
   private breakerWasOpen = false;
+  /** Failed nodes being deleted by others, as last counted (for the in-flight gauge). */
+  private external = 0;
   private readonly readState: (node: V1Node) => StateRead;
 
   constructor(private readonly opts: RemediatorOptions) {
@@ -179,6 +181,7 @@ export class Remediator {
       await this.opts.events.node(stalled.node, EventType.Warning, RemediationReason.Stalled, message);
     }
     const now = this.opts.clock.now();
+    this.external = this.externalInFlight(now);
     this.breakerWindow = this.breaker.checkWindow(now);
     const counts = this.poolCounts(now);
     for (const pool of [...this.openPools.keys()]) if (!counts.has(pool)) this.openPools.delete(pool);
@@ -339,7 +342,8 @@ export class Remediator {
   }
 
   private checkLimits(now: number, self: string): LimitVerdict {
-    return this.limiter.check({ external: this.externalInFlight(now), self });
+    this.external = this.externalInFlight(now);
+    return this.limiter.check({ external: this.external, self });
   }
 
   /** Failed nodes being deleted that this remediator did not delete (another leader, Karpenter, a person). */
@@ -385,7 +389,7 @@ export class Remediator {
     }
     const values: Record<BlockReason, boolean> = {
       'circuit-breaker': open,
-      'in-flight': this.limiter.inFlightCount() >= this.opts.remediation.maxInFlight,
+      'in-flight': this.limiter.inFlightCount(this.external) >= this.opts.remediation.maxInFlight,
       'rate-limit': this.limiter.hourlyCount() >= this.opts.remediation.maxPerHour,
     };
     for (const reason of BlockReason) this.opts.metrics.remediationBlocked.set({ reason }, values[reason] ? 1 : 0);
