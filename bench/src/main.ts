@@ -3,6 +3,7 @@
 //                       [--sizes 50,200,1000] [--steady-nodes 5000] [--max-concurrent 25] [--workers 20]
 //                       [--qps 200] [--burst 400] [--direct] [--controller-node-flags '--max-semi-space-size=2']
 //   node dist/bench.mjs chart RESULTS.json [--png FILE]    redraw the chart of a results file
+//   node dist/bench.mjs analyze RESULTS.json               slot use and refill delay per burst run
 //   node dist/bench.mjs observe ...                        (internal) the observer process
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -15,7 +16,7 @@ import { runBurst, type BenchEnv, type BurstResult } from './burst.js';
 import { drawChart, type ChartInput } from './chart.js';
 import type { ControllerTuning } from './controller.js';
 import { runObserver } from './observer.js';
-import { distribution, median, type Distribution } from './stats.js';
+import { distribution, median, percentile, type Distribution } from './stats.js';
 import { runSteady, type SteadyResult } from './steady.js';
 import type { WorkerResult } from './worker.js';
 import { children, round } from './util.js';
@@ -34,6 +35,17 @@ async function main(argv: string[]): Promise<number> {
       options: { kubeconfig: { type: 'string' }, 'node-selector': { type: 'string' }, namespace: { type: 'string' }, 'taint-key': { type: 'string' }, 'verified-label': { type: 'string' } },
     });
     await runObserver({ kubeconfig: values.kubeconfig!, nodeSelector: values['node-selector']!, namespace: values.namespace!, taintKey: values['taint-key']!, verifiedLabel: values['verified-label']! });
+    return 0;
+  }
+  if (argv[0] === 'analyze') {
+    const file = argv[1];
+    if (!file) throw new Error('usage: bench analyze RESULTS.json');
+    const results = JSON.parse(readFileSync(file, 'utf8')) as Results;
+    const cap = (results.config.tuning as ControllerTuning).maxConcurrentVerifications;
+    for (const b of results.bursts) {
+      const s = slotUse(b.samples, cap);
+      console.log(`burst ${b.size} (run ${b.repetition}): slots busy ${Math.round(s.utilisation * 100)} %, refill delay p50 ${s.refill.p50 ?? '-'} ms, p90 ${s.refillP90 ?? '-'} ms`);
+    }
     return 0;
   }
   if (argv[0] === 'chart') {
@@ -211,6 +223,23 @@ function summarize(bursts: BurstResult[], steadyRss: number | undefined) {
     }),
     steadyRssMiBMax: steadyRss,
   };
+}
+
+/**
+ * How busy the verification slots were: the time single-attempt worker pods ran (created to
+ * finished) over cap x the burst's worker span, and the refill delay, pairing the k-th pod to
+ * finish with the (cap+k)-th pod created (a slot freed, the next pod that took it).
+ */
+export function slotUse(samples: BurstResult['samples'], cap: number): { utilisation: number; refill: Distribution; refillP90?: number } {
+  const single = samples.filter((s) => s[1] !== null && s[2] !== null && (s[4] === undefined || s[4] === s[1])) as number[][];
+  const created = single.map((s) => s[1]!).sort((a, b) => a - b);
+  const finished = single.map((s) => s[2]!).sort((a, b) => a - b);
+  if (created.length === 0) return { utilisation: 0, refill: { n: 0 } };
+  const busy = single.reduce((a, s) => a + (s[2]! - s[1]!), 0);
+  const span = finished[finished.length - 1]! - created[0]!;
+  const refills: number[] = [];
+  for (let k = 0; cap + k < created.length; k++) if (created[cap + k]! > finished[k]!) refills.push(created[cap + k]! - finished[k]!);
+  return { utilisation: busy / (cap * span), refill: distribution(refills), ...(refills.length ? { refillP90: Math.round(percentile(refills, 90)!) } : {}) };
 }
 
 function printSummary(r: Results, out: (l: string) => void): void {
