@@ -60,8 +60,9 @@ docker-build: ## Build the multi-arch image with docker buildx (needs a Docker e
 	  --build-arg COMMIT=$$(git rev-parse --short=12 HEAD) -t $(IMAGE) .
 
 .PHONY: typecheck
-typecheck: $(STAMP) ## TypeScript strict typecheck of every package
+typecheck: $(STAMP) ## TypeScript strict typecheck of every package and the bench
 	tsc -p tsconfig.json
+	tsc -p bench/tsconfig.json
 
 .PHONY: lint
 lint: $(STAMP) ## ESLint (typescript-eslint)
@@ -72,9 +73,17 @@ unit: deps sandbox-bins ## Fast tests: pure logic, real loopback servers, helm a
 	vitest run --project unit
 
 .PHONY: test
-test: deps sandbox-bins build typecheck lint ## Everything: typecheck, lint, unit and sandbox tests
+test: deps sandbox-bins build typecheck lint ## Everything: typecheck, lint, unit and sandbox tests, and a quick bench run
 	vitest run --reporter=default --reporter=json --outputFile.json=.test-results.json
+	@# Keeps the benchmark harness from rotting (results are not asserted; see make bench).
+	$(MAKE) --no-print-directory bench BENCH=quick
 	@node scripts/test-summary.mjs .test-results.json
+
+.PHONY: bench
+bench: deps sandbox-bins build ## Benchmarks in the sandbox (docs/benchmarks.md); BENCH=quick for a CI-sized run
+	@command -v gnuplot >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gnuplot-nox; }
+	node bench/build.mjs
+	node dist/bench.mjs $(if $(filter quick,$(BENCH)),--quick)
 
 .PHONY: sandbox-up
 sandbox-up: deps sandbox-bins build ## Start the sandbox in the background (NODES=n simulated nodes); kubeconfig in .sandbox/kubeconfig

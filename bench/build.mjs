@@ -2,20 +2,12 @@
 // uses for the product, so it imports the workspace packages from their sources.
 //   node bench/build.mjs
 import { build } from 'esbuild';
+import { nodeBundleOptions } from '../scripts/esbuild-options.mjs';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 await build({
-  bundle: true,
-  platform: 'node',
-  format: 'esm',
-  target: 'node24',
-  conditions: ['source'],
-  sourcemap: true,
-  legalComments: 'none',
-  logLevel: 'warning',
-  external: ['pino-pretty'],
-  banner: { js: "import { createRequire as __knrCreateRequire } from 'node:module'; const require = __knrCreateRequire(import.meta.url);" },
+  ...nodeBundleOptions,
   entryPoints: [`${root}/bench/src/main.ts`],
   outfile: `${root}/dist/bench.mjs`,
 });

@@ -3,6 +3,7 @@
 // dist/chunks/): the image copies them alone, and a worker starts without resolving node_modules.
 //   node scripts/bundle.mjs [--quiet]
 import { build } from 'esbuild';
+import { nodeBundleOptions } from './esbuild-options.mjs';
 import { execFileSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -24,18 +25,7 @@ if (!commit) {
 
 const started = Date.now();
 const common = {
-  bundle: true,
-  platform: 'node',
-  format: 'esm',
-  target: 'node24',
-  conditions: ['source'],
-  sourcemap: true,
-  legalComments: 'none',
-  logLevel: 'warning',
-  // pino-pretty is optional (development only); the rest is bundled.
-  external: ['pino-pretty'],
-  // CommonJS dependencies call require() for Node built-ins.
-  banner: { js: "import { createRequire as __knrCreateRequire } from 'node:module'; const require = __knrCreateRequire(import.meta.url);" },
+  ...nodeBundleOptions,
   define: { __KNR_VERSION__: JSON.stringify(version), __KNR_COMMIT__: JSON.stringify(commit) },
 };
 rmSync(`${root}/dist/chunks`, { recursive: true, force: true });
