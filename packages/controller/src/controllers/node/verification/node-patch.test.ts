@@ -137,26 +137,3 @@ describe('conditionPatch', () => {
     expect(conditionPatch(node, wanted, T0 + 5_000)).toBeUndefined();
   });
 });
-
-describe('nodePatch: a copy without our progress', () => {
-  const verifying: VerificationState = { uid: 'uid-node-1', attempt: 1, failures: 0, phase: Phase.Verifying };
-
-  it('is guarded by its resourceVersion, so a stale copy cannot overwrite newer progress or others\' annotations', () => {
-    const stale = aNode().tainted().resourceVersion('100').build();
-    const ops = nodePatch({ node: stale, config, state: verifying, open: false });
-    expect(ops).toContainEqual({ op: 'test', path: '/metadata/resourceVersion', value: '100' });
-    // The live node has moved on: another reconcile recorded attempt 2, someone added an annotation.
-    const live = aNode().tainted().resourceVersion('130').build();
-    live.metadata!.annotations = { 'kube-node-ready.io/node-uid': 'uid-node-1', 'kube-node-ready.io/attempt': '2', other: 'keep' };
-    expect(() => applyJsonPatch(live, ops)).toThrow(PatchTestFailed);
-    // Against the node as read, it applies.
-    expect(readState(applyJsonPatch(stale, ops))).toMatchObject({ kind: 'ok', state: { attempt: 1 } });
-  });
-
-  it('a copy that carries our progress is guarded by the progress itself, not the resourceVersion (kubelet status updates must not fail it)', () => {
-    const node = applyJsonPatch(aNode().tainted().resourceVersion('100').build(), nodePatch({ node: aNode().tainted().resourceVersion('100').build(), config, state: verifying, open: false }));
-    const ops = nodePatch({ node, config, state: { ...verifying, phase: Phase.Passed, lastOutcome: Outcome.Passed, verifiedAt: T0 }, open: true });
-    expect(ops.some((o) => o.path === '/metadata/resourceVersion')).toBe(false);
-    expect(ops).toContainEqual({ op: 'test', path: '/metadata/annotations/kube-node-ready.io~1attempt', value: '1' });
-  });
-});

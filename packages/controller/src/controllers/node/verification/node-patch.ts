@@ -59,17 +59,9 @@ export function taintsToRemove(node: V1Node, config: ControllerConfig): string[]
     .map((t) => `${t.key}${t.value ? `=${t.value}` : ''}:${t.effect}`);
 }
 
-/**
- * Tests that the node is the one we read and our state on it is what we read. A copy without our
- * progress (the first write of a verification, or a cache that has not seen our last write yet)
- * cannot test for absence with JSON patch, so it is guarded by its resourceVersion instead: a
- * stale copy then fails with 422 and is re-read, rather than overwriting newer progress (or, with
- * no annotations map at all, replacing everyone's annotations).
- */
+/** Tests that the node is the one we read and our state on it is what we read. */
 function guards(node: V1Node): JsonPatchOp[] {
   const ops: JsonPatchOp[] = [{ op: 'test', path: '/metadata/uid', value: node.metadata?.uid ?? '' }];
-  const rv = node.metadata?.resourceVersion;
-  if (annotation(node, Annotation.Attempt) === undefined && rv) ops.push({ op: 'test', path: '/metadata/resourceVersion', value: rv });
   for (const key of Object.values(Annotation)) {
     const current = annotation(node, key);
     if (current !== undefined) ops.push({ op: 'test', path: `/metadata/annotations/${escapePointer(key)}`, value: current });
