@@ -6,13 +6,16 @@ import type { Registry } from 'prom-client';
 import { PodAnnotation, PodLabelValue, PodLabel } from './api/well-known.js';
 import { withDeadline, type Clock, type Timer } from './clock.js';
 import type { ControllerConfig } from './config/schema.js';
+import { RemediationController } from './controllers/node/remediation/controller.js';
+import { KubeRemediationEvents } from './controllers/node/remediation/events.js';
+import { Remediator } from './controllers/node/remediation/remediator.js';
 import { nodeFingerprint, VerificationController } from './controllers/node/verification/controller.js';
 import { hasVerificationTaint } from './controllers/node/verification/decide.js';
 import { configHash, WORKER_POD_SELECTOR, workerConfigDocument, workerImage } from './controllers/node/verification/pod-spec.js';
 import { VerificationSlots } from './controllers/node/verification/slots.js';
 import { AnnotationProgressStore, MemoryProgressStore } from './controllers/node/verification/store.js';
 import { runWorkers } from './controllers/runner.js';
-import { KubeEventRecorder } from './events/recorder.js';
+import { KubeEventRecorder, type EventSink } from './events/recorder.js';
 import { buildServer, parseBindAddress, type Probe } from './http/server.js';
 import type { KubeClient } from './kube/client.js';
 import { SelfHealingInformer, stripObject } from './kube/informer.js';
@@ -105,6 +108,9 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   });
   const workerConfig = workerConfigDocument(config.worker);
   const slots = new VerificationSlots(() => pods.list(), clock);
+  const eventSink: EventSink = { create: (ns, e) => kube.createEvent(ns, e), bump: (ns, name, count, at) => kube.bumpEvent(ns, name, count, at) };
+  const events = new KubeEventRecorder({ sink: eventSink, clock, log, component: PodLabelValue.ManagedBy, instance: opts.identity });
+  const store = config.dryRun ? new MemoryProgressStore() : new AnnotationProgressStore(kube, config);
   const verification = new VerificationController({
     config,
     clock,
@@ -112,19 +118,36 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     kube,
     nodes: nodeInformer,
     pods,
-    store: config.dryRun ? new MemoryProgressStore() : new AnnotationProgressStore(kube, config),
-    events: new KubeEventRecorder({
-      sink: { create: (ns, e) => kube.createEvent(ns, e), bump: (ns, name, count, at) => kube.bumpEvent(ns, name, count, at) },
-      clock,
-      log,
-      component: PodLabelValue.ManagedBy,
-      instance: opts.identity,
-    }),
+    store,
+    events,
     metrics,
     slots,
     worker: { image: workerImage(config.worker.image, opts.version), configHash: configHash(workerConfig) },
     enqueue: (name) => queue.add(name),
   });
+
+  // 2b. Remediation of failed nodes (nodeManagement.deleteFailedNodes): a queue of its own, one worker.
+  const remediator = config.nodeManagement.deleteFailedNodes
+    ? new Remediator({
+        kube,
+        clock,
+        log: log.child({ controller: 'remediation' }),
+        events: new KubeRemediationEvents({ nodes: events, sink: eventSink, clock, log, component: PodLabelValue.ManagedBy, instance: opts.identity }),
+        metrics,
+        config,
+        remediation: config.nodeManagement.remediation,
+        enabled: true,
+        dryRun: config.dryRun,
+        nodes: () => nodeInformer.list(),
+        progress: store,
+      })
+    : undefined;
+  const remediationQueue = new WorkQueue<string>({ clock });
+  /** Only the leader deletes; every replica observes, so a new leader starts with the breaker's history. */
+  let leading = false;
+  const remediate = (node: V1Node): void => {
+    if (remediator?.observe(node)) remediationQueue.add(node.metadata?.name ?? '');
+  };
 
   // 3. Watch events become queue keys. Node updates that change nothing we read (kubelet status
   //    heartbeats) are dropped here.
@@ -134,9 +157,11 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       const name = node.metadata?.name ?? '';
       fingerprints.set(name, nodeFingerprint(node, config));
       queue.add(name);
+      remediate(node);
     },
     update: (node) => {
       const name = node.metadata?.name ?? '';
+      remediate(node); // before the fingerprint: remediation also reads labels and annotations verification ignores
       const print = nodeFingerprint(node, config);
       if (fingerprints.get(name) === print) return;
       fingerprints.set(name, print);
@@ -146,6 +171,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       const name = node.metadata?.name ?? '';
       fingerprints.delete(name);
       queue.add(name);
+      remediator?.forget(node);
     },
   });
   const podEvent = (pod: V1Pod): void => {
@@ -182,10 +208,14 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   const tick = (): void => {
     metrics.controllerHealthy.set(readiness().ok ? 1 : 0);
     metrics.activeVerifications.set(slots.active().size);
+    if (remediator && leading) void remediator.tick();
     timers[0] = clock.setTimer(TICK_MS, tick);
   };
   const resync = (): void => {
-    for (const node of nodeInformer.list()) if (relevant(node, config)) queue.add(node.metadata?.name ?? '');
+    for (const node of nodeInformer.list()) {
+      if (relevant(node, config)) queue.add(node.metadata?.name ?? '');
+      remediate(node);
+    }
     timers[1] = clock.setTimer(config.reconciliation.resyncInterval, resync);
   };
   tick();
@@ -193,8 +223,10 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
 
   // 7. Lead (or, without leader election, just run): only the leader works the queue.
   let workers: Promise<void> | undefined;
+  let remediationWorkers: Promise<void> | undefined;
   const lead = async (): Promise<void> => {
     metrics.leader.set(1);
+    leading = true;
     const written = await kube.applyConfigMap(workerNamespace, config.worker.configMapName, { 'worker.yaml': workerConfig }, {
       [PodLabel.Name]: PodLabelValue.Name,
       [PodLabel.ManagedBy]: PodLabelValue.ManagedBy,
@@ -209,6 +241,15 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       log,
       observer: { reconciled: (result, seconds) => metrics.reconcileDuration.observe({ result }, seconds), failed: () => metrics.reconcileErrorsTotal.inc() },
     });
+    if (remediator) {
+      remediationWorkers = runWorkers({
+        queue: remediationQueue,
+        reconciler: new RemediationController(remediator, nodeInformer),
+        workers: 1,
+        clock,
+        log: log.child({ controller: 'remediation' }),
+      });
+    }
   };
 
   const stopElection = new AbortController();
@@ -237,7 +278,15 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       onStartedLeading: (signal) => {
         startLeading();
         // Leadership lost: stop working at once; the caller exits (client-go behaviour).
-        signal.addEventListener('abort', () => queue.shutDown(), { once: true });
+        signal.addEventListener(
+          'abort',
+          () => {
+            leading = false;
+            queue.shutDown();
+            remediationQueue.shutDown();
+          },
+          { once: true },
+        );
       },
       onStoppedLeading: () => metrics.leader.set(0),
       onNewLeader: (leader) => log.info({ leader, self: leader === opts.identity }, 'leader observed'),
@@ -257,10 +306,12 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     stopping ??= (async () => {
       log.info('stopping');
       // Finish the reconciles in progress before giving up the lease, so two leaders never act.
-      await withDeadline(clock, queue.shutDownWithDrain(), 30_000, 'queue drain timed out').catch((err: unknown) =>
+      const drained = Promise.all([queue.shutDownWithDrain(), remediationQueue.shutDownWithDrain()]).then(() => undefined);
+      await withDeadline(clock, drained, 30_000, 'queue drain timed out').catch((err: unknown) =>
         log.warn({ err: errorMessage(err) }, 'stopping without waiting for the last reconciles'),
       );
       await workers;
+      await remediationWorkers;
       stopElection.abort();
       await finished.catch(() => undefined);
       for (const timer of timers) timer.cancel();

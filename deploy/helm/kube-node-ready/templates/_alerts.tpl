@@ -6,7 +6,7 @@ default values, release "kube-node-ready" in "kube-system" (a test keeps them id
 Metrics (packages/controller/src/metrics/names.ts):
   kube_node_ready_verification_status{node,status}  1 for the node's current status (verifying, backoff, verified, failed), 0 for the others
   kube_node_ready_verifications_total{status}       finished worker attempts by result (success, failed)
-  kube_node_ready_remediation_blocked{reason}       1 while remediation is blocked (circuit-breaker, max-in-flight, hourly-limit)
+  kube_node_ready_remediation_blocked{reason}       1 while remediation is blocked (circuit-breaker, rate-limit, in-flight)
   kube_node_ready_leader                            1 on the replica that leads, 0 on the others
   kube_node_ready_controller_healthy                1 when watches run and caches are synced
   up                                                Prometheus' own scrape result for the controller pods

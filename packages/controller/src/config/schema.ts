@@ -1,6 +1,7 @@
 import { parseDuration } from '@kube-node-ready/core';
 import { z } from 'zod';
 import { GROUP } from '../api/well-known.js';
+import { remediationSchema } from '../controllers/node/remediation/config.js';
 
 /**
  * The one schema of the controller configuration (the YAML file given with --config).
@@ -318,11 +319,9 @@ const nodeManagementSchema = z
       .boolean()
       .default(false)
       .meta({ description: 'Delete nodes that exhausted their retries (through their Karpenter NodeClaim when there is one). See nodeManagement.remediation.' }),
-    remediation: z
-      .object({})
-      .strict()
+    remediation: remediationSchema
       .prefault({})
-      .meta({ description: 'Guards for deleteFailedNodes (rate limits, circuit breaker, dry run): reserved, see docs/remediation.md.' }),
+      .meta({ description: 'Guards for deleteFailedNodes: limits, circuit breaker, minimum age, stuck nodes, dry run (docs/remediation.md).' }),
   })
   .strict();
 

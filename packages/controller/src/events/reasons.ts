@@ -29,11 +29,20 @@ export const Reason = {
   /** Dry run: the node passed and would have been opened. */
   DryRunWouldOpenNode: 'DryRunWouldOpenNode',
 
-  // Remediation (issue 5), reserved here so every reason lives in one module.
+  // Remediation (docs/remediation.md).
+  /** The failed node's NodeClaim was deleted: Karpenter drains the node and terminates the instance. */
   RemediationNodeClaimDeleted: 'RemediationNodeClaimDeleted',
+  /** The failed node's Node object was deleted (no NodeClaim): the machine may keep running. */
   RemediationNodeDeleted: 'RemediationNodeDeleted',
+  /** A guard keeps this node (control plane, opt-out, do-not-disrupt, too young...). */
   RemediationSkipped: 'RemediationSkipped',
+  /** Deletions held back: circuit breaker, in-flight or hourly limit (retried automatically). */
   RemediationBlocked: 'RemediationBlocked',
+  /** Remediation dry run: the node would have been deleted. */
   RemediationDryRun: 'RemediationDryRun',
+  /** The lookup or the delete failed; retried. */
+  RemediationFailed: 'RemediationFailed',
+  /** A deletion was issued remediation.inFlightTimeout ago and the node still exists. */
+  RemediationStalled: 'RemediationStalled',
 } as const;
 export type Reason = (typeof Reason)[keyof typeof Reason];

@@ -30,7 +30,7 @@ describe('ControllerMetrics', () => {
       'kube_node_ready_check_duration_seconds_count{check="podnet",result="fail"} 0',
       'kube_node_ready_controller_healthy 0',
       'kube_node_ready_controller_reconcile_errors_total 0',
-      'kube_node_ready_remediations_total{action="delete-nodeclaim",result="success"} 0',
+      'kube_node_ready_remediations_total{action="delete-nodeclaim",result="deleted"} 0',
       'kube_node_ready_remediation_blocked{reason="circuit-breaker"} 0',
       'kube_node_ready_watch_restarts_total{resource="pods"} 0',
       'kube_node_ready_leader 0',

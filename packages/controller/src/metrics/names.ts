@@ -69,10 +69,13 @@ export const CheckResult = ['pass', 'fail'] as const;
 
 export const WatchedResource = ['nodes', 'pods'] as const;
 
-/** Reserved for remediation (issue 5). */
+/** kube_node_ready_remediations_total{action,result} and kube_node_ready_remediation_blocked{reason} (docs/remediation.md). */
 export const RemediationAction = ['delete-nodeclaim', 'delete-node'] as const;
-export const RemediationResult = ['success', 'error', 'dry-run', 'skipped'] as const;
-export const RemediationBlockReason = ['circuit-breaker', 'max-in-flight', 'hourly-limit'] as const;
+export type RemediationAction = (typeof RemediationAction)[number];
+export const RemediationResult = ['deleted', 'dry-run', 'skipped', 'error'] as const;
+export type RemediationResult = (typeof RemediationResult)[number];
+export const RemediationBlockReason = ['circuit-breaker', 'rate-limit', 'in-flight'] as const;
+export type RemediationBlockReason = (typeof RemediationBlockReason)[number];
 
 export const Buckets = {
   /** One worker attempt, pod created to result: seconds to a few minutes. */

@@ -13,15 +13,13 @@ const GROUP = 'karpenter.sh';
 const VERSION = 'v1';
 const PLURAL = 'nodeclaims';
 
-/** The NodeClaim CRD file of the Karpenter version the chart's NodePool CRD comes from. */
-const NODECLAIM_SOURCE = { ...CRD_SOURCES.nodePool, file: 'pkg/apis/crds/karpenter.sh_nodeclaims.yaml' } as unknown as typeof CRD_SOURCES.nodePool;
 
 /**
  * Installs the NodeClaim CRD (once per sandbox; it stays for later files) and waits until it is
  * established. Returns the reason when the Go module proxy cannot provide it.
  */
 export async function installNodeClaimCrd(): Promise<{ ok: true } | { skip: string }> {
-  const loaded = await loadCrd(NODECLAIM_SOURCE);
+  const loaded = await loadCrd(CRD_SOURCES.nodeClaim);
   if ('skip' in loaded) return { skip: loaded.skip };
   const api = sandbox().kc.makeApiClient(k8s.ApiextensionsV1Api);
   await api.createCustomResourceDefinition({ body: loaded.crd as unknown as k8s.V1CustomResourceDefinition }).catch((err: unknown) => {

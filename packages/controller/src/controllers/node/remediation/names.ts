@@ -1,4 +1,6 @@
 import { GROUP } from '../../../api/well-known.js';
+import { Reason } from '../../../events/reasons.js';
+import { MetricName, RemediationAction, RemediationBlockReason, RemediationResult } from '../../../metrics/names.js';
 
 /**
  * Every name remediation reads or writes: annotations and labels it honours, the Karpenter API it
@@ -30,42 +32,23 @@ export const KarpenterApi = {
 } as const;
 
 // ---------------------------------------------------------------------------------------------
-// Metrics (names as in metrics/names.ts; the label values are the ones issue 5 asks for)
+// Metrics and Event reasons: defined in metrics/names.ts and events/reasons.ts (one module each).
 
 export const RemediationMetricName = {
-  RemediationsTotal: 'kube_node_ready_remediations_total',
-  RemediationBlocked: 'kube_node_ready_remediation_blocked',
+  RemediationsTotal: MetricName.RemediationsTotal,
+  RemediationBlocked: MetricName.RemediationBlocked,
 } as const;
-
-/** kube_node_ready_remediations_total{action}: what was (or would have been) deleted. */
-export const RemediationAction = ['delete-nodeclaim', 'delete-node'] as const;
-export type RemediationAction = (typeof RemediationAction)[number];
-
-/** kube_node_ready_remediations_total{result}. */
-export const RemediationResult = ['deleted', 'dry-run', 'skipped', 'error'] as const;
-export type RemediationResult = (typeof RemediationResult)[number];
-
-/** kube_node_ready_remediation_blocked{reason}: 1 while every deletion is held back for it. */
-export const BlockReason = ['circuit-breaker', 'rate-limit', 'in-flight'] as const;
-export type BlockReason = (typeof BlockReason)[number];
-
-// ---------------------------------------------------------------------------------------------
-// Event reasons (on the Node, and on its NodeClaim when there is one)
+export { RemediationAction, RemediationResult };
+export const BlockReason = RemediationBlockReason;
+export type BlockReason = RemediationBlockReason;
 
 export const RemediationReason = {
-  /** The NodeClaim was deleted: Karpenter drains the node and terminates the instance. */
-  NodeClaimDeleted: 'RemediationNodeClaimDeleted',
-  /** The Node object was deleted (no NodeClaim): the machine may keep running. */
-  NodeDeleted: 'RemediationNodeDeleted',
-  /** A guard says this node must not be deleted (control plane, opt-out, do-not-disrupt, too young...). */
-  Skipped: 'RemediationSkipped',
-  /** Deletions are held back (circuit breaker, in-flight limit, hourly limit); retried automatically. */
-  Blocked: 'RemediationBlocked',
-  /** Dry run: the node would have been deleted. */
-  DryRun: 'RemediationDryRun',
-  /** The lookup or the delete call failed; retried. */
-  Failed: 'RemediationFailed',
-  /** A deletion was issued long ago (inFlightTimeout) and the node still exists. */
-  Stalled: 'RemediationStalled',
+  NodeClaimDeleted: Reason.RemediationNodeClaimDeleted,
+  NodeDeleted: Reason.RemediationNodeDeleted,
+  Skipped: Reason.RemediationSkipped,
+  Blocked: Reason.RemediationBlocked,
+  DryRun: Reason.RemediationDryRun,
+  Failed: Reason.RemediationFailed,
+  Stalled: Reason.RemediationStalled,
 } as const;
 export type RemediationReason = (typeof RemediationReason)[keyof typeof RemediationReason];
