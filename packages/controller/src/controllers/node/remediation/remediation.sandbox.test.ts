@@ -319,7 +319,10 @@ describe('remediation against the API server', () => {
     expect(remaining).toHaveLength(18);
     for (const name of failing.slice(2)) {
       expect(remaining).toContain(claimOf(name));
-      const events = await eventsAbout('Node', name);
+      // Only the remediator's Events: once, under load, a verification Event of another test file's
+      // controller was seen on one of these nodes (an isolation gap noted on issue 8); what is
+      // asserted here is that the remediator wrote exactly one Event, a block.
+      const events = (await eventsAbout('Node', name)).filter((e) => e.reason.startsWith('Remediation'));
       expect(events).toEqual([expect.objectContaining({ type: 'Warning', reason: 'RemediationBlocked' })]);
       expect(events[0]?.message).toMatch(/^deletion paused: circuit breaker open: \d+ of the \d+ verifications finished in the last 15m failed/);
       expect(reasons(await eventsAbout('NodeClaim', claimOf(name)))).toEqual(['RemediationBlocked']);
