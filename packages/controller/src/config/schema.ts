@@ -1,7 +1,7 @@
-import { parseDuration } from '@kube-node-ready/core';
 import { z } from 'zod';
 import { GROUP } from '../api/well-known.js';
 import { remediationSchema } from '../controllers/node/remediation/config.js';
+import { duration, int } from './fields.js';
 
 /**
  * The one schema of the controller configuration (the YAML file given with --config).
@@ -13,39 +13,7 @@ import { remediationSchema } from '../controllers/node/remediation/config.js';
 // ---------------------------------------------------------------------------------------------
 // Building blocks
 
-/** Metadata keys we add to the JSON schema (read by docs.ts and the error formatter). */
-export interface FieldMeta {
-  description: string;
-  /** Human wording of the allowed values where the type alone does not say it. */
-  'x-allowed'?: string;
-  /** The field is a duration string. */
-  'x-duration'?: true;
-  [key: string]: unknown;
-}
-
-const DURATION_ALLOWED = 'a duration like "500ms", "10s", "2m" or "1h30m"';
-
-/** A duration string parsed to milliseconds; default given as a string, as users write it. */
-function duration(defaultValue: string, description: string, opts: { min?: number } = {}) {
-  return z
-    .string()
-    .transform((text, ctx) => {
-      let ms: number;
-      try {
-        ms = parseDuration(text);
-      } catch {
-        ctx.addIssue({ code: 'custom', message: `expected ${DURATION_ALLOWED}`, input: text });
-        return z.NEVER;
-      }
-      if (opts.min !== undefined && ms < opts.min) {
-        ctx.addIssue({ code: 'custom', message: `expected a duration of at least ${opts.min}ms`, input: text });
-        return z.NEVER;
-      }
-      return ms;
-    })
-    .prefault(defaultValue)
-    .meta({ description, 'x-duration': true, 'x-allowed': DURATION_ALLOWED } satisfies FieldMeta);
-}
+export type { FieldMeta } from './fields.js';
 
 // Kubernetes name formats (k8s.io/apimachinery/pkg/util/validation).
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -168,11 +136,6 @@ const bindAddress = (defaultValue: string, description: string) =>
     .default(defaultValue)
     .meta({ description, 'x-allowed': 'HOST:PORT ("0.0.0.0:8080", ":8080", "127.0.0.1:0")' });
 
-const int = (defaultValue: number, description: string, min: number, max?: number) => {
-  let schema = z.number().int().min(min);
-  if (max !== undefined) schema = schema.max(max);
-  return schema.default(defaultValue).meta({ description });
-};
 
 // ---------------------------------------------------------------------------------------------
 // Sections

@@ -1,42 +1,13 @@
-import { parseDuration } from '@kube-node-ready/core';
 import { z } from 'zod';
-import type { FieldMeta } from '../../../config/schema.js';
+import { duration, int } from '../../../config/fields.js';
 
 /**
  * `nodeManagement.remediation`: the guards around deleting failed nodes
  * (`nodeManagement.deleteFailedNodes` switches remediation on; docs/remediation.md). Every field has
  * a safe default, unknown keys are errors, durations are Kubernetes strings ("10m") parsed to
- * milliseconds, like the rest of config/schema.ts, whose field metadata (FieldMeta: description,
- * x-allowed, x-duration) this schema uses so the generated docs and chart values pick it up as is.
+ * milliseconds, with the field builders of config/fields.ts that config/schema.ts uses too (FieldMeta:
+ * description, x-allowed, x-duration) so the generated docs and chart values pick it up as is.
  */
-
-const DURATION_ALLOWED = 'a duration like "500ms", "10s", "2m" or "1h30m"';
-
-// config/schema.ts keeps its `duration` and `int` builders private; these behave the same (and can
-// be replaced by them once they are exported).
-function duration(defaultValue: string, description: string, opts: { min?: number; zeroAllowed?: boolean } = {}) {
-  return z
-    .string()
-    .transform((text, ctx) => {
-      let ms: number;
-      try {
-        ms = parseDuration(text);
-      } catch {
-        ctx.addIssue({ code: 'custom', message: `expected ${DURATION_ALLOWED}`, input: text });
-        return z.NEVER;
-      }
-      if (opts.min !== undefined && ms < opts.min && !(opts.zeroAllowed && ms === 0)) {
-        ctx.addIssue({ code: 'custom', message: `expected a duration of at least ${opts.min}ms${opts.zeroAllowed ? ' (or 0 to turn it off)' : ''}`, input: text });
-        return z.NEVER;
-      }
-      return ms;
-    })
-    .prefault(defaultValue)
-    .meta({ description, 'x-duration': true, 'x-allowed': DURATION_ALLOWED } satisfies FieldMeta);
-}
-
-const int = (defaultValue: number, description: string, min: number, max: number) =>
-  z.number().int().min(min).max(max).default(defaultValue).meta({ description });
 
 const percent = (defaultValue: number, description: string) =>
   z.number().min(0).max(100).default(defaultValue).meta({ description });
