@@ -132,7 +132,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
         kube,
         clock,
         log: log.child({ controller: 'remediation' }),
-        events: new KubeRemediationEvents({ nodes: events, sink: eventSink, clock, log, component: PodLabelValue.ManagedBy, instance: opts.identity }),
+        events: new KubeRemediationEvents(events),
         metrics,
         config,
         remediation: config.nodeManagement.remediation,

@@ -15,6 +15,14 @@ export interface EventRecorder {
   nodeEvent(node: string, type: EventType, reason: Reason, message: string): Promise<void>;
 }
 
+/** What an Event is about (core/v1 ObjectReference, the fields we set). */
+export interface InvolvedObject {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  uid: string;
+}
+
 /** The two API calls a recorder needs (tests pass a recording fake). */
 export interface EventSink {
   create(namespace: string, event: CoreV1Event): Promise<void>;
@@ -55,10 +63,18 @@ export class KubeEventRecorder implements EventRecorder {
   }
 
   async nodeEvent(node: string, type: EventType, reason: Reason, message: string): Promise<void> {
+    return this.objectEvent({ apiVersion: 'v1', kind: 'Node', name: node, uid: node }, type, reason, message);
+  }
+
+  /**
+   * An Event about any object (remediation writes them on Karpenter NodeClaims), with the same
+   * namespace, aggregation and error handling as node Events.
+   */
+  async objectEvent(object: InvolvedObject, type: EventType, reason: Reason, message: string): Promise<void> {
     const now = this.opts.clock.now();
     const nowIso = new Date(now).toISOString();
     const text = message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE - 3)}...` : message;
-    const key = `${node}\u0000${type}\u0000${reason}\u0000${text}`;
+    const key = `${object.kind}\u0000${object.uid}\u0000${type}\u0000${reason}\u0000${text}`;
     const previous = this.seen.get(key);
     try {
       if (previous && now - previous.firstAt < this.window) {
@@ -66,10 +82,10 @@ export class KubeEventRecorder implements EventRecorder {
         await this.opts.sink.bump(NAMESPACE, previous.name, previous.count, nowIso);
         return;
       }
-      const name = eventName(node, now);
+      const name = eventName(object.name, now);
       await this.opts.sink.create(NAMESPACE, {
         metadata: { name, namespace: NAMESPACE },
-        involvedObject: { apiVersion: 'v1', kind: 'Node', name: node, uid: node },
+        involvedObject: { ...object },
         type,
         reason,
         message: text,
@@ -83,7 +99,7 @@ export class KubeEventRecorder implements EventRecorder {
       this.remember(key, { name, count: 1, firstAt: now });
     } catch (err) {
       this.seen.delete(key);
-      this.opts.log.warn({ node, reason, err: errorMessage(err) }, 'could not record event');
+      this.opts.log.warn({ [object.kind.toLowerCase()]: object.name, reason, err: errorMessage(err) }, 'could not record event');
     }
   }
 
@@ -97,7 +113,7 @@ export class KubeEventRecorder implements EventRecorder {
   }
 }
 
-/** `<node>.<hex nanoseconds>` like client-go, the node part shortened to keep within 253. */
+/** `<object>.<hex nanoseconds>` like client-go, the object part shortened to keep within 253. */
 export function eventName(node: string, nowMs: number): string {
   const suffix = `.${(BigInt(nowMs) * 1_000_000n + BigInt(Math.floor(Math.random() * 1_000_000))).toString(16)}`;
   return `${node.slice(0, 253 - suffix.length).replace(/[.-]+$/, '')}${suffix}`;

@@ -1,9 +1,9 @@
 import type { CoreV1Event } from '@kubernetes/client-node';
 import { silentLogger } from '@kube-node-ready/core';
 import { describe, expect, it } from 'vitest';
-import type { EventSink } from '../../../events/recorder.js';
+import { KubeEventRecorder, type EventSink } from '../../../events/recorder.js';
 import { FakeClock } from '../../../testing/fake-clock.js';
-import { KubeRemediationEvents, type NodeEventRecorder } from './events.js';
+import { KubeRemediationEvents } from './events.js';
 import { RemediationReason } from './names.js';
 
 class RecordingSink implements EventSink {
@@ -30,18 +30,28 @@ class RecordingSink implements EventSink {
 function setup() {
   const clock = new FakeClock('2025-01-01T00:00:00Z');
   const sink = new RecordingSink();
-  const nodeCalls: string[] = [];
-  const nodes: NodeEventRecorder = { nodeEvent: async (node, type, reason, message) => void nodeCalls.push(`${node} ${type} ${reason} ${message}`) };
-  const events = new KubeRemediationEvents({ nodes, sink, clock, log: silentLogger(), component: 'kube-node-ready-controller', instance: 'pod-a' });
-  return { clock, sink, nodeCalls, events };
+  const recorder = new KubeEventRecorder({ sink, clock, log: silentLogger(), component: 'kube-node-ready-controller', instance: 'pod-a' });
+  const events = new KubeRemediationEvents(recorder);
+  return { clock, sink, events };
 }
 
 describe('KubeRemediationEvents', () => {
-  it('node Events go through the controller\'s node recorder', async () => {
-    const { events, nodeCalls, sink } = setup();
+  it('node Events go through the controller\'s recorder as node Events (involvedObject Node, UID = name)', async () => {
+    const { events, sink } = setup();
     await events.node('n1', 'Warning', RemediationReason.Blocked, 'deletion paused');
-    expect(nodeCalls).toEqual(['n1 Warning RemediationBlocked deletion paused']);
-    expect(sink.calls).toEqual([]);
+    expect(sink.calls).toHaveLength(1);
+    expect(sink.calls[0]).toMatchObject({
+      op: 'create',
+      namespace: 'default',
+      event: { involvedObject: { apiVersion: 'v1', kind: 'Node', name: 'n1', uid: 'n1' }, type: 'Warning', reason: 'RemediationBlocked', message: 'deletion paused' },
+    });
+  });
+
+  it('a node Event and a NodeClaim Event with the same text are two Events, not one aggregated', async () => {
+    const { events, sink } = setup();
+    await events.node('c', 'Warning', RemediationReason.Blocked, 'same');
+    await events.nodeClaim({ name: 'c', uid: 'c' }, 'Warning', RemediationReason.Blocked, 'same');
+    expect(sink.calls.map((c) => `${c.op} ${c.event?.involvedObject.kind}`)).toEqual(['create Node', 'create NodeClaim']);
   });
 
   it('NodeClaim Events: namespace default, involvedObject karpenter.sh/v1 NodeClaim with its UID (what kubectl describe nodeclaim finds)', async () => {

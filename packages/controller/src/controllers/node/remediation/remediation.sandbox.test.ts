@@ -70,14 +70,7 @@ function scenario(name: string, opts: { remediation?: RemediationConfigInput; dr
   const sink: EventSink = { create: (ns, e) => kube.createEvent(ns, e), bump: (ns, n, c, at) => kube.bumpEvent(ns, n, c, at) };
   const component = 'kube-node-ready-controller';
   const instance = `remediation-test-${id}`;
-  const events = new KubeRemediationEvents({
-    nodes: new KubeEventRecorder({ sink, clock: realClock, log: log.logger, component, instance }),
-    sink,
-    clock: realClock,
-    log: log.logger,
-    component,
-    instance,
-  });
+  const events = new KubeRemediationEvents(new KubeEventRecorder({ sink, clock: realClock, log: log.logger, component, instance }));
   const clock = new FakeClock(Date.now() + 20 * MIN);
   const registry = new Registry();
   let cache: V1Node[] = [];
