@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { parseDuration, type Logger } from '@kube-node-ready/core';
 import type { SandboxLayout } from './layout.js';
@@ -47,6 +48,8 @@ interface PodRun {
   finished: boolean;
   killing: boolean;
   deadlineExceeded: boolean;
+  /** Fault: containers report random bytes as their termination message (exit code kept). */
+  garbageMessage: boolean;
   statusChain: Promise<void>;
 }
 
@@ -275,6 +278,7 @@ export class SimulatedKubelet {
       finished: false,
       killing: false,
       deadlineExceeded: false,
+      garbageMessage: ann[FAULT.terminationMessage] === 'garbage',
       statusChain: Promise.resolve(),
     };
     this.pods.set(run.uid, run);
@@ -357,7 +361,7 @@ export class SimulatedKubelet {
       c.finishedAt = new Date().toISOString();
       c.exitCode = code ?? (signal ? 128 + (signal === 'SIGKILL' ? 9 : 15) : 1);
       c.reason = c.exitCode === 0 ? 'Completed' : 'Error';
-      c.message = this.terminationMessage(spec, terminationFile, logFile, c.exitCode);
+      c.message = run.garbageMessage ? garbage() : this.terminationMessage(spec, terminationFile, logFile, c.exitCode);
       log.debug({ container: c.name, exitCode: c.exitCode }, 'container exited');
       if (run.killing || this.stopped) return;
       const policy = pod.spec?.restartPolicy ?? 'Always';
@@ -688,4 +692,11 @@ function killGroup(p: ChildProcess, signal: NodeJS.Signals): void {
       /* already gone */
     }
   }
+}
+
+/** 1 to 4096 random ASCII bytes (control characters included), as a corrupted termination-message file would hold. */
+function garbage(): string {
+  const bytes = randomBytes(1 + Math.floor(Math.random() * MAX_TERMINATION_MESSAGE));
+  for (let i = 0; i < bytes.length; i++) bytes[i] = 1 + (bytes[i]! % 127);
+  return bytes.toString('latin1');
 }

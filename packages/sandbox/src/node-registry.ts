@@ -15,6 +15,7 @@ export const FAULT = {
   startDelay: 'sandbox.kube-node-ready.io/start-delay',
   dns: 'sandbox.kube-node-ready.io/dns',
   notReady: 'sandbox.kube-node-ready.io/not-ready',
+  terminationMessage: 'sandbox.kube-node-ready.io/termination-message',
 } as const;
 
 export interface NodeSpecOptions {
@@ -26,7 +27,7 @@ export interface NodeSpecOptions {
   cpu?: string;
   memory?: string;
   pods?: string;
-  faults?: { neverStart?: boolean; startDelay?: string; dns?: string; notReady?: boolean };
+  faults?: { neverStart?: boolean; startDelay?: string; dns?: string; notReady?: boolean; terminationMessage?: 'garbage' };
 }
 
 /** The Node object a kubelet registers (with its status), for the simulated kubelet to play. */
@@ -36,6 +37,7 @@ export function simulatedNode(o: NodeSpecOptions): k8s.V1Node {
   if (o.faults?.startDelay) annotations[FAULT.startDelay] = o.faults.startDelay;
   if (o.faults?.dns) annotations[FAULT.dns] = o.faults.dns;
   if (o.faults?.notReady) annotations[FAULT.notReady] = 'true';
+  if (o.faults?.terminationMessage) annotations[FAULT.terminationMessage] = o.faults.terminationMessage;
   const now = new Date();
   const capacity = { cpu: o.cpu ?? '8', memory: o.memory ?? '32Gi', pods: o.pods ?? '110', 'ephemeral-storage': '100Gi' };
   return {

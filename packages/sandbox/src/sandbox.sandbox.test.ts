@@ -93,6 +93,22 @@ describe('sandbox: scheduler and simulated kubelet', () => {
     expect(t.message).toContain(`sa-ns=${ns}`);
   });
 
+  it('reports garbage as the termination message on a termination-message=garbage node, keeping the exit code', async () => {
+    const ns = await createNamespace('garbage');
+    const node = await addNode({ prefix: 'garbage', faults: { terminationMessage: 'garbage' } });
+    nodes.push(node);
+    await core().createNamespacedPod({ namespace: ns, body: shellPod('noisy', 'echo \'{"ok":true}\' > "$KNR_TERMINATION_LOG"; exit 3', { nodeName: node }) });
+    const pod = await waitFor(async () => {
+      const p = await readPod(ns, 'noisy');
+      return p?.status?.phase === 'Failed' ? p : undefined;
+    }, 'the pod to fail');
+    const t = pod.status?.containerStatuses?.[0]?.state?.terminated;
+    expect(t?.exitCode).toBe(3);
+    expect(t?.message).toBeTruthy();
+    expect(t?.message).not.toBe('{"ok":true}\n');
+    expect(Buffer.byteLength(t?.message ?? '')).toBeLessThanOrEqual(4096);
+  });
+
   it('keeps a pod on a never-start node Pending in ContainerCreating', async () => {
     const ns = await createNamespace('never');
     const node = await addNode({ prefix: 'never', faults: { neverStart: true } });
