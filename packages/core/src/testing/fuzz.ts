@@ -1,0 +1,143 @@
+import { writeSync } from 'node:fs';
+import { Worker } from 'node:worker_threads';
+
+/**
+ * Seeded fuzzing for tests. Every case gets its own seed and a failure names it, so one case can be
+ * replayed alone: KNR_FUZZ_SEED=<seed> npx vitest run --project unit <file>.
+ */
+
+export interface Rng {
+  /** A number in [0, 1). */
+  next(): number;
+  /** An integer in [0, n). */
+  int(n: number): number;
+  /** An integer in [min, max]. */
+  between(min: number, max: number): number;
+  chance(p: number): boolean;
+  pick<T>(items: readonly T[]): T;
+  bytes(n: number): Buffer;
+}
+
+/** mulberry32: small, fast and good enough for test inputs. */
+export function rng(seed: number): Rng {
+  let a = Math.imul(seed, 0x9e3779b1) | 0;
+  const next = () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const int = (n: number) => Math.floor(next() * n);
+  return {
+    next,
+    int,
+    between: (min, max) => min + int(max - min + 1),
+    chance: (p) => next() < p,
+    pick: (items) => items[int(items.length)] as (typeof items)[number],
+    bytes: (n) => Buffer.from(Array.from({ length: n }, () => int(256))),
+  };
+}
+
+/** The seeds of `cases` cases (base, base + 1, ...), or only KNR_FUZZ_SEED when it is set. */
+export function fuzzSeeds(base: number, cases: number): number[] {
+  const replay = process.env.KNR_FUZZ_SEED;
+  if (replay !== undefined && replay.trim() !== '') return [Number(replay)];
+  return Array.from({ length: cases }, (_, i) => base + i);
+}
+
+/** Prefixes a failure with the seed of its case (keeping the error, so assertion diffs still show). */
+export function withSeed(seed: number, err: unknown): Error {
+  const error = err instanceof Error ? err : new Error(String(err));
+  error.message = `fuzz case seed ${seed} (replay: KNR_FUZZ_SEED=${seed}): ${error.message}`;
+  return error;
+}
+
+/**
+ * Runs synchronous cases. A blocked thread cannot fail a test, so with `hangAfterMs` a watchdog
+ * thread kills the test process when one case runs longer than that, printing the case's seed.
+ */
+export function fuzz(base: number, cases: number, body: (r: Rng, seed: number) => void, opts: { hangAfterMs?: number } = {}): void {
+  const watchdog = opts.hangAfterMs === undefined ? undefined : startWatchdog(opts.hangAfterMs);
+  try {
+    for (const seed of fuzzSeeds(base, cases)) {
+      watchdog?.enter(seed);
+      try {
+        body(rng(seed), seed);
+      } catch (err) {
+        throw withSeed(seed, err);
+      } finally {
+        watchdog?.exit();
+      }
+    }
+  } finally {
+    watchdog?.stop();
+  }
+}
+
+/** Runs asynchronous cases, `concurrency` at a time; a case not settled within `guardMs` fails as a hang. */
+export async function fuzzAsync(
+  base: number,
+  cases: number,
+  body: (r: Rng, seed: number) => Promise<void>,
+  opts: { guardMs: number; concurrency?: number },
+): Promise<void> {
+  const seeds = fuzzSeeds(base, cases);
+  let failure: Error | undefined;
+  const runOne = async (seed: number) => {
+    let timer: NodeJS.Timeout | undefined;
+    const hang = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no result within ${opts.guardMs}ms: a hang`)), opts.guardMs);
+    });
+    try {
+      await Promise.race([body(rng(seed), seed), hang]);
+    } catch (err) {
+      failure ??= withSeed(seed, err);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  const lanes = Array.from({ length: Math.min(opts.concurrency ?? 1, seeds.length) }, async () => {
+    for (let seed = seeds.shift(); seed !== undefined && !failure; seed = seeds.shift()) await runOne(seed);
+  });
+  await Promise.all(lanes);
+  if (failure) throw failure;
+}
+
+interface Watchdog {
+  enter(seed: number): void;
+  exit(): void;
+  stop(): void;
+}
+
+// Plain JavaScript: the thread is not transformed by vitest. It writes to fd 2 itself, because a
+// worker's process.stderr goes through the (blocked) main thread.
+const WATCHDOG = `
+const { workerData } = require('node:worker_threads');
+const { writeSync } = require('node:fs');
+const state = new Float64Array(workerData.buffer);
+setInterval(() => {
+  if (state[1] > 0 && Date.now() - state[1] > workerData.ms) {
+    writeSync(2, '\\nfuzz case seed ' + state[0] + ' still running after ' + workerData.ms + 'ms: a hang; killing the test process (replay: KNR_FUZZ_SEED=' + state[0] + ')\\n');
+    process.kill(process.pid, 'SIGKILL');
+  }
+}, 50);
+`;
+
+function startWatchdog(ms: number): Watchdog {
+  const state = new Float64Array(new SharedArrayBuffer(16));
+  const worker = new Worker(WATCHDOG, { eval: true, workerData: { buffer: state.buffer, ms } });
+  worker.unref();
+  worker.on('error', (err) => writeSync(2, `fuzz watchdog failed: ${err.message}\n`));
+  return {
+    enter(seed) {
+      state[0] = seed;
+      state[1] = Date.now();
+    },
+    exit() {
+      state[1] = 0;
+    },
+    stop() {
+      void worker.terminate();
+    },
+  };
+}
