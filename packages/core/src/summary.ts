@@ -98,7 +98,7 @@ const checkSchema = z.object({
 });
 const summarySchema = z.object(
   {
-    v: z.literal(1, { error: (issue) => `unsupported summary version ${JSON.stringify(issue.input)}` }),
+    v: z.literal(1, { error: (issue) => `unsupported summary version ${showValue(issue.input)}` }),
     ok: z.boolean({ error: 'expected a boolean' }),
     node: z.optional(z.string({ error: 'expected a string' })),
     durationMs: z.number({ error: 'expected a number' }),
@@ -108,6 +108,17 @@ const summarySchema = z.object(
   },
   { error: 'expected a JSON object' },
 );
+
+/**
+ * A value for a reason, short whatever it is: a worker's message can hold a huge string, or lists
+ * nested too deeply for JSON.stringify (which then throws a RangeError).
+ */
+function showValue(value: unknown): string {
+  if (Array.isArray(value)) return '(a list)';
+  if (typeof value === 'object' && value !== null) return '(an object)';
+  if (typeof value === 'string') return JSON.stringify(truncate(value, 40));
+  return String(value);
+}
 
 function serialize(summary: WorkerSummary): string {
   const ordered: WorkerSummary = {
