@@ -53,11 +53,13 @@ export function withSeed(seed: number, err: unknown): Error {
 }
 
 /**
- * Runs synchronous cases. A blocked thread cannot fail a test, so with `hangAfterMs` a watchdog
- * thread kills the test process when one case runs longer than that, printing the case's seed.
+ * Runs synchronous cases. A blocked thread cannot fail a test, so with `hangAfterCpuMs` a watchdog
+ * thread kills the test process when one case has used that much CPU time, printing the case's
+ * seed. CPU time, not wall time: a loaded machine, or a process paused by someone else's chaos
+ * test, is not a hang.
  */
-export function fuzz(base: number, cases: number, body: (r: Rng, seed: number) => void, opts: { hangAfterMs?: number } = {}): void {
-  const watchdog = opts.hangAfterMs === undefined ? undefined : startWatchdog(opts.hangAfterMs);
+export function fuzz(base: number, cases: number, body: (r: Rng, seed: number) => void, opts: { hangAfterCpuMs?: number } = {}): void {
+  const watchdog = opts.hangAfterCpuMs === undefined ? undefined : startWatchdog(opts.hangAfterCpuMs);
   try {
     for (const seed of fuzzSeeds(base, cases)) {
       watchdog?.enter(seed);
@@ -110,31 +112,35 @@ interface Watchdog {
 }
 
 // Plain JavaScript: the thread is not transformed by vitest. It writes to fd 2 itself, because a
-// worker's process.stderr goes through the (blocked) main thread.
+// worker's process.stderr goes through the (blocked) main thread. process.cpuUsage() counts the
+// whole process, the main thread included. state: [seed, CPU microseconds at the start, running].
 const WATCHDOG = `
 const { workerData } = require('node:worker_threads');
 const { writeSync } = require('node:fs');
 const state = new Float64Array(workerData.buffer);
 setInterval(() => {
-  if (state[1] > 0 && Date.now() - state[1] > workerData.ms) {
-    writeSync(2, '\\nfuzz case seed ' + state[0] + ' still running after ' + workerData.ms + 'ms: a hang; killing the test process (replay: KNR_FUZZ_SEED=' + state[0] + ')\\n');
+  const { user, system } = process.cpuUsage();
+  if (state[2] === 1 && user + system - state[1] > workerData.ms * 1000) {
+    writeSync(2, '\\nfuzz case seed ' + state[0] + ' used more than ' + workerData.ms + 'ms of CPU: a hang; killing the test process (replay: KNR_FUZZ_SEED=' + state[0] + ')\\n');
     process.kill(process.pid, 'SIGKILL');
   }
 }, 50);
 `;
 
 function startWatchdog(ms: number): Watchdog {
-  const state = new Float64Array(new SharedArrayBuffer(16));
+  const state = new Float64Array(new SharedArrayBuffer(24));
   const worker = new Worker(WATCHDOG, { eval: true, workerData: { buffer: state.buffer, ms } });
   worker.unref();
   worker.on('error', (err) => writeSync(2, `fuzz watchdog failed: ${err.message}\n`));
   return {
     enter(seed) {
+      const { user, system } = process.cpuUsage();
       state[0] = seed;
-      state[1] = Date.now();
+      state[1] = user + system;
+      state[2] = 1;
     },
     exit() {
-      state[1] = 0;
+      state[2] = 0;
     },
     stop() {
       void worker.terminate();

@@ -139,7 +139,8 @@ export function terminationMessage(r: Rng): { kind: string; text: string } {
       const nested = `${'['.repeat(depth)}${']'.repeat(depth)}`;
       const s = JSON.stringify(randomSummary(r));
       const key = r.pick(['v', 'ok', 'durationMs', 'checks', 'node', 'error', 'omittedChecks', 'extra']);
-      return { kind: `deeply nested ${key}`, text: r.chance(0.2) ? nested : `{"${key}":${nested},${s.slice(1)}` };
+      // After the summary's own keys: JSON.parse keeps the last of duplicate keys.
+      return { kind: `deeply nested ${key}`, text: r.chance(0.2) ? nested : `${s.slice(0, -1)},"${key}":${nested}}` };
     }
     case 8:
       return { kind: 'odd number', text: oddNumbers(r, JSON.stringify(randomSummary(r))) };
