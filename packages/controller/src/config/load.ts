@@ -39,7 +39,9 @@ function readYamlFile(path: string): unknown {
   }
   let document: unknown;
   try {
-    document = parseYaml(text, { prettyErrors: true });
+    // YAML 1.2 core types only, whatever the file declares: no Date, Set, Map or binary values
+    // from tags (!!binary, !!set, %YAML 1.1 timestamps), which the schema would take for mappings.
+    document = parseYaml(text, { prettyErrors: true, schema: 'core', resolveKnownTags: false });
   } catch (err) {
     throw new ConfigError(`config file ${path} is not valid YAML: ${errorMessage(err)}`);
   }
@@ -47,7 +49,32 @@ function readYamlFile(path: string): unknown {
   if (typeof document !== 'object' || Array.isArray(document)) {
     throw new ConfigError(`config file ${path} must contain a mapping at the top level (worker:, reconciliation:, ...)`);
   }
+  const cycle = cyclePath(document);
+  if (cycle) {
+    throw new ConfigError(
+      `config file ${path}: ${formatPath(cycle)} refers back to a mapping or list that contains it (an alias inside its own anchor); aliases must not form a cycle`,
+    );
+  }
   return document;
+}
+
+/**
+ * Where a value contains itself, if anywhere. YAML allows an alias inside its own anchor
+ * (`a: &x {b: *x}`); the result is a cyclic object, which the schema would accept under
+ * worker.checks and the worker could not read.
+ */
+function cyclePath(value: unknown, path: PropertyKey[] = [], open = new Set<object>(), done = new Set<object>()): PropertyKey[] | undefined {
+  if (typeof value !== 'object' || value === null || done.has(value)) return undefined;
+  if (open.has(value)) return path;
+  open.add(value);
+  for (const [key, child] of Object.entries(value)) {
+    path.push(Array.isArray(value) ? Number(key) : key);
+    if (cyclePath(child, path, open, done)) return path;
+    path.pop();
+  }
+  open.delete(value);
+  done.add(value); // aliases share values: each is walked once
+  return undefined;
 }
 
 /** Deep merge of plain objects; arrays and scalars from the override replace. */
@@ -76,7 +103,7 @@ function formatIssue(schema: JsonSchemaNode, issue: z.core.$ZodIssue): string[] 
   switch (issue.code) {
     case 'unrecognized_keys':
       return issue.keys.map((key) => {
-        const full = [formatPath(issue.path), key].filter(Boolean).join('.');
+        const full = formatPath([...issue.path, key]);
         const hint = RENAMED_KEYS[full];
         if (hint) return `${full}: unknown key; ${hint}`;
         const allowed = Object.keys(node?.properties ?? {});
@@ -101,9 +128,21 @@ export function formatPath(path: readonly PropertyKey[]): string {
   let out = '';
   for (const segment of path) {
     if (typeof segment === 'number') out += `[${segment}]`;
-    else out += out ? `.${String(segment)}` : String(segment);
+    else out += out ? `.${showKey(String(segment))}` : showKey(String(segment));
   }
   return out;
+}
+
+/**
+ * A key as messages write it: a plain key as it is, any other quoted and cut short, so that an
+ * odd key (empty, with dots, newlines or a megabyte long) cannot break a message into lines.
+ */
+function showKey(key: string): string {
+  if (key.length > 60) {
+    const cut = key.slice(0, 59);
+    return JSON.stringify(`${/[\ud800-\udbff]$/.test(cut) ? cut.slice(0, -1) : cut}…`);
+  }
+  return /^[A-Za-z0-9_-]+$/.test(key) ? key : JSON.stringify(key);
 }
 
 function showInput(input: unknown): string {
