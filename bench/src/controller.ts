@@ -14,10 +14,11 @@ export const TAINT = { key: 'node-ready/unverified', value: 'true', effect: 'NoS
 export const VERIFIED_LABEL = 'node-ready/verified';
 const CONTROLLER_SA = 'kube-node-ready-controller';
 
-/** Renders the chart's ServiceAccounts and RBAC and applies them (release kube-node-ready in kube-system). */
-export async function applyChartRbac(state: SandboxState): Promise<void> {
+/** Renders the chart's ServiceAccounts and RBAC and applies them (release kube-node-ready in kube-system); `set`: helm --set values. */
+export async function applyChartRbac(state: SandboxState, set: string[] = []): Promise<void> {
   const chart = join(repoRoot(), 'deploy', 'helm', 'kube-node-ready');
-  const manifest = await run(join(state.binDir, 'helm'), ['template', 'kube-node-ready', chart, '-n', NAMESPACE, '--show-only', 'templates/serviceaccount.yaml', '--show-only', 'templates/rbac.yaml']);
+  const values = set.flatMap((v) => ['--set', v]);
+  const manifest = await run(join(state.binDir, 'helm'), ['template', 'kube-node-ready', chart, '-n', NAMESPACE, ...values, '--show-only', 'templates/serviceaccount.yaml', '--show-only', 'templates/rbac.yaml']);
   await run(join(state.binDir, 'kubectl'), ['--kubeconfig', state.kubeconfig, 'apply', '-f', '-'], manifest);
 }
 
@@ -77,10 +78,12 @@ export class ControllerProcess {
     readonly metricsPort: number,
     /** Extra flags for the controller's node process (an experiment, e.g. --max-semi-space-size=2). */
     nodeFlags: string[] = [],
+    /** HOSTNAME of the process: the prefix of its leader-election identity (replicas need their own). */
+    hostname = 'bench-controller',
   ) {
     this.child = track(spawn(process.execPath, [...nodeFlags, join(repoRoot(), 'dist', 'kube-node-ready.mjs'), 'controller', '--config', configFile, '--kubeconfig', kubeconfig], {
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { PATH: process.env.PATH ?? '', HOSTNAME: 'bench-controller', POD_NAMESPACE: NAMESPACE },
+      env: { PATH: process.env.PATH ?? '', HOSTNAME: hostname, POD_NAMESPACE: NAMESPACE },
     }));
     const log = createWriteStream(logFile);
     const scan = (d: Buffer) => {
@@ -96,6 +99,11 @@ export class ControllerProcess {
     };
     this.child.stdout!.on('data', scan);
     this.child.stderr!.on('data', scan);
+  }
+
+  /** The last 20 000 characters the process wrote. */
+  get recentOutput(): string {
+    return this.output;
   }
 
   get pid(): number {

@@ -1,0 +1,144 @@
+// `make chaos`: the fault suite (docs/reliability.md). Each scenario breaks something on purpose
+// during a burst of simulated nodes and counts violations of the six invariants.
+//   node dist/chaos.mjs [--quick] [--only leader-kill,node-recreate] [--seed N] [--slot 20]
+//                       [--out chaos/results/<date>[-quick].json] [--update-docs]
+// Exits 1 when any scenario violated an invariant (or failed to run), 0 otherwise.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { repoRoot, stopSandbox } from '@kube-node-ready/sandbox';
+import { children } from '../../bench/src/util.js';
+import type { ChaosEnv } from './cluster.js';
+import { Random } from './random.js';
+import { INVARIANTS, RECOVERY_BOUND_MS, runScenario, SETTLE_BOUND_MS, type ScenarioResult } from './run.js';
+import { SCENARIOS } from './scenarios.js';
+import { markdownTable, textTable } from './table.js';
+
+/** Scenarios of the short version that `make test` runs. */
+export const QUICK = ['leader-kill', 'etcd-compaction', 'node-recreate', 'worker-pods'];
+
+const HELP = `make chaos: the fault suite (docs/reliability.md)
+  node dist/chaos.mjs [options]
+    --quick           the short version (make test): ${QUICK.join(', ')}, about 12 nodes each
+    --only a,b        run these scenarios (${SCENARIOS.map((s) => s.name).join(', ')})
+    --seed N          random seed (default: time-based; printed, so a run can be repeated)
+    --slot N          sandbox slot (default 20)
+    --out FILE        results JSON (default chaos/results/<date>[-quick].json)
+    --update-docs     write the table into docs/reliability.md
+`;
+
+async function main(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      quick: { type: 'boolean', default: process.env.CHAOS === 'quick' },
+      only: { type: 'string' },
+      seed: { type: 'string' },
+      slot: { type: 'string', default: '20' },
+      out: { type: 'string' },
+      'update-docs': { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  const quick = values.quick ?? false;
+  const names = values.only ? values.only.split(',') : quick ? QUICK : SCENARIOS.map((s) => s.name);
+  const unknown = names.filter((n) => !SCENARIOS.some((s) => s.name === n));
+  if (unknown.length > 0) throw new Error(`unknown scenario ${unknown.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}`);
+  const seed = values.seed !== undefined ? Number(values.seed) : Date.now() % 1_000_000;
+  const slot = Number(values.slot);
+  const root = repoRoot();
+  const date = new Date().toISOString().slice(0, 10);
+  const out = resolve(values.out ?? join(root, 'chaos', 'results', `${date}${quick ? '-quick' : ''}.json`));
+  const env: ChaosEnv = {
+    dir: join(root, '.sandbox', `chaos-${slot}`),
+    slot,
+    logDir: join(root, '.sandbox', `chaos-${slot}-logs`),
+    out: (line) => process.stdout.write(`${new Date().toISOString().slice(11, 19)} ${line}\n`),
+  };
+  mkdirSync(env.logDir, { recursive: true });
+  env.out(`chaos: ${names.length} scenarios (${quick ? 'quick' : 'full'}), seed ${seed}, sandbox slot ${slot}, logs in ${env.logDir}`);
+
+  const random = new Random(seed);
+  const results: ScenarioResult[] = [];
+  const failedToRun: string[] = [];
+  for (const [i, name] of names.entries()) {
+    const s = SCENARIOS.find((x) => x.name === name)!;
+    env.out(`(${i + 1}/${names.length}) ${name}: ${s.what}`);
+    try {
+      const r = await runScenario(env, s, { quick, random, seed });
+      results.push(r);
+      const bad = INVARIANTS.filter((k) => r.violations[k] > 0);
+      env.out(
+        `(${i + 1}/${names.length}) ${name}: ${bad.length === 0 ? 'no violations' : `VIOLATIONS: ${bad.map((k) => `${k} ${r.violations[k]}`).join(', ')}`}; ` +
+          `recovery ${fmt(r.recoveryMs)}, settled ${fmt(r.settleMs)}, ${(r.durationMs / 1000).toFixed(0)}s`,
+      );
+      for (const d of r.details.slice(0, 20)) env.out(`    ${d.invariant}: ${d.detail}`);
+    } catch (err) {
+      failedToRun.push(name);
+      env.out(`(${i + 1}/${names.length}) ${name}: could not run: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+      await stopSandbox(env.dir, slot, () => {}).catch(() => {});
+    }
+  }
+
+  process.stdout.write(`\n${textTable(results)}\n`);
+  const report = {
+    date: new Date().toISOString(),
+    quick,
+    seed,
+    bounds: { settleMs: SETTLE_BOUND_MS, recoveryMs: RECOVERY_BOUND_MS },
+    machine: { cpus: cpus().length, loadavg: loadavg().map((x) => Number(x.toFixed(2))) },
+    failedToRun,
+    results,
+  };
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
+  env.out(`results: ${out}`);
+  if (values['update-docs']) {
+    const doc = join(root, 'docs', 'reliability.md');
+    const text = readFileSync(doc, 'utf8');
+    const begin = '<!-- chaos-table:begin -->';
+    const end = '<!-- chaos-table:end -->';
+    const a = text.indexOf(begin);
+    const b = text.indexOf(end);
+    if (a < 0 || b < a) throw new Error(`${doc} has no ${begin} ... ${end} block to update`);
+    const cmd = `node dist/chaos.mjs${quick ? ' --quick' : ''}${values.only ? ` --only ${values.only}` : ''} --seed ${seed}`;
+    const block = `${begin}\n${markdownTable(results)}\n\nRun ${report.date.slice(0, 16).replace('T', ' ')} UTC, seed ${seed} (\`${cmd}\`), ${report.machine.cpus} cores, load ${report.machine.loadavg.join(' ')}.\n${end}`;
+    writeFileSync(doc, text.slice(0, a) + block + text.slice(b + end.length));
+    env.out(`updated ${doc}`);
+  }
+  const violations = results.reduce((a, r) => a + INVARIANTS.reduce((x, k) => x + r.violations[k], 0), 0);
+  if (failedToRun.length > 0) env.out(`chaos: ${failedToRun.length} scenario(s) could not run: ${failedToRun.join(', ')}`);
+  env.out(`chaos: ${violations} violation(s) in ${results.length} scenario(s)`);
+  return violations === 0 && failedToRun.length === 0 ? 0 : 1;
+}
+
+const fmt = (ms: number | undefined) => (ms === undefined ? '-' : `${(ms / 1000).toFixed(1)}s`);
+
+const killChildren = () => {
+  for (const c of children) c.kill('SIGKILL');
+};
+process.on('SIGINT', () => {
+  killChildren();
+  process.exit(130);
+});
+process.on('SIGTERM', () => {
+  killChildren();
+  process.exit(143);
+});
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    killChildren();
+    process.exit(code);
+  },
+  (err: unknown) => {
+    killChildren();
+    process.stderr.write(`chaos: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(2);
+  },
+);

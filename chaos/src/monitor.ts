@@ -1,0 +1,233 @@
+// The invariant monitor: watches the scenario's Nodes and the worker Pods with the sandbox's admin
+// credentials, straight to the apiserver (never through the fault proxy the controller talks to),
+// and records what it needs to judge the invariants afterwards and while they happen:
+//   - every Node by UID: its faults (sandbox annotations), when it opened, when it was deleted;
+//   - every worker Pod: the node name and UID it verifies, when it was live, how it ended;
+//   - live worker pods per node name at every pod event (duplicates are seen as they happen).
+// Watches re-list after any error; the time without a pod watch is kept, because a pod that passed
+// and was deleted inside such a gap cannot be seen (the opening is then "unconfirmed", not wrong).
+import { FAULT, k8s } from '@kube-node-ready/sandbox';
+
+export const WORKER_SELECTOR = 'app.kubernetes.io/component=worker,app.kubernetes.io/managed-by=kube-node-ready-controller';
+const POD_NODE_NAME = 'kube-node-ready.io/node-name';
+const POD_NODE_UID = 'kube-node-ready.io/node-uid';
+
+export type Fault = 'dns' | 'garbage' | 'never-start';
+
+export interface NodeRecord {
+  name: string;
+  uid: string;
+  /** Faults the node was created with: its worker can never pass. */
+  faults: Fault[];
+  firstSeen: number;
+  /** First time seen without the verification taint or with the verified label. */
+  opened?: number;
+  deleted?: number;
+  /** The node as last seen (for foreign keys and our annotations). */
+  last: k8s.V1Node;
+}
+
+export interface PodRecord {
+  name: string;
+  uid: string;
+  node: string;
+  nodeUid: string;
+  created: number;
+  /** The pod ended with exit code 0 (the worker's verdict "passed"). */
+  exitedZero: boolean;
+  terminal?: number;
+  deleted?: number;
+}
+
+export interface Duplicate {
+  t: number;
+  node: string;
+  pods: string[];
+}
+
+export class Monitor {
+  readonly nodes = new Map<string, NodeRecord>();
+  readonly pods = new Map<string, PodRecord>();
+  readonly duplicates: Duplicate[] = [];
+  /** Node deletions: UID -> time. */
+  readonly deletions = new Map<string, number>();
+  /** [start, end] of periods the pod watch was down (end undefined while down). */
+  readonly podWatchGaps: Array<[number, number | undefined]> = [];
+  readonly errors: string[] = [];
+  private readonly livePods = new Map<string, Map<string, k8s.V1Pod>>();
+  private stopped = false;
+  private readonly aborts = new Set<AbortController>();
+
+  constructor(
+    private readonly kc: k8s.KubeConfig,
+    private readonly opts: { nodeSelector: string; namespace: string; taintKey: string; verifiedLabel: string },
+  ) {}
+
+  async start(): Promise<void> {
+    const core = this.kc.makeApiClient(k8s.CoreV1Api);
+    await Promise.all([
+      this.watchLoop('/api/v1/nodes', { labelSelector: this.opts.nodeSelector }, () => core.listNode({ labelSelector: this.opts.nodeSelector }), (t, n) => this.onNode(t, n), undefined),
+      this.watchLoop(
+        `/api/v1/namespaces/${this.opts.namespace}/pods`,
+        { labelSelector: WORKER_SELECTOR },
+        () => core.listNamespacedPod({ namespace: this.opts.namespace, labelSelector: WORKER_SELECTOR }),
+        (t, p) => this.onPod(t, p),
+        this.podWatchGaps,
+      ),
+    ]);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const a of this.aborts) a.abort();
+  }
+
+  nodeByName(name: string): NodeRecord | undefined {
+    let found: NodeRecord | undefined;
+    for (const n of this.nodes.values()) if (n.name === name && n.deleted === undefined) found = n;
+    return found;
+  }
+
+  /** Was the pod watch down at any time within [from, to]? */
+  podWatchGapWithin(from: number, to: number): boolean {
+    return this.podWatchGaps.some(([s, e]) => s <= to && (e ?? Infinity) >= from);
+  }
+
+  private isOpen(n: k8s.V1Node): boolean {
+    const tainted = (n.spec?.taints ?? []).some((t) => t.key === this.opts.taintKey);
+    return !tainted || n.metadata?.labels?.[this.opts.verifiedLabel] !== undefined;
+  }
+
+  private onNode(type: string, n: k8s.V1Node): void {
+    const uid = n.metadata?.uid;
+    const name = n.metadata?.name;
+    if (!uid || !name) return;
+    const now = Date.now();
+    let rec = this.nodes.get(uid);
+    if (!rec) {
+      const ann = n.metadata?.annotations ?? {};
+      const faults: Fault[] = [];
+      if (ann[FAULT.dns]) faults.push('dns');
+      if (ann[FAULT.terminationMessage]) faults.push('garbage');
+      if (ann[FAULT.neverStart] === 'true') faults.push('never-start');
+      rec = { name, uid, faults, firstSeen: now, last: n };
+      this.nodes.set(uid, rec);
+    }
+    if (type === 'DELETED') {
+      rec.deleted ??= now;
+      this.deletions.set(uid, rec.deleted);
+      return;
+    }
+    rec.last = n;
+    if (rec.opened === undefined && this.isOpen(n)) rec.opened = now;
+  }
+
+  private onPod(type: string, p: k8s.V1Pod): void {
+    const uid = p.metadata?.uid;
+    const node = p.metadata?.annotations?.[POD_NODE_NAME];
+    if (!uid || !node) return;
+    const now = Date.now();
+    let rec = this.pods.get(uid);
+    if (!rec) {
+      rec = { name: p.metadata!.name!, uid, node, nodeUid: p.metadata?.annotations?.[POD_NODE_UID] ?? '', created: now, exitedZero: false };
+      this.pods.set(uid, rec);
+    }
+    const terminated = p.status?.containerStatuses?.[0]?.state?.terminated;
+    if (terminated?.exitCode === 0) rec.exitedZero = true;
+    const phase = p.status?.phase;
+    if ((phase === 'Succeeded' || phase === 'Failed') && rec.terminal === undefined) rec.terminal = now;
+    if (type === 'DELETED') rec.deleted ??= now;
+
+    // Live: exists, not being deleted, not finished. Two at once for one node name is a duplicate.
+    const live = type !== 'DELETED' && !p.metadata?.deletionTimestamp && phase !== 'Succeeded' && phase !== 'Failed';
+    let perNode = this.livePods.get(node);
+    if (!perNode) this.livePods.set(node, (perNode = new Map()));
+    if (live) perNode.set(uid, p);
+    else perNode.delete(uid);
+    if (perNode.size > 1) this.duplicates.push({ t: now, node, pods: [...perNode.values()].map((x) => x.metadata!.name!) });
+  }
+
+  /** List, then watch from the list's resourceVersion; list again whenever the watch ends. Resolves once the first watch runs. */
+  private watchLoop<T extends k8s.KubernetesObject>(
+    path: string,
+    params: Record<string, string>,
+    list: () => Promise<{ items: T[]; metadata?: { resourceVersion?: string } }>,
+    onEvent: (type: string, obj: T) => void,
+    gaps: Array<[number, number | undefined]> | undefined,
+  ): Promise<void> {
+    const watch = new k8s.Watch(this.kc);
+    return new Promise<void>((started) => {
+      const loop = async (): Promise<void> => {
+        let rv: string | undefined;
+        while (!this.stopped) {
+          try {
+            if (rv === undefined) {
+              const res = await list();
+              const seen = new Set<string>();
+              for (const item of res.items) {
+                seen.add(item.metadata!.uid!);
+                onEvent('ADDED', item);
+              }
+              // Objects gone while we were not watching.
+              this.reconcileGone(path, seen);
+              rv = res.metadata?.resourceVersion;
+            }
+            const gap = gaps?.at(-1);
+            if (gap && gap[1] === undefined) gap[1] = Date.now();
+            await new Promise<void>((resolve) => {
+              watch
+                .watch(
+                  path,
+                  { ...params, resourceVersion: rv, allowWatchBookmarks: true },
+                  (type, obj: T & { metadata?: { resourceVersion?: string } }) => {
+                    if (type === 'ERROR') {
+                      rv = undefined; // 410 Gone and friends: list again
+                      return;
+                    }
+                    if (obj.metadata?.resourceVersion) rv = obj.metadata.resourceVersion;
+                    if (type !== 'BOOKMARK') onEvent(type, obj);
+                  },
+                  () => resolve(),
+                )
+                .then((abort) => {
+                  this.aborts.add(abort);
+                  started();
+                })
+                .catch((err: unknown) => {
+                  this.errors.push(`watch ${path}: ${String(err)}`);
+                  rv = undefined;
+                  resolve();
+                });
+            });
+          } catch (err) {
+            this.errors.push(`list ${path}: ${String(err)}`);
+            rv = undefined;
+          }
+          if (this.stopped) return;
+          if (gaps && (gaps.length === 0 || gaps.at(-1)![1] !== undefined)) gaps.push([Date.now(), undefined]);
+          await new Promise((r) => setTimeout(r, 200));
+        }
+      };
+      void loop();
+    });
+  }
+
+  private reconcileGone(path: string, present: Set<string>): void {
+    const now = Date.now();
+    if (path.endsWith('/nodes')) {
+      for (const n of this.nodes.values()) {
+        if (n.deleted === undefined && !present.has(n.uid)) {
+          n.deleted = now;
+          this.deletions.set(n.uid, now);
+        }
+      }
+    } else {
+      for (const p of this.pods.values()) {
+        if (p.deleted === undefined && !present.has(p.uid)) {
+          p.deleted = now;
+          this.livePods.get(p.node)?.delete(p.uid);
+        }
+      }
+    }
+  }
+}

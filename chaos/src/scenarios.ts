@@ -1,0 +1,207 @@
+// The fault scenarios. Each runs while the burst of nodes is being created and resolves when its
+// fault is over (docs/reliability.md).
+import { DNS_CONFIGMAP, sandboxControl, statusCode, type k8s } from '@kube-node-ready/sandbox';
+import { NAMESPACE } from './cluster.js';
+import { WORKER_SELECTOR } from './monitor.js';
+import { FOREIGN, waitUntil, type Ctx, type Scenario } from './run.js';
+
+const livePods = async (ctx: Ctx): Promise<k8s.V1Pod[]> =>
+  (await ctx.cluster.core.listNamespacedPod({ namespace: NAMESPACE, labelSelector: WORKER_SELECTOR })).items.filter(
+    (p) => !p.metadata?.deletionTimestamp && p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed',
+  );
+
+const setDnsMode = (ctx: Ctx, mode: string) =>
+  ctx.cluster.core.patchNamespacedConfigMap({ name: DNS_CONFIGMAP, namespace: 'kube-system', body: [{ op: 'replace', path: '/data/mode', value: mode }] });
+
+export const SCENARIOS: Scenario[] = [
+  {
+    name: 'baseline',
+    what: 'no fault (control run)',
+    fault: async (ctx) => ctx.burstCreated,
+  },
+  {
+    name: 'leader-kill',
+    what: 'the leader SIGKILLed at random moments, 10 times (quick: 3), restarted at once',
+    fault: async (ctx) => {
+      const times = ctx.quick ? 3 : 10;
+      for (let i = 0; i < times; i++) {
+        await ctx.sleep(ctx.random.int(500, 4000));
+        // A leader to kill: after the previous kill the survivor takes over within the lease duration.
+        await waitUntil(async () => (await ctx.cluster.leader()) !== undefined, 30_000, 'a new leader');
+        const leader = (await ctx.cluster.leader())!;
+        ctx.log(`kill ${i + 1}/${times}: SIGKILL replica ${leader}`);
+        await ctx.cluster.kill(leader);
+        await ctx.cluster.startReplica(leader);
+        await ctx.cluster.reviveExited();
+      }
+      await ctx.burstCreated;
+    },
+  },
+  {
+    name: 'both-restart',
+    what: 'both replicas SIGKILLed at once, restarted 2 s later',
+    fault: async (ctx) => {
+      await ctx.sleep(3000);
+      await Promise.all([ctx.cluster.kill(0), ctx.cluster.kill(1)]);
+      await ctx.sleep(2000);
+      await Promise.all([ctx.cluster.startReplica(0), ctx.cluster.startReplica(1)]);
+      await ctx.burstCreated;
+    },
+  },
+  {
+    name: 'apiserver-restart',
+    what: 'kube-apiserver restarted mid-burst',
+    fault: async (ctx) => {
+      await ctx.sleep(3000);
+      await sandboxControl(ctx.cluster.env.dir, 'POST', '/restart/kube-apiserver');
+      await ctx.burstCreated;
+    },
+  },
+  {
+    name: 'etcd-compaction',
+    what: 'etcd compacted and every controller connection cut: watches resume from a compacted resourceVersion (410 Gone)',
+    fault: async (ctx) => {
+      await ctx.sleep(3000);
+      await sandboxControl(ctx.cluster.env.dir, 'POST', '/compact');
+      ctx.cluster.proxy.cutAll();
+      await ctx.burstCreated;
+    },
+  },
+  {
+    name: 'watch-stall',
+    what: "the controller's open watch connections go silent (no data, no close); new connections work",
+    fault: async (ctx) => {
+      await ctx.sleep(2000);
+      ctx.cluster.proxy.set({ stallWatches: true });
+      ctx.cluster.proxy.set({});
+      await ctx.burstCreated;
+    },
+  },
+  {
+    name: 'api-faults',
+    what: 'API slow and failing for 30 s (quick: 15 s): +150 ms latency, 5 % resets, 5 % 429, 5 % 500',
+    fault: async (ctx) => {
+      ctx.cluster.proxy.set({ latencyMs: 150, resetRate: 0.05, throttleRate: 0.05, errorRate: 0.05 });
+      await ctx.sleep(ctx.quick ? 15_000 : 30_000);
+      await ctx.burstCreated;
+      ctx.cluster.proxy.set({});
+    },
+  },
+  {
+    name: 'concurrent-writer',
+    what: 'another writer keeps changing labels, annotations and taints of the same nodes for 30 s (quick: 15 s)',
+    fault: async (ctx) => {
+      const until = Date.now() + (ctx.quick ? 15_000 : 30_000);
+      let gen = 0;
+      const writer = async () => {
+        while (Date.now() < until) {
+          const nodes = [...ctx.monitor.nodes.values()].filter((n) => n.deleted === undefined);
+          if (nodes.length === 0) {
+            await ctx.sleep(200);
+            continue;
+          }
+          const name = ctx.random.pick(nodes).name;
+          const value = `gen-${++gen}`;
+          await writeForeign(ctx, name, value).catch((err: unknown) => {
+            if (statusCode(err) !== 404) ctx.log(`writer: ${String(err)}`);
+          });
+        }
+      };
+      await Promise.all([writer(), writer(), writer()]);
+      await ctx.burstCreated;
+    },
+  },
+  {
+    name: 'node-recreate',
+    what: 'nodes deleted and created again under the same name while their worker runs (the new ones broken or healthy)',
+    fault: async (ctx) => {
+      await ctx.burstCreated;
+      const count = ctx.quick ? 2 : 6;
+      const done = new Set<string>();
+      const deadline = Date.now() + 60_000;
+      while (done.size < count && Date.now() < deadline) {
+        // A healthy node whose worker pod is running right now.
+        const running = (await livePods(ctx)).filter((p) => p.status?.phase === 'Running');
+        const candidates = running
+          .map((p) => p.metadata?.annotations?.['kube-node-ready.io/node-name'])
+          .filter((n): n is string => !!n && !done.has(n) && ctx.monitor.nodeByName(n)?.faults.length === 0);
+        if (candidates.length === 0) {
+          await ctx.sleep(200);
+          continue;
+        }
+        const name = ctx.random.pick(candidates);
+        done.add(name);
+        // Half come back broken: the old node's passing worker must not open them.
+        const faults = done.size % 2 === 1 ? (['dns'] as const) : ([] as const);
+        ctx.log(`recreate ${name} (${faults.length ? 'broken DNS' : 'healthy'})`);
+        await ctx.deleteNode(name);
+        await ctx.createNode({ name, faults: [...faults] });
+      }
+      if (done.size < count) ctx.log(`recreated ${done.size} of ${count} nodes (few workers were running)`);
+    },
+  },
+  {
+    name: 'worker-pods',
+    what: 'worker pods deleted, evicted through the API, or marked Evicted by "the kubelet" (at most once per node)',
+    fault: async (ctx) => {
+      const until = Date.now() + (ctx.quick ? 15_000 : 30_000);
+      const hit = new Set<string>();
+      let i = 0;
+      while (Date.now() < until) {
+        await ctx.sleep(ctx.random.int(300, 1200));
+        const pods = (await livePods(ctx)).filter((p) => !hit.has(p.metadata?.annotations?.['kube-node-ready.io/node-name'] ?? ''));
+        if (pods.length === 0) continue;
+        const pod = ctx.random.pick(pods);
+        const name = pod.metadata!.name!;
+        hit.add(pod.metadata?.annotations?.['kube-node-ready.io/node-name'] ?? '');
+        const how = ['delete', 'evict', 'kubelet-evict'][i++ % 3];
+        try {
+          if (how === 'delete') await ctx.cluster.core.deleteNamespacedPod({ name, namespace: NAMESPACE });
+          else if (how === 'evict') await ctx.cluster.core.createNamespacedPodEviction({ name, namespace: NAMESPACE, body: { metadata: { name, namespace: NAMESPACE } } });
+          else {
+            await ctx.cluster.core.patchNamespacedPodStatus({
+              name,
+              namespace: NAMESPACE,
+              body: [
+                { op: 'replace', path: '/status/phase', value: 'Failed' },
+                { op: 'add', path: '/status/reason', value: 'Evicted' },
+                { op: 'add', path: '/status/message', value: 'The node was low on resource: memory (chaos).' },
+              ],
+            });
+          }
+        } catch (err) {
+          if (statusCode(err) !== 404 && statusCode(err) !== 422) ctx.log(`${how} ${name}: ${String(err)}`);
+        }
+      }
+      await ctx.burstCreated;
+    },
+  },
+  {
+    name: 'dns-outage',
+    what: 'cluster DNS answers SERVFAIL for 45 s (quick: 30 s): every new node fails, remediation on',
+    failsAll: true,
+    fault: async (ctx) => {
+      await setDnsMode(ctx, 'servfail');
+      await ctx.sleep(ctx.quick ? 30_000 : 45_000);
+      await ctx.burstCreated;
+      await setDnsMode(ctx, 'ok');
+    },
+  },
+];
+
+/** The foreign writer's update: read, change its own label, annotation and taint, write back with the resourceVersion (409: try again). */
+async function writeForeign(ctx: Ctx, name: string, value: string): Promise<void> {
+  for (let i = 0; i < 10; i++) {
+    const node = await ctx.cluster.core.readNode({ name });
+    node.metadata!.labels = { ...node.metadata?.labels, [FOREIGN.label]: value };
+    node.metadata!.annotations = { ...node.metadata?.annotations, [FOREIGN.annotation]: value };
+    node.spec!.taints = [...(node.spec?.taints ?? []).filter((t) => t.key !== FOREIGN.taint.key), { ...FOREIGN.taint, value }];
+    try {
+      await ctx.cluster.core.replaceNode({ name, body: node });
+      ctx.expectForeign(name, { labels: { [FOREIGN.label]: value }, annotations: { [FOREIGN.annotation]: value }, taints: [{ ...FOREIGN.taint, value }] });
+      return;
+    } catch (err) {
+      if (statusCode(err) !== 409) throw err;
+    }
+  }
+}
