@@ -59,14 +59,32 @@ function parsed<T>(expected: string, parse: (input: string) => T | undefined) {
 }
 
 const DURATION = 'a duration greater than 0 like "500ms", "5s" or "1m"';
-const duration = () => parsed(DURATION, (input) => {
-  try {
-    const ms = parseDuration(input);
-    return ms > 0 ? ms : undefined;
-  } catch {
-    return undefined;
-  }
-});
+/**
+ * The longest duration: a Node.js timer takes at most 2^31 - 1 ms (24.8 days) and fires at once
+ * when given more, so a longer --timeout would time every check out immediately.
+ */
+export const MAX_DURATION_MS = 596 * 3_600_000;
+const duration = () =>
+  z.pipe(
+    text(DURATION),
+    z.transform((input: string, ctx) => {
+      let ms: number | undefined;
+      try {
+        ms = parseDuration(input.trim());
+      } catch {
+        ms = undefined;
+      }
+      if (ms === undefined || ms <= 0) {
+        ctx.issues.push({ code: 'custom', message: `expected ${DURATION}`, input });
+        return z.NEVER;
+      }
+      if (ms > MAX_DURATION_MS) {
+        ctx.issues.push({ code: 'custom', message: 'expected a duration of at most 596h (the longest timer Node.js can set)', input });
+        return z.NEVER;
+      }
+      return ms;
+    }),
+  );
 
 const dnsName = () =>
   parsed('a DNS name such as "kubernetes.default.svc.cluster.local"', (input) =>
@@ -379,12 +397,21 @@ function readConfigFile(path: string): { section: unknown; prefix: string[] } {
   }
   let doc: unknown;
   try {
-    doc = parseYaml(content);
+    // YAML 1.2 core types only, whatever the file declares: no Date, Set, Map or binary values
+    // from tags (!!binary, !!omap, %YAML 1.1 timestamps), which would pass for mappings.
+    doc = parseYaml(content, { schema: 'core', resolveKnownTags: false });
   } catch (err) {
     throw new ConfigError(`${path} is not valid YAML: ${errorMessage(err)}`, '--config');
   }
   if (doc === null || doc === undefined) return { section: {}, prefix: [] };
   if (!isMapping(doc)) throw new ConfigError(`${path} must hold a mapping (the worker section, or a controller config with worker.checks)`, '--config');
+  const cycle = cyclePath(doc);
+  if (cycle) {
+    throw new ConfigError(
+      `${path}: ${formatPath(cycle)} refers back to a mapping or list that contains it (an alias inside its own anchor); aliases must not form a cycle`,
+      '--config',
+    );
+  }
   if (!('worker' in doc)) return { section: doc, prefix: [] };
   const worker = doc.worker;
   if (worker === null || worker === undefined) return { section: {}, prefix: ['worker', 'checks'] };
@@ -392,6 +419,24 @@ function readConfigFile(path: string): { section: unknown; prefix: string[] } {
   const checks = worker.checks ?? {};
   if (!isMapping(checks)) throw new ConfigError(`expected a mapping with the worker settings (in ${path})`, 'worker.checks');
   return { section: checks, prefix: ['worker', 'checks'] };
+}
+
+/**
+ * Where a value contains itself, if anywhere. YAML allows an alias inside its own anchor
+ * (`a: &x {b: *x}`); walking the resulting cyclic object would never end.
+ */
+function cyclePath(value: unknown, path: PropertyKey[] = [], open = new Set<object>(), done = new Set<object>()): PropertyKey[] | undefined {
+  if (typeof value !== 'object' || value === null || done.has(value)) return undefined;
+  if (open.has(value)) return path;
+  open.add(value);
+  for (const [key, child] of Object.entries(value)) {
+    path.push(Array.isArray(value) ? Number(key) : key);
+    if (cyclePath(child, path, open, done)) return path;
+    path.pop();
+  }
+  open.delete(value);
+  done.add(value); // aliases share values: each is walked once
+  return undefined;
 }
 
 function podEnvironment(env: NodeJS.ProcessEnv): PodEnvironment {
@@ -455,12 +500,24 @@ function formatIssues(issues: readonly z.core.$ZodIssue[], layers: Layers): stri
 
 /** ["dns", "servers", 1] -> "dns.servers[1]". */
 function formatPath(path: readonly PropertyKey[]): string {
-  return path.reduce<string>((out, p) => (typeof p === 'number' ? `${out}[${p}]` : out ? `${out}.${String(p)}` : String(p)), '');
+  return path.reduce<string>((out, p) => (typeof p === 'number' ? `${out}[${p}]` : out ? `${out}.${showKey(String(p))}` : showKey(String(p))), '');
 }
 
-/** Paths of the values a layer sets: lists and scalars are leaves (they replace, never merge). */
+/**
+ * A key as messages write it: a plain key as it is, any other quoted and cut short, so that an
+ * odd key (empty, with dots, newlines or a megabyte long) cannot break a message into lines.
+ */
+function showKey(key: string): string {
+  if (key.length > 60) {
+    const cut = key.slice(0, 59);
+    return JSON.stringify(`${/[\ud800-\udbff]$/.test(cut) ? cut.slice(0, -1) : cut}…`);
+  }
+  return /^[A-Za-z0-9_-]+$/.test(key) ? key : JSON.stringify(key);
+}
+
+/** Paths of the values a layer sets: lists, scalars and empty mappings are leaves (they replace, never merge). */
 function leafPaths(value: unknown, prefix: string[] = []): string[][] {
-  if (!isMapping(value)) return [prefix];
+  if (!isMapping(value) || Object.keys(value).length === 0) return [prefix];
   return Object.entries(value).flatMap(([k, v]) => leafPaths(v, [...prefix, k]));
 }
 
