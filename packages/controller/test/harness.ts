@@ -1,6 +1,7 @@
 // Runs the controller in-process (startController, real clock) against the shared sandbox, with a
 // configuration isolated per test: its own node selector label, taint key, verified label, condition
 // type, worker namespace and Lease, so tests running side by side never touch each other's nodes.
+import { readFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { createLogger, type Logger } from '@kube-node-ready/core';
 import { k8s, simulatedNode, type NodeSpecOptions } from '@kube-node-ready/sandbox';
@@ -11,6 +12,8 @@ import type { ControllerConfig, ControllerConfigInput } from '../src/config/sche
 import { startController, type RunningController } from '../src/controllers.js';
 import { KubeClient } from '../src/kube/client.js';
 import { core, createNamespace, sandbox, uniqueName, waitFor } from '../../../test/sandbox.js';
+import { certPaths } from '../../sandbox/src/certs.js';
+import { startFaultProxy, type FaultProxy } from '../../sandbox/src/fault-proxy.js';
 
 export interface Harness {
   id: string;
@@ -155,6 +158,37 @@ async function captureLogger(logs: Array<Record<string, unknown>>, name: string)
     },
   });
   return createLogger({ level: 'debug', base: { controller: name }, destination });
+}
+
+/**
+ * The sandbox's fault proxy in front of the apiserver, and a kubeconfig for a controller that
+ * talks through it (pass it to `h.start(..., { kubeConfig })`): faults then hit only that
+ * controller's connections, while the test's own client goes straight to the apiserver. The
+ * controller gets its own ServiceAccount token (cluster-admin), which the proxy forwards.
+ */
+export async function throughFaultProxy(h: Harness): Promise<{ proxy: FaultProxy; kubeConfig: k8s.KubeConfig }> {
+  const { layout } = sandbox();
+  const certs = certPaths(layout.paths.certs);
+  const proxy = await startFaultProxy({ upstreamHost: layout.apiHost, upstreamPort: layout.apiPort, caFile: certs.caCert, certFile: certs.serverCert, keyFile: certs.serverKey });
+  await core().createNamespacedServiceAccount({ namespace: h.namespace, body: { metadata: { name: 'controller' } } });
+  await sandbox()
+    .kc.makeApiClient(k8s.RbacAuthorizationV1Api)
+    .createClusterRoleBinding({
+      body: {
+        metadata: { name: `knr-ctl-${h.namespace}` },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cluster-admin' },
+        subjects: [{ kind: 'ServiceAccount', name: 'controller', namespace: h.namespace }],
+      },
+    });
+  const token = await core().createNamespacedServiceAccountToken({ name: 'controller', namespace: h.namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  const kubeConfig = new k8s.KubeConfig();
+  kubeConfig.loadFromOptions({
+    clusters: [{ name: 'proxy', server: proxy.url, caData: readFileSync(certs.caCert).toString('base64'), skipTLSVerify: false }],
+    users: [{ name: 'controller', token: token.status?.token ?? '' }],
+    contexts: [{ name: 'proxy', cluster: 'proxy', user: 'controller' }],
+    currentContext: 'proxy',
+  });
+  return { proxy, kubeConfig };
 }
 
 function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {

@@ -1,13 +1,10 @@
 // An unreliable API between the controller and the apiserver (the sandbox's fault proxy, which
 // affects only this controller's connections): cut watches heal, throttling and server errors are
 // retried, and verification carries on.
-import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { k8s } from '@kube-node-ready/sandbox';
-import { certPaths } from '../../../../../sandbox/src/certs.js';
-import { startFaultProxy, type FaultProxy } from '../../../../../sandbox/src/fault-proxy.js';
-import { harness, readNode, waitFor, workerPods, annotations, type Harness } from '../../../../test/harness.js';
-import { core, sandbox } from '../../../../../../test/sandbox.js';
+import type { k8s } from '@kube-node-ready/sandbox';
+import type { FaultProxy } from '../../../../../sandbox/src/fault-proxy.js';
+import { annotations, harness, readNode, throughFaultProxy, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
 
 let h: Harness;
 let proxy: FaultProxy;
@@ -15,28 +12,7 @@ let kubeConfig: k8s.KubeConfig;
 
 beforeAll(async () => {
   h = await harness('ctlapi');
-  const { layout } = sandbox();
-  const certs = certPaths(layout.paths.certs);
-  proxy = await startFaultProxy({ upstreamHost: layout.apiHost, upstreamPort: layout.apiPort, caFile: certs.caCert, certFile: certs.serverCert, keyFile: certs.serverKey });
-  // The controller's own identity (a bearer token), so the proxy can forward it.
-  await core().createNamespacedServiceAccount({ namespace: h.namespace, body: { metadata: { name: 'controller' } } });
-  await sandbox()
-    .kc.makeApiClient(k8s.RbacAuthorizationV1Api)
-    .createClusterRoleBinding({
-      body: {
-        metadata: { name: `knr-ctl-${h.namespace}` },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cluster-admin' },
-        subjects: [{ kind: 'ServiceAccount', name: 'controller', namespace: h.namespace }],
-      },
-    });
-  const token = await core().createNamespacedServiceAccountToken({ name: 'controller', namespace: h.namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
-  kubeConfig = new k8s.KubeConfig();
-  kubeConfig.loadFromOptions({
-    clusters: [{ name: 'proxy', server: proxy.url, caData: readFileSync(certs.caCert).toString('base64'), skipTLSVerify: false }],
-    users: [{ name: 'controller', token: token.status?.token ?? '' }],
-    contexts: [{ name: 'proxy', cluster: 'proxy', user: 'controller' }],
-    currentContext: 'proxy',
-  });
+  ({ proxy, kubeConfig } = await throughFaultProxy(h));
 });
 
 afterEach(async () => {
