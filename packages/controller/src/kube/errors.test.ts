@@ -9,6 +9,26 @@ describe('API error helpers', () => {
     expect(isConflict(api(409, { reason: 'Conflict', message: 'the object has been modified' }))).toBe(true);
     expect(isConflict(api(422, { reason: 'Invalid', message: 'the server rejected our request due to an error in our request: testing value /metadata/uid failed: test failed' }))).toBe(true);
     expect(isConflict(api(422, { reason: 'Invalid', message: 'spec.taints[0].effect: Unsupported value' }))).toBe(false);
+    // What kube-apiserver 1.36 answers to a JSON patch whose `test` fails (or whose `remove` finds no
+    // element): no word of which operation, no causes. A validation error names its fields.
+    const notApplied = {
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message: 'the server rejected our request due to an error in our request',
+      reason: 'Invalid',
+      details: {},
+      code: 422,
+    };
+    expect(isConflict(api(422, JSON.stringify(notApplied) + '\n'))).toBe(true);
+    const invalid = {
+      ...notApplied,
+      message: 'Node "n" is invalid: metadata.taints[1].effect: Unsupported value: "Bogus"',
+      details: { name: 'n', kind: 'Node', causes: [{ reason: 'FieldValueNotSupported', field: 'metadata.taints[1].effect' }] },
+    };
+    expect(isConflict(api(422, invalid))).toBe(false);
+    expect(isConflict(api(422, { ...notApplied, details: { causes: [{ reason: 'FieldValueInvalid', field: 'metadata.annotations' }] } }))).toBe(false);
     expect(isConflict(api(409, { reason: 'AlreadyExists' }))).toBe(false);
     expect(isAlreadyExists(api(409, { reason: 'AlreadyExists' }))).toBe(true);
     expect(isNotFound(api(404, {}))).toBe(true);

@@ -11,30 +11,47 @@ export function statusCode(err: unknown): number | undefined {
 
 export const isNotFound = (err: unknown): boolean => statusCode(err) === 404;
 export const isAlreadyExists = (err: unknown): boolean => statusCode(err) === 409 && reasonOf(err) === 'AlreadyExists';
-/** A write refused because the object changed: 409 Conflict, or 422 from a failed JSON-patch `test`. */
+/**
+ * A write refused because the object changed: 409 Conflict, or 422 from a JSON patch that did not
+ * apply (a failed `test`, or a `remove` of an index that is gone). The apiserver does not say which
+ * operation failed: it answers 422 Invalid with a generic message and no causes (checked against
+ * 1.36), unlike a validation error, which names the invalid fields.
+ */
 export const isConflict = (err: unknown): boolean => {
   const code = statusCode(err);
   if (code === 409) return reasonOf(err) !== 'AlreadyExists';
-  return code === 422 && /test/i.test(messageOf(err));
+  if (code !== 422) return false;
+  const s = status(err);
+  if (s.reason === 'Invalid' && s.message === PATCH_NOT_APPLIED && (s.details?.causes ?? []).length === 0) return true;
+  return /test/i.test(messageOf(err));
 };
+
+/** The apiserver's message for a 422 without details (apimachinery NewGenericServerResponse). */
+const PATCH_NOT_APPLIED = 'the server rejected our request due to an error in our request';
 /** Worth retrying: throttling, server errors, timeouts and network errors. */
 export const isTransient = (err: unknown): boolean => {
   const code = statusCode(err);
   return code === undefined || code === 429 || code >= 500;
 };
 
+interface Status {
+  reason?: string;
+  message?: string;
+  details?: { causes?: unknown[] };
+}
+
 /** The Status object in an ApiException body (client-node keeps it as text or parsed JSON). */
-function status(err: unknown): { reason?: string; message?: string } {
+function status(err: unknown): Status {
   if (!(err instanceof ApiException)) return {};
   const body: unknown = err.body;
   if (typeof body === 'string') {
     try {
-      return JSON.parse(body) as { reason?: string; message?: string };
+      return JSON.parse(body) as Status;
     } catch {
       return { message: body };
     }
   }
-  return typeof body === 'object' && body !== null ? (body as { reason?: string; message?: string }) : {};
+  return typeof body === 'object' && body !== null ? (body as Status) : {};
 }
 
 export function reasonOf(err: unknown): string | undefined {
