@@ -110,6 +110,73 @@ describe('nodePatch: storing progress only', () => {
   });
 });
 
+describe('nodePatch: a copy without (all of) our progress', () => {
+  const verifying: VerificationState = { uid: 'uid-node-1', attempt: 1, failures: 0, phase: Phase.Verifying };
+  const absent = (key: string) => ({ op: 'test', path: `/metadata/annotations/${escapePointer(key)}`, value: null });
+
+  it('tests that our keys are still absent: a stale copy cannot overwrite progress written since', () => {
+    const stale = aNode().tainted().annotate('volumes.kubernetes.io/controller-managed-attach-detach', 'true').build();
+    const ops = nodePatch({ node: stale, config, state: verifying, open: false });
+    expect(ops).toContainEqual(absent('kube-node-ready.io/attempt'));
+    expect(ops).toContainEqual(absent('kube-node-ready.io/node-uid'));
+    // The live node has moved on: another leader (or our own write the cache has not seen) recorded attempt 2.
+    const live = structuredClone(stale);
+    live.metadata!.annotations = { ...live.metadata!.annotations, 'kube-node-ready.io/node-uid': 'uid-node-1', 'kube-node-ready.io/attempt': '2' };
+    expect(() => applyJsonPatch(live, ops)).toThrow(/attempt|node-uid/);
+    // Others' annotations, labels, taints and status do not matter; against such a node it applies.
+    const busy = structuredClone(stale);
+    busy.metadata!.resourceVersion = '130';
+    busy.metadata!.annotations!['flannel.alpha.coreos.com/public-ip'] = '10.0.0.7';
+    busy.metadata!.labels = { 'topology.kubernetes.io/zone': 'a' };
+    busy.status!.conditions = [{ type: 'Ready', status: 'True' }];
+    const after = applyJsonPatch(busy, ops);
+    expect(readState(after)).toEqual({ kind: 'ok', state: verifying });
+    expect(after.metadata?.annotations).toMatchObject({ 'flannel.alpha.coreos.com/public-ip': '10.0.0.7', 'volumes.kubernetes.io/controller-managed-attach-detach': 'true' });
+  });
+
+  it('tests every key it relies on, present or absent: progress a copy lacks but the node has refuses the write', () => {
+    const read = aNode().tainted().withState({ attempt: 1, failures: 0, phase: Phase.Verifying }).build();
+    const ops = nodePatch({ node: read, config, state: passed, open: true });
+    expect(ops).toContainEqual({ op: 'test', path: '/metadata/annotations/kube-node-ready.io~1attempt', value: '1' });
+    expect(ops).toContainEqual(absent('kube-node-ready.io/next-attempt-at'));
+    const live = structuredClone(read);
+    live.metadata!.annotations!['kube-node-ready.io/next-attempt-at'] = '2025-01-01T00:00:20Z';
+    expect(() => applyJsonPatch(live, ops)).toThrow(/next-attempt-at/);
+  });
+
+  it('without an annotations map, tests that there is still none (creating it would replace one made meanwhile)', () => {
+    const bare = aNode().tainted().build();
+    delete bare.metadata!.annotations;
+    const ops = nodePatch({ node: bare, config, state: verifying, open: false });
+    expect(ops).toContainEqual({ op: 'test', path: '/metadata/annotations', value: null });
+    const live = structuredClone(bare);
+    live.metadata!.annotations = { other: 'keep' };
+    expect(() => applyJsonPatch(live, ops)).toThrow(PatchTestFailed);
+    expect(readState(applyJsonPatch(bare, ops))).toEqual({ kind: 'ok', state: verifying });
+  });
+
+  it('without a labels map, opening tests that there is still none (labels added meanwhile would be replaced)', () => {
+    const node = aNode().tainted().withState({ attempt: 1, failures: 0, phase: Phase.Verifying }).build();
+    delete node.metadata!.labels;
+    const ops = nodePatch({ node, config, state: passed, open: true });
+    expect(ops).toContainEqual({ op: 'add', path: '/metadata/labels', value: { 'node-ready/verified': 'true' } });
+    const live = structuredClone(node);
+    live.metadata!.labels = { 'topology.kubernetes.io/zone': 'a' };
+    expect(() => applyJsonPatch(live, ops)).toThrow(PatchTestFailed);
+    expect(applyJsonPatch(node, ops).metadata?.labels).toEqual({ 'node-ready/verified': 'true' });
+  });
+
+  it('never tests the resourceVersion: kubelet status updates are no conflict', () => {
+    for (const node of [aNode().tainted().build(), aNode().tainted().withState({ attempt: 1, failures: 0, phase: Phase.Verifying }).build()]) {
+      const ops = nodePatch({ node, config, state: passed, open: true });
+      expect(ops.some((o) => o.path === '/metadata/resourceVersion')).toBe(false);
+      const live = structuredClone(node);
+      live.metadata!.resourceVersion = '999';
+      expect(() => applyJsonPatch(live, ops)).not.toThrow();
+    }
+  });
+});
+
 describe('conditionPatch', () => {
   const wanted = { type: 'kube-node-ready.io/NetworkVerified', status: 'False' as const, reason: 'ChecksFailed', message: 'dns: timeout' };
 

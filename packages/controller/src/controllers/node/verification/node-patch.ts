@@ -11,12 +11,22 @@ import type { VerificationState } from './types.js';
  * guarded by `test` operations on exactly what the decision relied on:
  *
  *   - the node UID (the object was not deleted and re-created under the same name);
- *   - each of our state annotations as we read it (no other leader moved the state on);
- *   - each taint we remove, at its index (key and effect), removed from the highest index down.
+ *   - each of our state annotations as we read it, present or absent (no other leader, and no
+ *     write of ours the informer has not delivered yet, moved the state on);
+ *   - each taint we remove, at its index (key and effect), removed from the highest index down;
+ *   - the absence of the labels or annotations map the patch creates (it would replace one made
+ *     meanwhile).
+ *
+ * Absence is tested with `"value": null`: kube-apiserver applies JSON patches with
+ * evanphx/json-patch, whose `test` of null passes when the target is missing and fails when it
+ * holds any value (stricter RFC 6902 readers call a missing target an error). Without it, a stale
+ * copy read before the first write of our progress would pass every test and overwrite newer
+ * progress: a restarted attempt count, a second worker.
  *
  * A failed test makes the API server refuse the whole patch (HTTP 422), the executor re-reads the
- * node and decides again. Fields other writers own (their taints, labels, annotations, status)
- * are never in the patch, so a concurrent kubelet status update or label change is no conflict.
+ * node live and decides again. Fields other writers own (their taints, labels, annotations,
+ * status) are never in the patch, so a concurrent kubelet status update or label change is no
+ * conflict and is never overwritten.
  */
 export type JsonPatchOp =
   | { op: 'test'; path: string; value: unknown }
@@ -45,6 +55,7 @@ export function nodePatch({ node, config, state, open }: NodePatchInput): JsonPa
     for (const { i } of [...ours].reverse()) ops.push({ op: 'remove', path: `/spec/taints/${i}` });
 
     const { key, value } = config.nodeManagement.verifiedLabel;
+    if (node.metadata?.labels === undefined) ops.push({ op: 'test', path: '/metadata/labels', value: null });
     ops.push(...setMapEntries(node.metadata?.labels, '/metadata/labels', { [key]: value }));
   }
 
@@ -59,12 +70,13 @@ export function taintsToRemove(node: V1Node, config: ControllerConfig): string[]
     .map((t) => `${t.key}${t.value ? `=${t.value}` : ''}:${t.effect}`);
 }
 
-/** Tests that the node is the one we read and our state on it is what we read. */
+/** Tests that the node is the one we read and our state on it is what we read, key by key (null: absent). */
 function guards(node: V1Node): JsonPatchOp[] {
   const ops: JsonPatchOp[] = [{ op: 'test', path: '/metadata/uid', value: node.metadata?.uid ?? '' }];
+  // No map at all: none of our keys, and the patch creates the map.
+  if (node.metadata?.annotations === undefined) return [...ops, { op: 'test', path: '/metadata/annotations', value: null }];
   for (const key of Object.values(Annotation)) {
-    const current = annotation(node, key);
-    if (current !== undefined) ops.push({ op: 'test', path: `/metadata/annotations/${escapePointer(key)}`, value: current });
+    ops.push({ op: 'test', path: `/metadata/annotations/${escapePointer(key)}`, value: annotation(node, key) ?? null });
   }
   return ops;
 }
