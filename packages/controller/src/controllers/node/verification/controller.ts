@@ -8,13 +8,14 @@ import type { EventRecorder } from '../../../events/recorder.js';
 import type { KubeClient } from '../../../kube/client.js';
 import { messageOf } from '../../../kube/errors.js';
 import { stripObject } from '../../../kube/informer.js';
-import { annotation, nodeUid, toMillis } from '../../../kube/objects.js';
+import { annotation, nodeName, nodeUid, toMillis } from '../../../kube/objects.js';
 import type { ControllerMetrics } from '../../../metrics/metrics.js';
 import type { NodeStatus } from '../../../metrics/names.js';
 import { desiredCondition } from './condition.js';
 import { decide, hasVerificationTaint, type Action, type PodRef } from './decide.js';
 import { awaitingRegistrationEvent, completedEvents, startedEvent, type NodeEvent } from './events.js';
 import { workerPodName } from './naming.js';
+import { NodeCopies } from './node-copies.js';
 import { conditionPatch, taintsToRemove } from './node-patch.js';
 import { buildWorkerPod } from './pod-spec.js';
 import type { VerificationSlots } from './slots.js';
@@ -24,8 +25,10 @@ import { Phase, type VerificationState } from './types.js';
 /**
  * The verification controller: gathers what decide() needs (the node and its worker pods from
  * the informer caches, the stored progress), asks decide() for the next step, and applies it.
- * One reconcile per node at a time (the work queue guarantees it). A node write refused because
- * the node changed is retried with a fresh read; other errors go back to the queue's backoff.
+ * One reconcile per node at a time (the work queue guarantees it). The node is read from the
+ * informer, or from our own last write when the informer has not delivered it yet (NodeCopies).
+ * A node write refused because the node changed is retried on a live read of the node (the
+ * informer's copy may still be the stale one); other errors go back to the queue's backoff.
  */
 export interface VerificationDeps {
   config: ControllerConfig;
@@ -54,6 +57,11 @@ const RECENTLY_CREATED_TTL_MS = 10_000;
 /** Node writes refused for a changed node before the reconcile gives up and requeues. */
 const MAX_CONFLICT_ROUNDS = 3;
 
+/** What apply() did. A refused node write reports the worker pod it created first, if any. */
+type Applied = { kind: 'done'; node: V1Node; state?: VerificationState; result: ReconcileResult } | { kind: 'conflict'; launched?: PodRef };
+type Done = Extract<Applied, { kind: 'done' }>;
+const CONFLICT: Applied = { kind: 'conflict' };
+
 export class VerificationController {
   private readonly waitingForSlot = new Set<string>();
   /**
@@ -64,16 +72,22 @@ export class VerificationController {
   private readonly reportedInvalid = new Map<string, string>();
   /** The condition last written per node: the cache lags our own writes, so compare with this too. */
   private readonly writtenCondition = new Map<string, string>();
+  /** The informer's nodes, or the newer copies our own writes and live reads returned. */
+  private readonly nodes: NodeCopies;
 
-  constructor(private readonly deps: VerificationDeps) {}
+  constructor(private readonly deps: VerificationDeps) {
+    this.nodes = new NodeCopies(deps.nodes);
+  }
 
   async reconcile(name: string): Promise<ReconcileResult> {
     const { config, kube, store } = this.deps;
     const log = this.deps.log.child({ node: name });
 
     // 1. The node is gone: remove its workers and its metrics.
-    let node = this.deps.nodes.get(name);
+    let node = this.nodes.get(name);
     if (!node) return this.forget(name, log);
+    /** A worker pod this reconcile created for a launch whose progress write was then refused. */
+    let launched: PodRef | undefined;
 
     for (let round = 1; ; round++) {
       // 2. Read the stored progress and the node's worker pods.
@@ -87,17 +101,29 @@ export class VerificationController {
       });
       // A launch takes its slot now, before any await, so parallel reconciles see it.
       if (action.kind === 'Launch') this.deps.slots.reserve(name);
+      // A pod launched from a copy the write found stale runs on only if the fresh decision follows it.
+      if (launched && !follows(action, launched.name, node)) {
+        await this.discardLaunched(launched, log);
+        launched = undefined;
+      }
       const applied = await this.apply(node, pods, action, log);
 
-      // 4. The node changed under us: read it again and decide again.
-      if (applied === 'conflict') {
+      // 4. The node changed under us: read it again, live (the informer may still hold the copy
+      //    the write was refused for), and decide again.
+      if (applied.kind === 'conflict') {
+        launched = applied.launched ?? launched;
         if (round >= MAX_CONFLICT_ROUNDS) throw new Error(`node ${name} kept changing during ${round} attempts to write it`);
         log.debug({ round }, 'node changed since it was read; reading it again');
         const fresh = await kube.getNode(name);
-        if (!fresh) return this.forget(name, log);
+        if (!fresh) {
+          if (launched) await this.discardLaunched(launched, log);
+          return this.forget(name, log);
+        }
         node = stripObject(fresh);
+        this.nodes.observe(node);
         continue;
       }
+      if (applied.node !== node) this.nodes.observe(stripObject(applied.node));
 
       // 5. Bring the condition and the status metric in line with the stored progress.
       await this.syncReport(applied.node, applied.state ?? stored(store, applied.node), log);
@@ -111,6 +137,7 @@ export class VerificationController {
     await this.deletePods(orphans.map(ref), log);
     this.deps.metrics.forgetNode(name);
     this.deps.store.forget(name);
+    this.nodes.forget(name);
     this.deps.slots.release(name);
     this.waitingForSlot.delete(name);
     this.reportedInvalid.delete(name);
@@ -153,12 +180,7 @@ export class VerificationController {
     return live ? [...pods, stripObject(live)] : pods;
   }
 
-  private async apply(
-    node: V1Node,
-    pods: readonly V1Pod[],
-    action: Action,
-    log: Logger,
-  ): Promise<'conflict' | { node: V1Node; state?: VerificationState; result: ReconcileResult }> {
+  private async apply(node: V1Node, pods: readonly V1Pod[], action: Action, log: Logger): Promise<Applied> {
     await this.deletePods(action.cleanup, log);
     switch (action.kind) {
       case 'Ignore':
@@ -172,22 +194,22 @@ export class VerificationController {
     }
   }
 
-  private ignore(node: V1Node, action: Extract<Action, { kind: 'Ignore' }>, log: Logger): { node: V1Node; result: ReconcileResult } {
+  private ignore(node: V1Node, action: Extract<Action, { kind: 'Ignore' }>, log: Logger): Done {
     const name = node.metadata?.name ?? '';
     this.deps.slots.release(name);
     this.waitingForSlot.delete(name);
     if (action.reason === 'NodeDeleting' || action.reason === 'NotCandidate') this.deps.metrics.forgetNode(name);
     log.trace({ reason: action.reason }, 'nothing to do');
-    return { node, result: {} };
+    return { kind: 'done', node, result: {} };
   }
 
-  private async wait(node: V1Node, action: Extract<Action, { kind: 'Wait' }>, log: Logger): Promise<'conflict' | { node: V1Node; state?: VerificationState; result: ReconcileResult }> {
+  private async wait(node: V1Node, action: Extract<Action, { kind: 'Wait' }>, log: Logger): Promise<Applied> {
     const name = node.metadata?.name ?? '';
     let written = node;
     if (action.persist) {
       // A pod newer than the stored progress (created just before a restart): record it first.
       const saved = await this.deps.store.save(node, action.persist, { open: false });
-      if (saved === 'conflict') return 'conflict';
+      if (saved === 'conflict') return CONFLICT;
       written = saved;
       log.info({ attempt: action.attempt }, 'resumed an attempt whose worker pod already existed');
     }
@@ -195,10 +217,10 @@ export class VerificationController {
     else this.waitingForSlot.delete(name);
     if (action.reason === 'KarpenterRegistration') this.emit(name, awaitingRegistrationEvent());
     log.debug({ reason: action.reason, attempt: action.attempt, requeueAfterMs: action.requeueAfterMs }, 'waiting');
-    return { node: written, ...(action.persist ? { state: action.persist } : {}), result: requeue(action.requeueAfterMs) };
+    return { kind: 'done', node: written, ...(action.persist ? { state: action.persist } : {}), result: requeue(action.requeueAfterMs) };
   }
 
-  private async launch(node: V1Node, action: Extract<Action, { kind: 'Launch' }>, log: Logger): Promise<'conflict' | { node: V1Node; state: VerificationState; result: ReconcileResult }> {
+  private async launch(node: V1Node, action: Extract<Action, { kind: 'Launch' }>, log: Logger): Promise<Applied> {
     const { config, kube, worker } = this.deps;
     const name = node.metadata?.name ?? '';
     this.waitingForSlot.delete(name);
@@ -210,14 +232,16 @@ export class VerificationController {
     for (const [podName, entry] of this.recentlyCreated) if (now - entry.at >= RECENTLY_CREATED_TTL_MS) this.recentlyCreated.delete(podName);
     if (created) this.recentlyCreated.set(action.podName, { pod: stripObject(created), at: now });
 
-    // 2. Then the progress: the next reconcile follows this attempt.
+    // 2. Then the progress: the next reconcile follows this attempt. Refused, the decision was made
+    //    on a stale copy: the caller decides again on a live one, and keeps the pod only if that
+    //    decision follows it.
     const saved = await this.deps.store.save(node, action.state, { open: false });
-    if (saved === 'conflict') return 'conflict';
+    if (saved === 'conflict') return created ? { kind: 'conflict', launched: ref(created) } : CONFLICT;
 
     this.emit(name, startedEvent(action, config));
     if (action.state.failures > 0) this.deps.metrics.recordRetry(name);
     log.info({ attempt: action.attempt, pod: action.podName, existed: created === undefined }, 'started worker pod');
-    return { node: saved, state: action.state, result: requeue(action.requeueAfterMs) };
+    return { kind: 'done', node: saved, state: action.state, result: requeue(action.requeueAfterMs) };
   }
 
   private async complete(
@@ -225,14 +249,14 @@ export class VerificationController {
     pods: readonly V1Pod[],
     action: Extract<Action, { kind: 'Complete' }>,
     log: Logger,
-  ): Promise<'conflict' | { node: V1Node; state: VerificationState; result: ReconcileResult }> {
+  ): Promise<Applied> {
     const { config, clock, metrics } = this.deps;
     const name = node.metadata?.name ?? '';
     const removedTaints = action.open ? taintsToRemove(node, config) : [];
 
     // 1. One guarded write: the outcome, and for a pass the taint removal and the label.
     const saved = await this.deps.store.save(node, action.state, { open: action.open });
-    if (saved === 'conflict') return 'conflict';
+    if (saved === 'conflict') return CONFLICT;
     const now = clock.now();
 
     // 2. Explain: events, logs, metrics.
@@ -254,7 +278,7 @@ export class VerificationController {
     // 3. The pod has served its purpose (failed ones are kept up to worker.keepFailedPods).
     if (action.deletePod && action.pod) await this.deletePods([action.pod], log);
     this.deps.slots.release(name);
-    return { node: saved, state: action.state, result: requeue(action.requeueAfterMs) };
+    return { kind: 'done', node: saved, state: action.state, result: requeue(action.requeueAfterMs) };
   }
 
   /** The condition and the status metric follow the stored progress (level-based, idempotent). */
@@ -273,6 +297,13 @@ export class VerificationController {
       log.debug({ condition: patch.status.conditions[0] }, 'updated the node condition');
     }
     this.writtenCondition.set(name, key);
+  }
+
+  /** Deletes a worker pod launched on a decision the node write then showed to be based on a stale copy. */
+  private async discardLaunched(pod: PodRef, log: Logger): Promise<void> {
+    this.recentlyCreated.delete(pod.name);
+    await this.deletePods([pod], log);
+    log.info({ pod: pod.name }, 'deleted a worker pod started from an outdated copy of the node');
   }
 
   private async deletePods(pods: readonly PodRef[], log: Logger): Promise<void> {
@@ -330,6 +361,20 @@ function requeue(ms: number | undefined): ReconcileResult {
 
 function ref(pod: V1Pod): PodRef {
   return { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' };
+}
+
+/** Whether `action` goes on with the worker pod named `podName` (launches it, waits on it, records it). */
+function follows(action: Action, podName: string, node: V1Node): boolean {
+  switch (action.kind) {
+    case 'Launch':
+      return action.podName === podName;
+    case 'Wait':
+      return action.attempt !== undefined && workerPodName(nodeName(node), nodeUid(node), action.attempt) === podName;
+    case 'Complete':
+      return action.pod?.name === podName;
+    case 'Ignore':
+      return false;
+  }
 }
 
 /** Whether a node event can matter to verification (used to skip kubelet status churn). */
