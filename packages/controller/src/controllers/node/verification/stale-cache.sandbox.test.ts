@@ -1,0 +1,116 @@
+// A controller whose node cache is behind the apiserver. The cache is made stale on purpose: the
+// controller talks through the sandbox's fault proxy with its watches stalled, so its caches hold
+// what its first list returned and nothing after, while the test (and the controller's own writes)
+// move the live node on. Whatever the cache says, the stored progress must never go backwards,
+// no second worker may run beside a live one, and a write of ours must not be redone.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { k8s } from '@kube-node-ready/sandbox';
+import type { FaultProxy } from '../../../../../sandbox/src/fault-proxy.js';
+import { KubeLeaseClient } from '../../../leader/lease-client.js';
+import { annotations, harness, readNode, throughFaultProxy, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
+import { core, sandbox } from '../../../../../../test/sandbox.js';
+import { workerPodName } from './naming.js';
+import { buildWorkerPod, configHash, workerConfigDocument, workerImage } from './pod-spec.js';
+
+let h: Harness;
+let proxy: FaultProxy;
+let kubeConfig: k8s.KubeConfig;
+
+beforeAll(async () => {
+  h = await harness('ctlstale');
+  ({ proxy, kubeConfig } = await throughFaultProxy(h));
+});
+
+afterEach(async () => {
+  await h.cleanup();
+  proxy.set({});
+  proxy.cutAll(); // stalled watch streams stay open otherwise
+});
+
+afterAll(async () => {
+  await h?.cleanup();
+  await proxy?.close();
+});
+
+const podNames = async (node: string) => (await workerPods(h.namespace, node)).map((p) => p.metadata?.name).sort();
+
+async function mergePatchNode(name: string, body: object): Promise<void> {
+  await core().patchNode({ name, body }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
+}
+
+describe('a node cache behind the apiserver', () => {
+  it("a new leader whose cache has not seen the previous leader's progress neither restarts the count nor starts a second worker", async () => {
+    const overrides = { worker: { startTimeout: '30s' }, reconciliation: { maxRetries: 3 } };
+    // The previous leader (played by this test) holds the lease.
+    const lease = new KubeLeaseClient(sandbox().kc.makeApiClient(k8s.CoordinationV1Api), h.namespace, `knr-${h.id}`);
+    const held = await lease.create({ holderIdentity: 'previous-leader', leaseDurationSeconds: 60, renewTime: Date.now(), leaseTransitions: 0 });
+
+    // The new replica lists the node before the previous leader has written anything to it; then
+    // its watches go silent, so its cache keeps that copy: tainted, none of our annotations.
+    const node = await h.addNode({ faults: { neverStart: true } });
+    proxy.set({ stallWatches: true });
+    const ctl = await h.start(overrides, 'new-leader', { kubeConfig });
+    expect(ctl.running.isLeader()).toBe(false);
+
+    // Meanwhile the previous leader ran attempt 1 (it failed) and started attempt 2, whose worker is live.
+    const live = await readNode(node);
+    const uid = live?.metadata?.uid ?? '';
+    const cfg = h.config(overrides);
+    const attempt2 = buildWorkerPod({
+      node: live as k8s.V1Node,
+      attempt: 2,
+      podName: workerPodName(node, uid, 2),
+      config: cfg,
+      image: workerImage(cfg.worker.image, 'dev'),
+      configHash: configHash(workerConfigDocument(cfg.worker)),
+    });
+    await core().createNamespacedPod({ namespace: h.namespace, body: attempt2 });
+    const progress = {
+      'kube-node-ready.io/node-uid': uid,
+      'kube-node-ready.io/attempt': '2',
+      'kube-node-ready.io/failures': '1',
+      'kube-node-ready.io/phase': 'Verifying',
+      'kube-node-ready.io/last-outcome': 'NotStarted',
+      'kube-node-ready.io/last-message': 'the worker container did not start (written by the previous leader)',
+    };
+    await mergePatchNode(node, { metadata: { annotations: progress } });
+
+    // The previous leader steps down; the new one takes over with its stale cache and reconciles.
+    await lease.update({ ...held.record, holderIdentity: '', leaseDurationSeconds: 1 }, held.resourceVersion);
+    await waitFor(async () => ctl.running.isLeader(), 'the new replica to lead', 15_000);
+    await waitFor(async () => ctl.logs.some((l) => l.node === node && (l.msg === 'waiting' || l.msg === 'started worker pod')), 'the new leader to reconcile the node', 15_000);
+
+    // The progress the previous leader wrote stands: not overwritten by a restart at attempt 1.
+    const after = annotations(await readNode(node));
+    expect(after).toMatchObject(progress);
+    // Only the live worker of attempt 2 runs (a pod started from the stale copy is removed at once).
+    await waitFor(async () => (await podNames(node)).length === 1, 'one worker pod for the node', 5_000).catch(() => undefined);
+    expect(await podNames(node)).toEqual([attempt2.metadata?.name]);
+    expect(ctl.logs.filter((l) => l.node === node && l.msg === 'started worker pod')).toEqual([]);
+    expect(await ctl.metrics()).toContain('kube_node_ready_controller_reconcile_errors_total 0');
+  });
+
+  it('a reconcile after our own write, before the watch delivers it, neither redoes nor re-reads it', async () => {
+    // The controller lists the node, then hears nothing more: every later copy of the node it
+    // knows of comes from its own writes.
+    const node = await h.addNode({ faults: { neverStart: true } });
+    proxy.set({ stallWatches: true });
+    const ctl = await h.start({ worker: { scheduleTimeout: '30s', startTimeout: '30s' }, reconciliation: { resyncInterval: '1s' } }, 'lagging', { kubeConfig });
+
+    const started = await waitFor(async () => ctl.logs.find((l) => l.node === node && l.msg === 'started worker pod'), 'attempt 1 to start', 15_000);
+    expect(started.attempt).toBe(1);
+    await waitFor(async () => annotations(await readNode(node))['kube-node-ready.io/phase'] === 'Verifying', 'attempt 1 recorded');
+    const before = proxy.requestsByKind();
+    const reconciles = () => ctl.logs.filter((l) => l.node === node && (l.msg === 'waiting' || l.msg === 'started worker pod')).length;
+    const seen = reconciles();
+
+    // The resync reconciles the node again (twice, to be sure) while the cache still has the copy without progress.
+    await waitFor(async () => reconciles() >= seen + 2, 'the resync to reconcile the node again', 10_000);
+    const after = proxy.requestsByKind();
+    const delta = (kind: string) => (after[kind] ?? 0) - (before[kind] ?? 0);
+    expect({ createPods: delta('create pods'), patchNodes: delta('patch nodes'), getNodes: delta('get nodes') }).toEqual({ createPods: 0, patchNodes: 0, getNodes: 0 });
+    expect(ctl.logs.filter((l) => l.node === node && l.msg === 'started worker pod')).toHaveLength(1);
+    expect(annotations(await readNode(node))).toMatchObject({ 'kube-node-ready.io/attempt': '1', 'kube-node-ready.io/phase': 'Verifying' });
+    expect(await podNames(node)).toHaveLength(1);
+  });
+});
