@@ -21,7 +21,11 @@ export type RecordType = 'A' | 'AAAA';
 
 export interface DnsAnswer {
   rcode: string;
-  /** A/AAAA addresses in the answer section (after any CNAME chain the server followed). */
+  /**
+   * The addresses of the type asked for, owned by the name asked for or by a name it is an alias
+   * of (a CNAME chain in the answer section). Records for other names or of other types are not
+   * the answer and are left out.
+   */
   addresses: string[];
   type: RecordType;
   transport: 'udp' | 'tcp';
@@ -63,9 +67,7 @@ export async function queryDns(server: HostPort, name: string, type: RecordType,
   }
   return {
     rcode: rcodeName(response.header.rcode),
-    addresses: response.answers.flatMap((r) =>
-      (r.type === Packet.TYPE.A || r.type === Packet.TYPE.AAAA) && typeof r.address === 'string' ? [r.address] : [],
-    ),
+    addresses: addressesOf(response, query),
     type,
     transport,
     truncatedUdp: transport === 'tcp',
@@ -86,6 +88,8 @@ export async function lookupAddresses(server: HostPort, name: string, signal: Ab
 
 interface Query {
   id: number;
+  name: string;
+  type: RecordType;
   buffer: Buffer;
 }
 
@@ -94,17 +98,59 @@ function buildQuery(name: string, type: RecordType): Query {
   packet.header.id = Packet.uuid();
   packet.header.rd = 1;
   packet.questions.push({ name, type: Packet.TYPE[type], class: Packet.CLASS.IN } as dns2.Packet.Question);
-  return { id: packet.header.id, buffer: packet.toBuffer() };
+  return { id: packet.header.id, name, type, buffer: packet.toBuffer() };
 }
 
-/** Parses a reply to `query`; undefined for anything else (stray, forged or undecodable datagrams). */
-function matchReply(message: Buffer, query: Query): Packet | undefined {
+type Reply = { packet: Packet } | { malformed: string };
+
+/**
+ * Reads a message as the reply to `query`. Undefined for anything that is not one: another ID, not
+ * a response, another opcode or question (stray, forged or undecodable datagrams; resolvers match
+ * the question too, RFC 5452 section 9.1). A reply whose answer section cannot be decoded is
+ * malformed, unless it is truncated (the query goes over TCP then) or reports an error rcode.
+ */
+function matchReply(message: Buffer, query: Query): Reply | undefined {
+  let packet: Packet;
   try {
-    const packet = Packet.parse(message);
-    return packet.header.id === query.id && packet.header.qr === 1 ? packet : undefined;
+    packet = Packet.parse(message);
   } catch {
     return undefined;
   }
+  const { header, questions } = packet;
+  if (header.id !== query.id || header.qr !== 1 || header.opcode !== 0) return undefined;
+  const question = questions[0];
+  if (header.qdcount !== 1 || !question || !sameName(question.name, query.name) || question.type !== Packet.TYPE[query.type] || question.class !== Packet.CLASS.IN) {
+    return undefined;
+  }
+  const broken = packet.errors.find((e) => e.section === 'answers');
+  if (broken && !header.tc && header.rcode === Packet.RCODE.NOERROR) return { malformed: broken.message };
+  return { packet };
+}
+
+/** DNS names compare without regard to ASCII case (RFC 4343) and a trailing dot. */
+function sameName(a: string, b: string): boolean {
+  return canonicalName(a) === canonicalName(b);
+}
+
+function canonicalName(name: string): string {
+  return name.replace(/\.$/, '').replace(/[A-Z]/g, (c) => c.toLowerCase());
+}
+
+/** Addresses of the asked type for the asked name, following CNAMEs in the answer section (in any order). */
+function addressesOf(packet: Packet, query: Query): string[] {
+  const owners = new Set([canonicalName(query.name)]);
+  const owned = (r: dns2.Packet.Resource) => r.class === Packet.CLASS.IN && owners.has(canonicalName(r.name));
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const r of packet.answers) {
+      if (r.type === Packet.TYPE.CNAME && owned(r) && typeof r.domain === 'string' && !owners.has(canonicalName(r.domain))) {
+        owners.add(canonicalName(r.domain));
+        grew = true;
+      }
+    }
+  }
+  const type = Packet.TYPE[query.type];
+  return packet.answers.flatMap((r) => (r.type === type && owned(r) && typeof r.address === 'string' ? [r.address] : []));
 }
 
 function exchangeUdp(server: HostPort, query: Query, signal: AbortSignal): Promise<Packet> {
@@ -120,7 +166,9 @@ function exchangeUdp(server: HostPort, query: Query, signal: AbortSignal): Promi
       });
     socket.on('message', (message) => {
       const reply = matchReply(message, query);
-      if (reply) resolve(reply);
+      if (!reply) return;
+      if ('packet' in reply) resolve(reply.packet);
+      else reject(new DnsQueryError('malformed', `malformed answer over udp from ${formatHostPort(server)}: ${reply.malformed}`));
     });
     socket.on('error', (err) => reject(socketError(err, server, 'udp')));
     socket.once('connect', () => {
@@ -156,8 +204,8 @@ function exchangeTcp(server: HostPort, query: Query, signal: AbortSignal): Promi
       const size = received.readUInt16BE(0);
       if (received.length < 2 + size) return;
       const reply = matchReply(received.subarray(2, 2 + size), query);
-      if (reply) resolve(reply);
-      else reject(new DnsQueryError('malformed', `malformed answer over tcp from ${formatHostPort(server)}`));
+      if (reply && 'packet' in reply) resolve(reply.packet);
+      else reject(new DnsQueryError('malformed', `malformed answer over tcp from ${formatHostPort(server)}${reply ? `: ${reply.malformed}` : ': not an answer to the query'}`));
     });
     socket.on('end', () => reject(new DnsQueryError('malformed', `${formatHostPort(server)} closed the tcp connection before a full answer`)));
     socket.on('error', (err) => reject(socketError(err, server, 'tcp')));
