@@ -130,7 +130,7 @@ describe('loadWorkerConfig on any file (fuzz)', () => {
     const seen = { loaded: 0, rejected: 0 };
     fuzz(
       0x3f0000,
-      1500,
+      1200,
       (r) => {
         let { kind, content } = configText(r, shape);
         // The worker also reads a controller config and takes worker.checks from it.

@@ -166,7 +166,7 @@ describe('loadConfig on any file (fuzz)', () => {
     onTestFinished(() => warnings.mockRestore());
     fuzz(
       0xc0f000,
-      1500,
+      1000,
       (r) => {
         const { kind, content } = configText(r, shape);
         writeFileSync(file, content);

@@ -211,7 +211,7 @@ export function configText(r: Rng, shape: ConfigShape): ConfigText {
       const size = r.pick([50, 300]);
       const copies = r.pick([10, 99, 150]);
       const base = `base: &big {${Array.from({ length: size }, (_, i) => `k${i}: ${i}`).join(', ')}}`;
-      const refs = Array.from({ length: copies }, (_, i) => `${r.chance(0.5) ? `r${i}` : leafKey()}${i}: *big`);
+      const refs = Array.from({ length: copies }, (_, i) => `${r.chance(0.5) ? 'r' : leafKey()}${i}: *big`);
       return { kind: `wide alias (${size} keys x ${copies})`, content: [base, ...refs].join('\n') };
     }
     case 6: {

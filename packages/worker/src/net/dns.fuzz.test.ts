@@ -144,7 +144,6 @@ function flippedAnswer(r: Rng, name: string): Case {
   const length = 12 + nameLength + 4 + 16;
   const offset = r.int(length);
   const mask = r.chance(0.2) ? 0x20 : r.between(1, 255);
-  const qname = [12, 12 + nameLength];
   const answerAt = 12 + nameLength + 4;
   const build = (q: Query) => response(q, [aRecord(address)]);
   let expect: Expect;
@@ -158,7 +157,7 @@ function flippedAnswer(r: Rng, name: string): Case {
   } else if (offset === 3) [expect, what] = mask & 0x0f ? [FAIL, 'rcode'] : [pass([address]), 'ra/z/ad/cd'];
   else if (offset < 8) [expect, what] = [FAIL, offset < 6 ? 'qdcount' : 'ancount'];
   else if (offset < 12) [expect, what] = [pass([address]), 'nscount/arcount (sections the client does not read)'];
-  else if (offset < (qname[1] as number)) {
+  else if (offset < 12 + nameLength) {
     const sample = encodeName(name)[offset - 12] as number;
     const isLetter = /[a-z]/i.test(String.fromCharCode(sample));
     const isLength = labelStarts(name).includes(offset - 12);
