@@ -48,8 +48,8 @@ interface PodRun {
   finished: boolean;
   killing: boolean;
   deadlineExceeded: boolean;
-  /** Fault: containers report random bytes as their termination message (exit code kept). */
-  garbageMessage: boolean;
+  /** Fault: the termination message containers report instead of their own ('garbage': random bytes); exit code kept. */
+  forcedMessage: string | undefined;
   statusChain: Promise<void>;
 }
 
@@ -278,7 +278,7 @@ export class SimulatedKubelet {
       finished: false,
       killing: false,
       deadlineExceeded: false,
-      garbageMessage: ann[FAULT.terminationMessage] === 'garbage',
+      forcedMessage: ann[FAULT.terminationMessage],
       statusChain: Promise.resolve(),
     };
     this.pods.set(run.uid, run);
@@ -361,7 +361,8 @@ export class SimulatedKubelet {
       c.finishedAt = new Date().toISOString();
       c.exitCode = code ?? (signal ? 128 + (signal === 'SIGKILL' ? 9 : 15) : 1);
       c.reason = c.exitCode === 0 ? 'Completed' : 'Error';
-      c.message = run.garbageMessage ? garbage() : this.terminationMessage(spec, terminationFile, logFile, c.exitCode);
+      const forced = run.forcedMessage === 'garbage' ? garbage() : run.forcedMessage;
+      c.message = forced ?? this.terminationMessage(spec, terminationFile, logFile, c.exitCode);
       log.debug({ container: c.name, exitCode: c.exitCode }, 'container exited');
       if (run.killing || this.stopped) return;
       const policy = pod.spec?.restartPolicy ?? 'Always';

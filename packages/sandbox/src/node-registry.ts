@@ -27,7 +27,7 @@ export interface NodeSpecOptions {
   cpu?: string;
   memory?: string;
   pods?: string;
-  faults?: { neverStart?: boolean; startDelay?: string; dns?: string; notReady?: boolean; terminationMessage?: 'garbage' };
+  faults?: { neverStart?: boolean; startDelay?: string; dns?: string; notReady?: boolean; terminationMessage?: string };
 }
 
 /** The Node object a kubelet registers (with its status), for the simulated kubelet to play. */

@@ -2,7 +2,7 @@ import type { V1Node } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { aNode, DEFAULT_TAINT, testConfig } from '../../../testing/builders.js';
 import { applyJsonPatch, PatchTestFailed } from '../../../testing/json-patch.js';
-import { conditionPatch, escapePointer, nodePatch, taintsToRemove } from './node-patch.js';
+import { comparableByTest, conditionPatch, escapePointer, nodePatch, taintsToRemove } from './node-patch.js';
 import { readState } from './state.js';
 import { Outcome, Phase, type VerificationState } from './types.js';
 
@@ -98,6 +98,21 @@ describe('nodePatch: storing progress only', () => {
     };
     const node = aNode().build();
     expect(readState(applyJsonPatch(node, nodePatch({ node, config, state, open: false })))).toEqual({ kind: 'ok', state });
+  });
+
+  it('does not test a stored message the API server cannot compare (its "<" would fail the test forever); the structured state is still tested', () => {
+    const node = aNode().tainted().withState({ attempt: 1, failures: 1, phase: Phase.Backoff, nextAttemptAt: T0, lastMessage: 'the worker exited with code 0 but its summary is unusable: "<html>502</html>"' }).build();
+    const next: VerificationState = { uid: 'uid-node-1', attempt: 2, failures: 1, phase: Phase.Verifying, lastOutcome: Outcome.WorkerError };
+    const ops = nodePatch({ node, config, state: next, open: false });
+    const tested = ops.filter((o) => o.op === 'test').map((o) => o.path);
+    expect(tested).not.toContain('/metadata/annotations/kube-node-ready.io~1last-message');
+    expect(tested).toEqual(expect.arrayContaining(['/metadata/uid', '/metadata/annotations/kube-node-ready.io~1attempt', '/metadata/annotations/kube-node-ready.io~1failures', '/metadata/annotations/kube-node-ready.io~1phase']));
+    expect(readState(applyJsonPatch(node, ops))).toEqual({ kind: 'ok', state: next });
+  });
+
+  it('knows which strings a JSON patch test can compare', () => {
+    for (const ok of ['', 'ChecksFailed', '2026-11-21T10:00:00.000Z', 'dns: timeout after 5s; api: 403 "Forbidden"', 'tab\tnewline\n\u0001\u007f', 'ünïcödé 🚀']) expect(comparableByTest(ok), ok).toBe(true);
+    for (const bad of ['a<b', 'a>b', 'a&b', 'line\u2028sep', 'para\u2029sep', 'lone \ud800 surrogate']) expect(comparableByTest(bad), bad).toBe(false);
   });
 
   it('escapes JSON pointer segments', () => {

@@ -70,15 +70,33 @@ export function taintsToRemove(node: V1Node, config: ControllerConfig): string[]
     .map((t) => `${t.key}${t.value ? `=${t.value}` : ''}:${t.effect}`);
 }
 
-/** Tests that the node is the one we read and our state on it is what we read, key by key (null: absent). */
+/**
+ * Tests that the node is the one we read and our state on it is what we read, key by key (null:
+ * absent). A value the API server cannot compare (see comparableByTest) is not tested; it is free
+ * text (last-message) written only together with the attempt, failures and phase, which are.
+ */
 function guards(node: V1Node): JsonPatchOp[] {
   const ops: JsonPatchOp[] = [{ op: 'test', path: '/metadata/uid', value: node.metadata?.uid ?? '' }];
   // No map at all: none of our keys, and the patch creates the map.
   if (node.metadata?.annotations === undefined) return [...ops, { op: 'test', path: '/metadata/annotations', value: null }];
   for (const key of Object.values(Annotation)) {
-    ops.push({ op: 'test', path: `/metadata/annotations/${escapePointer(key)}`, value: annotation(node, key) ?? null });
+    const value = annotation(node, key) ?? null;
+    if (value !== null && !comparableByTest(value)) continue;
+    ops.push({ op: 'test', path: `/metadata/annotations/${escapePointer(key)}`, value });
   }
   return ops;
+}
+
+/**
+ * Whether a JSON patch `test` of this string can succeed. kube-apiserver's JSON patch
+ * (evanphx/json-patch) compares a string by its JSON bytes, and the server encodes the object with
+ * Go's HTML-safe escaping (<, >, & as \u003c..., U+2028/U+2029 escaped, broken surrogates as
+ * U+FFFD) while our patch carries JSON.stringify's bytes: such a test always fails (HTTP 422), and a
+ * guard on it would refuse every later write to the node. Found by the fault suite: a worker whose
+ * termination message held "<" left its node in Backoff for good.
+ */
+export function comparableByTest(value: string): boolean {
+  return !/[<>&\u2028\u2029]/.test(value) && value.isWellFormed();
 }
 
 /** Sets (or, for null, removes) entries of a string map, creating the map if the object has none. */

@@ -80,6 +80,20 @@ describe('verification', () => {
     expect(kept[0]?.status?.phase).toBe('Failed');
   });
 
+  it('a worker result holding "<" or "&" (e.g. an HTML error page) fails the attempt and the node still gets its verdict', async () => {
+    // Regression (fault suite): such a message, stored as last-message, was tested byte for byte by
+    // the next write's guard; the API server encodes it differently, refused every write, and the
+    // node stayed in Backoff for good.
+    await h.start({ reconciliation: { maxRetries: 1, initialBackoff: '1s' } });
+    const node = await h.addNode({ faults: { terminationMessage: '<html><body>502 Bad Gateway & more</body></html>' } });
+    await waitFor(async () => (await phaseOf(node)) === 'Failed', 'the node to fail after its retry', 60_000);
+    const a = annotations(await readNode(node));
+    expect(a['kube-node-ready.io/attempt']).toBe('2');
+    expect(a['kube-node-ready.io/last-outcome']).toBe('WorkerError');
+    expect(a['kube-node-ready.io/last-message']).toContain('<html><body>502 Bad Gateway &');
+    expect((await readNode(node))?.spec?.taints?.map((t) => t.key)).toEqual([h.taint.key]);
+  });
+
   it('waits for Karpenter to register the node before removing the taint', async () => {
     await h.start();
     const node = await h.addNode({ labels: { 'karpenter.sh/nodepool': 'default' } });
