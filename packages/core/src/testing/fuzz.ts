@@ -40,9 +40,13 @@ export function rng(seed: number): Rng {
 
 /** The seeds of `cases` cases (base, base + 1, ...), or only KNR_FUZZ_SEED when it is set. */
 export function fuzzSeeds(base: number, cases: number): number[] {
-  const replay = process.env.KNR_FUZZ_SEED;
-  if (replay !== undefined && replay.trim() !== '') return [Number(replay)];
+  if (isReplay()) return [Number(process.env.KNR_FUZZ_SEED)];
   return Array.from({ length: cases }, (_, i) => base + i);
+}
+
+/** One case is replayed (KNR_FUZZ_SEED): assertions about the spread of all cases do not apply. */
+export function isReplay(): boolean {
+  return (process.env.KNR_FUZZ_SEED ?? '').trim() !== '';
 }
 
 /** Prefixes a failure with the seed of its case (keeping the error, so assertion diffs still show). */
