@@ -5,6 +5,12 @@
 const UNIT_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, 'µs': 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 const PART = /(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/y;
 
+/**
+ * The longest configurable duration: a Node.js timer takes at most 2^31 - 1 ms (24.8 days) and
+ * fires at once when given more, so a longer resync, backoff or timeout would turn into a busy loop.
+ */
+export const MAX_DURATION_MS = 596 * 3_600_000;
+
 export class DurationError extends Error {
   override name = 'DurationError';
 }

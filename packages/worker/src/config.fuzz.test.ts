@@ -7,7 +7,8 @@ import { z } from 'zod';
 import { afterAll, describe, expect, it, onTestFinished, vi } from 'vitest';
 import { fuzz, isReplay } from '../../core/src/testing/fuzz.js';
 import { configText, randomString, randomValue, schemaPaths, type ConfigShape, type SchemaLike } from '../../core/src/testing/yaml-inputs.js';
-import { CHECK_NAMES, FLAGS, loadWorkerConfig, MAX_DURATION_MS, workerConfigSchema, type WorkerConfig } from './config.js';
+import { MAX_DURATION_MS } from '@kube-node-ready/core';
+import { CHECK_NAMES, FLAGS, loadWorkerConfig, workerConfigSchema, type WorkerConfig } from './config.js';
 import { configOf } from './testing/harness.js';
 
 /**

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
-import { ConfigError, errorMessage, parseDuration, type LogFormat, type LogLevel } from '@kube-node-ready/core';
+import { ConfigError, errorMessage, MAX_DURATION_MS, parseDuration, type LogFormat, type LogLevel } from '@kube-node-ready/core';
 import { parse as parseYaml } from 'yaml';
 import * as z from 'zod/mini';
 
@@ -59,11 +59,6 @@ function parsed<T>(expected: string, parse: (input: string) => T | undefined) {
 }
 
 const DURATION = 'a duration greater than 0 like "500ms", "5s" or "1m"';
-/**
- * The longest duration: a Node.js timer takes at most 2^31 - 1 ms (24.8 days) and fires at once
- * when given more, so a longer --timeout would time every check out immediately.
- */
-export const MAX_DURATION_MS = 596 * 3_600_000;
 const duration = () =>
   z.pipe(
     text(DURATION),

@@ -18,7 +18,7 @@ export function renderConfigDocs(): string {
     'stop the controller at start-up with exit code 2 and a message naming the field and what it allows,',
     'for example `reconciliation.maxRetries: expected an integer between 0 and 1000, got "abc"`.',
     '',
-    'Durations are written like Kubernetes ones: `500ms`, `10s`, `2m`, `1h30m`.',
+    'Durations are written like Kubernetes ones: `500ms`, `10s`, `2m`, `1h30m`; at most `596h` (the longest timer Node.js can set).',
     'Command-line flags (`--dry-run`, `--log-level`, `--log-format`, `--metrics-bind-address`,',
     '`--leader-elect`) override the file.',
     '',

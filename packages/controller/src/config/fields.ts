@@ -1,4 +1,4 @@
-import { parseDuration } from '@kube-node-ready/core';
+import { MAX_DURATION_MS, parseDuration } from '@kube-node-ready/core';
 import { z } from 'zod';
 
 /**
@@ -31,6 +31,10 @@ export function duration(defaultValue: string, description: string, opts: { min?
         ms = parseDuration(text);
       } catch {
         ctx.addIssue({ code: 'custom', message: `expected ${DURATION_ALLOWED}`, input: text });
+        return z.NEVER;
+      }
+      if (ms > MAX_DURATION_MS) {
+        ctx.addIssue({ code: 'custom', message: 'expected a duration of at most 596h (the longest timer Node.js can set)', input: text });
         return z.NEVER;
       }
       if (opts.min !== undefined && ms < opts.min && !(opts.zeroAllowed && ms === 0)) {

@@ -151,6 +151,8 @@ describe('errors name the field and what it allows', () => {
     ['bad duration', { worker: { timeout: '10' } }, 'worker.timeout: expected a duration like "500ms", "10s", "2m" or "1h30m", got "10"'],
     ['duration as a number', { worker: { timeout: 10 } }, 'worker.timeout: expected a duration like "500ms", "10s", "2m" or "1h30m", got 10'],
     ['duration below its minimum', { worker: { timeout: '10ms' } }, 'worker.timeout: expected a duration of at least 1000ms, got "10ms"'],
+    // Node.js fires a longer timer at once: a resync of 99999h would be a busy loop.
+    ['duration beyond the longest timer', { reconciliation: { resyncInterval: '99999h' } }, 'reconciliation.resyncInterval: expected a duration of at most 596h (the longest timer Node.js can set), got "99999h"'],
     ['enum', { logging: { format: 'xml' } }, 'logging.format: expected one of "json", "pretty", got "xml"'],
     ['enum in a list', { nodeManagement: { taints: [{ key: 'a', effect: 'Never' }] } }, 'nodeManagement.taints[0].effect: expected one of "NoSchedule", "PreferNoSchedule", "NoExecute", got "Never"'],
     ['missing required field in a list item', { nodeManagement: { taints: [{ key: 'a' }] } }, 'nodeManagement.taints[0].effect: required; expected one of "NoSchedule", "PreferNoSchedule", "NoExecute"'],
