@@ -74,7 +74,7 @@ export const RemediationAction = ['delete-nodeclaim', 'delete-node'] as const;
 export type RemediationAction = (typeof RemediationAction)[number];
 export const RemediationResult = ['deleted', 'dry-run', 'skipped', 'error'] as const;
 export type RemediationResult = (typeof RemediationResult)[number];
-export const RemediationBlockReason = ['circuit-breaker', 'rate-limit', 'in-flight'] as const;
+export const RemediationBlockReason = ['circuit-breaker', 'rate-limit', 'in-flight', 'ledger'] as const;
 export type RemediationBlockReason = (typeof RemediationBlockReason)[number];
 
 export const Buckets = {

@@ -24,7 +24,7 @@ import { CONTROL_PLANE_LABELS, KarpenterApi, OPT_IN_VALUE, OPT_OUT_ANNOTATION, t
  *      the NodeClaim match is not ambiguous, and it is not being deleted already  else skip
  *   8. at least remediation.minNodeAge old                              else skip, retry when old enough
  *   9. circuit breaker closed                                           else blocked
- *  10. under the in-flight and hourly limits                            else blocked
+ *  10. under the in-flight and hourly limits (the ledger readable)      else blocked
  *  11. dry run                                                          -> dry-run
  *  12.                                                                  -> delete
  *
@@ -46,7 +46,7 @@ export type Decision =
   | { kind: 'delete'; trigger: Trigger; message: string };
 
 export type BreakerVerdict = { open: false } | { open: true; message: string; recheckAfterMs: number };
-export type LimitVerdict = { ok: true } | { ok: false; reason: 'in-flight' | 'rate-limit'; message: string; retryAfterMs: number };
+export type LimitVerdict = { ok: true } | { ok: false; reason: 'in-flight' | 'rate-limit' | 'ledger'; message: string; retryAfterMs: number };
 
 export interface DecideContext {
   /** nodeManagement.deleteFailedNodes. */

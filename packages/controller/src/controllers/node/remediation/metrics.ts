@@ -23,7 +23,7 @@ export function registerRemediationMetrics(registry: Registry): RemediationMetri
   });
   const remediationBlocked = new Gauge({
     name: RemediationMetricName.RemediationBlocked,
-    help: '1 while remediation deletions are held back for the reason given (circuit-breaker, rate-limit, in-flight), else 0.',
+    help: '1 while remediation deletions are held back for the reason given (circuit-breaker, rate-limit, in-flight, ledger), else 0.',
     labelNames: ['reason'],
     registers,
   });

@@ -92,3 +92,30 @@ describe('RemediationLimiter: per rolling hour', () => {
     expect(limiter.check({ self: 'a' }).ok).toBe(true); // a node already charged is not held back by its own charge
   });
 });
+
+describe('RemediationLimiter: restored from the ledger (a new leader)', () => {
+  it('charges each recorded deletion at its own time, once per node, keeping the oldest first', async () => {
+    const { clock, limiter } = setup(10, 3);
+    const now = clock.now();
+    limiter.restore({ uid: 'b', node: 'b', target: 'Node b', at: now - 10 * MIN }, { inFlight: false });
+    limiter.restore({ uid: 'a', node: 'a', target: 'Node a', at: now - 40 * MIN }, { inFlight: false });
+    limiter.restore({ uid: 'a', node: 'a', target: 'Node a', at: now - 40 * MIN }, { inFlight: false });
+    limiter.restore({ uid: 'old', node: 'old', target: 'Node old', at: now - HOUR_MS }, { inFlight: false });
+    expect(limiter.hourlyCount()).toBe(2);
+    limiter.charge('c');
+    // Full: the next slot is when the oldest (a, 40 minutes ago) is an hour old.
+    expect(limiter.check()).toMatchObject({ ok: false, reason: 'rate-limit', retryAfterMs: 20 * MIN });
+    await clock.advance(20 * MIN);
+    expect(limiter.check().ok).toBe(true);
+  });
+
+  it('a deletion whose node still exists is in flight from its recorded time, and stalls inFlightTimeout after it', async () => {
+    const { clock, limiter } = setup(1, 10);
+    limiter.restore({ uid: 'a', node: 'a', target: 'NodeClaim a', at: clock.now() - 10 * MIN }, { inFlight: true });
+    expect(limiter.isInFlight('a')).toBe(true);
+    expect(limiter.check()).toMatchObject({ ok: false, reason: 'in-flight' });
+    await clock.advance(5 * MIN);
+    expect(limiter.expire()).toMatchObject([{ uid: 'a', target: 'NodeClaim a' }]);
+    expect(limiter.check().ok).toBe(true);
+  });
+});

@@ -85,6 +85,22 @@ export class RemediationLimiter {
     this.issued.push({ uid, at });
   }
 
+  /**
+   * A deletion recorded in the ledger (by this leader or an earlier one): charged at its own time,
+   * once per node; `inFlight` (its node still exists) also takes a slot from that time on, so it is
+   * reported as stalled once inFlightTimeout has passed since it was recorded.
+   */
+  restore(entry: InFlight, opts: { inFlight: boolean }): void {
+    const now = this.clock.now();
+    const at = Math.min(entry.at, now);
+    if (now - at >= HOUR_MS) return;
+    if (!this.recent(now).some((e) => e.uid === entry.uid)) {
+      this.issued.push({ uid: entry.uid, at });
+      this.issued.sort((a, b) => a.at - b.at);
+    }
+    if (opts.inFlight && !this.inFlight.has(entry.uid)) this.inFlight.set(entry.uid, { ...entry, at });
+  }
+
   /** The deletion was not issued after all (or failed): give back its slot and its charge. */
   release(uid: string): void {
     const entry = this.inFlight.get(uid);

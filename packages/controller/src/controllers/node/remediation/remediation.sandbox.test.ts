@@ -6,6 +6,9 @@
 // controller does. The Remediator's clock is a FakeClock set 20 minutes ahead of the API server's
 // (so new nodes are past minNodeAge) and stepped to age breaker windows and hourly limits.
 //
+// Each scenario keeps its own ledger (a ConfigMap in a namespace of this file), so the hourly budget
+// of one scenario is not spent by another; ledger.sandbox.test.ts tests the ledger itself.
+//
 // "No NodeClaim API" cannot be had by uninstalling the CRD (other files may use it): that scenario
 // points the Remediator at a group the API server does not serve; the 404 on the collection is the
 // same answer a cluster without Karpenter gives.
@@ -16,7 +19,7 @@ import { k8s, simulatedNode } from '@kube-node-ready/sandbox';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { core, sandbox } from '../../../../../../test/sandbox.js';
+import { core, createNamespace, sandbox } from '../../../../../../test/sandbox.js';
 import { realClock } from '../../../clock.js';
 import { KubeEventRecorder, type EventSink } from '../../../events/recorder.js';
 import { KubeClient } from '../../../kube/client.js';
@@ -27,6 +30,7 @@ import { stateAnnotations } from '../verification/state.js';
 import { Outcome, Phase, type VerificationState } from '../verification/types.js';
 import { parseRemediationConfig, type RemediationConfigInput } from './config.js';
 import { KubeRemediationEvents } from './events.js';
+import { ConfigMapLedger } from './ledger.js';
 import { registerRemediationMetrics } from './metrics.js';
 import { Remediator } from './remediator.js';
 
@@ -40,10 +44,13 @@ const taint = { key: `test-${id}.kube-node-ready.io/unverified`, value: 'true', 
 const verifiedLabel = { key: `test-${id}.kube-node-ready.io/verified`, value: 'true' };
 const config = testConfig({ nodeManagement: { taints: [taint], verifiedLabel } });
 let skip: string | undefined;
+/** Where the scenarios keep their ledgers. */
+let ledgerNamespace = '';
 
 beforeAll(async () => {
   const installed = await installNodeClaimCrd();
   if ('skip' in installed) skip = installed.skip;
+  ledgerNamespace = await createNamespace('rm-ledger');
 });
 
 afterAll(async () => {
@@ -85,6 +92,7 @@ function scenario(name: string, opts: { remediation?: RemediationConfigInput; dr
     enabled: true,
     dryRun: opts.dryRun ?? false,
     nodes: () => cache,
+    ledger: new ConfigMapLedger({ kube, clock, namespace: ledgerNamespace, name: `${group}-remediation` }),
     ...(opts.nodeClaimApi ? { nodeClaimApi: opts.nodeClaimApi } : {}),
   });
 

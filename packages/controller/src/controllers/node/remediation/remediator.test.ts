@@ -11,8 +11,9 @@ import { Outcome, Phase } from '../verification/types.js';
 import { parseRemediationConfig, type RemediationConfigInput } from './config.js';
 import type { RemediationEvents } from './events.js';
 import { matchNodeClaim, type DeleteResult, type NodeClaim, type NodeClaimRef, type RemediationTargets, type Target } from './executor.js';
+import { addToLedger, pruneLedger, type LedgerEntry, type RecordResult, type RemediationLedger } from './ledger.js';
 import { registerRemediationMetrics } from './metrics.js';
-import { ERROR_RETRY_MS, Remediator } from './remediator.js';
+import { ERROR_RETRY_MS, LEDGER_RELOAD_MS, LEDGER_RETRY_MS, Remediator } from './remediator.js';
 
 // The remediator's orchestration (guards in order, reservations, reporting once, breaker feeding)
 // with recording fakes for the API. The same scenarios run against the real API server in
@@ -29,6 +30,8 @@ class FakeTargets implements RemediationTargets {
   calls: string[] = [];
   /** Thrown by every find() while set. */
   findError: Error | undefined;
+  /** Returned by the next delete instead of deleting. */
+  nextDelete: DeleteResult | Error | undefined;
   /** Applied to the node on the next live read (someone changed it meanwhile). */
   nextLiveChange: ((node: V1Node) => void) | undefined;
 
@@ -51,14 +54,25 @@ class FakeTargets implements RemediationTargets {
 
   async deleteNodeClaim(claim: NodeClaimRef): Promise<DeleteResult> {
     this.calls.push(`delete nodeclaim ${claim.name}`);
+    const next = this.takeNextDelete();
+    if (next) return next;
     this.claims = this.claims.filter((c) => c.metadata?.uid !== claim.uid);
     return 'deleted';
   }
 
   async deleteNode(node: V1Node): Promise<DeleteResult> {
     this.calls.push(`delete node ${node.metadata?.name}`);
+    const next = this.takeNextDelete();
+    if (next) return next;
     this.nodes.delete(node.metadata?.name ?? '');
     return 'deleted';
+  }
+
+  private takeNextDelete(): DeleteResult | undefined {
+    const next = this.nextDelete;
+    this.nextDelete = undefined;
+    if (next instanceof Error) throw next;
+    return next;
   }
 
   deletes(): string[] {
@@ -67,6 +81,46 @@ class FakeTargets implements RemediationTargets {
 
   add(...nodes: V1Node[]): void {
     for (const n of nodes) this.nodes.set(n.metadata?.name ?? '', n);
+  }
+}
+
+/**
+ * The ledger in memory, with the real ledger's rules (ledger.ts addToLedger, pruneLedger). Writes
+ * are traced into `trace` (the FakeTargets calls, so tests see a record come before its delete).
+ */
+class FakeLedger implements RemediationLedger {
+  readonly where = 'ConfigMap kube-system/kube-node-ready-controller-remediation';
+  entries: LedgerEntry[] = [];
+  loads = 0;
+  /** Thrown by every load() while set. */
+  loadError: Error | undefined;
+  /** Thrown by every record() and remove() while set. */
+  writeError: Error | undefined;
+
+  constructor(
+    private readonly clock: { now(): number },
+    private readonly trace: string[],
+  ) {}
+
+  async load(): Promise<LedgerEntry[]> {
+    this.loads++;
+    if (this.loadError) throw this.loadError;
+    return pruneLedger(this.entries, this.clock.now());
+  }
+
+  async record(entry: LedgerEntry, maxPerHour: number): Promise<RecordResult> {
+    this.trace.push(`record ${entry.node}: ${entry.target}`);
+    if (this.writeError) throw this.writeError;
+    const added = addToLedger(this.entries, entry, this.clock.now(), maxPerHour);
+    if (!added.ok) return { ok: false, reason: 'rate-limit', entries: added.entries };
+    this.entries = added.entries;
+    return { ok: true, entries: added.entries };
+  }
+
+  async remove(uid: string): Promise<void> {
+    this.trace.push(`unrecord ${uid}`);
+    if (this.writeError) throw this.writeError;
+    this.entries = this.entries.filter((e) => e.uid !== uid);
   }
 }
 
@@ -97,16 +151,20 @@ class RecordingEvents implements RemediationEvents {
  * The NodePool rule of the breaker is off unless a test turns it on: with a handful of nodes, two
  * failures are already "more than 20% of the pool", which would hide what the other tests look at.
  */
-function setup(opts: { remediation?: RemediationConfigInput; dryRun?: boolean; enabled?: boolean; progress?: MemoryProgressStore } = {}) {
+function setup(
+  opts: { remediation?: RemediationConfigInput; dryRun?: boolean; enabled?: boolean; progress?: MemoryProgressStore; clock?: FakeClock; targets?: FakeTargets; ledger?: FakeLedger } = {},
+) {
   const remediation = { ...opts.remediation, circuitBreaker: { maxFailedPercentPerNodePool: 100, ...opts.remediation?.circuitBreaker } };
-  const clock = new FakeClock(T0 + 2 * HOUR);
-  const targets = new FakeTargets();
+  const clock = opts.clock ?? new FakeClock(T0 + 2 * HOUR);
+  const targets = opts.targets ?? new FakeTargets();
+  const ledger = opts.ledger ?? new FakeLedger(clock, targets.calls);
   const events = new RecordingEvents();
   const registry = new Registry();
   const lines: Array<Record<string, unknown>> = [];
   const log = pino({ level: 'info' }, new Writable({ write: (chunk, _enc, cb) => (lines.push(JSON.parse(String(chunk)) as Record<string, unknown>), cb()) }));
   const remediator = new Remediator({
     targets,
+    ledger,
     clock,
     log,
     events,
@@ -124,7 +182,7 @@ function setup(opts: { remediation?: RemediationConfigInput; dryRun?: boolean; e
   };
   const total = (action: string, result: string) => metric('kube_node_ready_remediations_total', { action, result });
   const blocked = (reason: string) => metric('kube_node_ready_remediation_blocked', { reason });
-  return { clock, targets, events, remediator, lines, total, blocked };
+  return { clock, targets, ledger, events, remediator, lines, total, blocked };
 }
 
 const failed = (name: string): NodeBuilder =>
@@ -146,7 +204,7 @@ describe('Remediator: deleting', () => {
     const node = karpenterNode(targets, failed('n1'));
     const r = await remediator.consider(node);
     expect(r).toMatchObject({ decision: { kind: 'delete', trigger: 'failed' }, action: 'delete-nodeclaim', result: 'deleted', reported: true });
-    expect(targets.calls).toEqual(['get node n1', 'find n1', 'delete nodeclaim general-n1']);
+    expect(targets.calls).toEqual(['get node n1', 'find n1', 'record n1: NodeClaim general-n1', 'delete nodeclaim general-n1']);
     expect(targets.nodes.has('n1')).toBe(true);
     expect(events.reasons()).toEqual(['Node/n1 RemediationNodeClaimDeleted', 'NodeClaim/general-n1 RemediationNodeClaimDeleted']);
     expect(events.events[0]?.message).toMatch(/^deleted NodeClaim general-n1 \(matched by providerID\): Karpenter drains the node and terminates its instance; verification failed, 6 failed attempts/);
@@ -340,6 +398,181 @@ describe('Remediator: guards hold', () => {
   });
 });
 
+describe('Remediator: the ledger (the hourly budget across leader changes)', () => {
+  const apiError = (code: number, reason: string, message: string) => new ApiException(code, reason, JSON.stringify({ reason, message }), {});
+
+  it('each deletion is recorded before it is issued; a new leader on the same ledger starts with the hour spent', async () => {
+    const remediation = { maxInFlight: 10, maxPerHour: 2 };
+    const first = setup({ remediation });
+    const nodes = ['a', 'b', 'c'].map((n) => failed(n).build());
+    first.targets.add(...nodes);
+    expect((await first.remediator.consider(nodes[0] as V1Node)).result).toBe('deleted');
+    await first.clock.advance(10 * MIN);
+    expect((await first.remediator.consider(nodes[1] as V1Node)).result).toBe('deleted');
+    expect(first.targets.calls.filter((c) => /^(record|delete)/.test(c))).toEqual(['record a: Node a', 'delete node a', 'record b: Node b', 'delete node b']);
+    expect(first.ledger.entries.map((e) => [e.uid, e.node, e.target, e.at])).toEqual([
+      ['uid-a', 'a', 'Node a', T0 + 2 * HOUR],
+      ['uid-b', 'b', 'Node b', T0 + 2 * HOUR + 10 * MIN],
+    ]);
+
+    // The leader dies; another replica takes over with the same ledger and cluster.
+    const second = setup({ remediation, clock: first.clock, targets: first.targets, ledger: first.ledger });
+    await second.remediator.tick();
+    expect(second.ledger.loads).toBe(2); // once by each leader
+    expect(await second.blocked('rate-limit')).toBe(1);
+    const held = await second.remediator.consider(nodes[2] as V1Node);
+    expect(held).toMatchObject({ decision: { kind: 'blocked', reason: 'rate-limit' }, requeueAfterMs: 50 * MIN, reported: true });
+    expect(second.events.events[0]?.message).toMatch(/^deletion held back: 2 deletions in the last hour, remediation.maxPerHour is 2 \(next one possible in 50m\)/);
+    expect(second.targets.deletes()).toEqual(['delete node a', 'delete node b']);
+    // The hour rolls on from the recorded times, not from the leader change.
+    await second.clock.advance(50 * MIN);
+    expect((await second.remediator.consider(nodes[2] as V1Node)).result).toBe('deleted');
+    expect(second.ledger.entries.map((e) => e.node)).toEqual(['b', 'c']); // a's entry aged out on this write
+  });
+
+  it('a node the previous leader deleted is not acted on again: it counts as in flight, then as stalled', async () => {
+    const first = setup({ remediation: { maxInFlight: 1 } });
+    const node = karpenterNode(first.targets, failed('k'));
+    expect((await first.remediator.consider(node)).result).toBe('deleted');
+    // The NodeClaim is gone but the Node is still there (Karpenter slow, or absent) when the leader changes:
+    // with the NodeClaim gone, the new leader would otherwise delete the Node object.
+    await first.clock.advance(5 * MIN);
+    const second = setup({ remediation: { maxInFlight: 1 }, clock: first.clock, targets: first.targets, ledger: first.ledger });
+    expect(await second.remediator.consider(node)).toMatchObject({ decision: { kind: 'ignore', reason: 'AlreadyRemediated' } });
+    expect(await second.blocked('in-flight')).toBe(1);
+    const other = failed('other').build();
+    second.targets.add(other);
+    expect(await second.remediator.consider(other)).toMatchObject({ decision: { kind: 'blocked', reason: 'in-flight' } });
+    await second.clock.advance(10 * MIN);
+    await second.remediator.tick();
+    expect(second.events.events.at(-1)).toMatchObject({ on: 'Node/k', reason: 'RemediationStalled', message: expect.stringMatching(/^NodeClaim general-k was deleted 15m ago and the node still exists/) });
+    expect(await second.remediator.consider(node)).toMatchObject({ decision: { reason: 'AlreadyRemediated' } });
+    expect(await second.remediator.consider(other)).toMatchObject({ result: 'deleted' }); // its slot is free again
+    expect(second.targets.deletes()).toEqual(['delete nodeclaim general-k', 'delete node other']);
+  });
+
+  it('a ledger that cannot be read: nothing is deleted (blocked "ledger": Event, gauge, one error log) until it can be read', async () => {
+    const { clock, targets, ledger, events, remediator, blocked, total, lines } = setup();
+    ledger.loadError = new Error('ConfigMap kube-system/kube-node-ready-controller-remediation: read failed: 403 Forbidden: configmaps is forbidden');
+    const node = failed('r').build();
+    targets.add(node);
+    await remediator.tick();
+    expect(await blocked('ledger')).toBe(1);
+    const r = await remediator.consider(node);
+    expect(r).toMatchObject({ decision: { kind: 'blocked', reason: 'ledger' }, result: 'skipped', requeueAfterMs: LEDGER_RETRY_MS });
+    expect(events.events).toEqual([expect.objectContaining({ on: 'Node/r', type: 'Warning', reason: 'RemediationBlocked' })]);
+    expect(events.events[0]?.message).toMatch(
+      /^deletion held back: the remediation ledger cannot be read \(ConfigMap kube-system\/kube-node-ready-controller-remediation: read failed: 403 Forbidden: configmaps is forbidden\); remediation stays paused until it can be, rather than assume no deletions in the last hour \(verification failed/,
+    );
+    expect(await total('delete-node', 'skipped')).toBe(1);
+    expect(targets.deletes()).toEqual([]);
+    // Read again at most every LEDGER_RELOAD_MS, logged once.
+    expect(ledger.loads).toBe(1);
+    await remediator.tick();
+    expect(ledger.loads).toBe(1);
+    await clock.advance(LEDGER_RELOAD_MS);
+    await remediator.tick();
+    expect(ledger.loads).toBe(2);
+    expect(lines.filter((l) => l.level === 50 && l.msg === 'remediation paused: the remediation ledger cannot be read; nothing is deleted until it can be')).toHaveLength(1);
+
+    ledger.loadError = undefined;
+    await clock.advance(LEDGER_RELOAD_MS);
+    await remediator.tick();
+    expect(await blocked('ledger')).toBe(0);
+    expect(lines.some((l) => l.msg === 'remediation ledger read: remediation resumes')).toBe(true);
+    expect((await remediator.consider(node)).result).toBe('deleted');
+  });
+
+  it('a deletion that cannot be recorded is not issued: blocked "ledger", the slot and charge given back, retried', async () => {
+    const { targets, ledger, events, remediator, blocked, total } = setup({ remediation: { maxInFlight: 1, maxPerHour: 1 } });
+    const node = karpenterNode(targets, failed('w'));
+    ledger.writeError = new Error('ConfigMap kube-system/kube-node-ready-controller-remediation: update failed: 500 InternalError: etcdserver: request timed out');
+    const r = await remediator.consider(node);
+    expect(r).toMatchObject({ decision: { kind: 'blocked', reason: 'ledger' }, action: 'delete-nodeclaim', result: 'skipped', requeueAfterMs: LEDGER_RETRY_MS, reported: true });
+    expect(targets.calls).toEqual(['get node w', 'find w', 'record w: NodeClaim general-w']);
+    expect(events.reasons()).toEqual(['Node/w RemediationBlocked', 'NodeClaim/general-w RemediationBlocked']);
+    expect(events.events[0]).toMatchObject({ type: 'Warning' });
+    expect(events.events[0]?.message).toMatch(
+      /^deletion held back: it could not be recorded in the remediation ledger \(ConfigMap kube-system\/kube-node-ready-controller-remediation: update failed: 500 InternalError: etcdserver: request timed out\); nothing is deleted without a record, trying again in 30s \(verification failed/,
+    );
+    expect(await blocked('ledger')).toBe(1);
+    expect(await blocked('in-flight')).toBe(0);
+    expect(await blocked('rate-limit')).toBe(0);
+    expect(await total('delete-nodeclaim', 'skipped')).toBe(1);
+    expect(ledger.entries).toEqual([]);
+
+    // The retry fails the same way: not reported again. Then the ledger is writable again.
+    await remediator.consider(node);
+    expect(events.events).toHaveLength(2);
+    ledger.writeError = undefined;
+    expect((await remediator.consider(node)).result).toBe('deleted');
+    expect(await blocked('ledger')).toBe(0);
+    expect(targets.deletes()).toEqual(['delete nodeclaim general-w']);
+  });
+
+  it('the "ledger" gauge drops when the node held back goes away', async () => {
+    const { targets, ledger, remediator, blocked } = setup();
+    const node = failed('gone').build();
+    targets.add(node);
+    ledger.writeError = new Error('nope');
+    await remediator.consider(node);
+    expect(await blocked('ledger')).toBe(1);
+    targets.nodes.delete('gone');
+    remediator.forget(node);
+    expect(await blocked('ledger')).toBe(0);
+  });
+
+  it('another replica filled the hour (two leaders at once): the ledger refuses, nothing is deleted, the hourly limit is reported', async () => {
+    const { clock, targets, ledger, remediator, events } = setup({ remediation: { maxPerHour: 2 } });
+    const node = failed('late').build();
+    targets.add(node);
+    await remediator.tick(); // the ledger is read while it is still empty
+    ledger.entries = [
+      { uid: 'uid-x', node: 'x', target: 'Node x', at: clock.now() - 20 * MIN },
+      { uid: 'uid-y', node: 'y', target: 'Node y', at: clock.now() - 5 * MIN },
+    ];
+    const r = await remediator.consider(node);
+    expect(r).toMatchObject({ decision: { kind: 'blocked', reason: 'rate-limit' }, requeueAfterMs: 40 * MIN });
+    expect(targets.deletes()).toEqual([]);
+    expect(targets.calls.filter((c) => c.startsWith('record'))).toEqual(['record late: Node late']);
+    expect(events.events[0]?.message).toMatch(/^deletion held back: 2 deletions in the last hour, remediation.maxPerHour is 2/);
+    expect(ledger.entries.map((e) => e.node)).toEqual(['x', 'y']);
+  });
+
+  it('a recorded deletion that was not issued (precondition failed, object gone) is taken out again; one whose call failed stays', async () => {
+    const { targets, ledger, remediator } = setup({ remediation: { maxPerHour: 5 } });
+    const changed = karpenterNode(targets, failed('changed'));
+    targets.nextDelete = 'changed';
+    expect((await remediator.consider(changed)).result).toBe('deleted'); // decided again, deleted on the second round
+    expect(targets.calls.filter((c) => /^(record|unrecord|delete)/.test(c))).toEqual([
+      'record changed: NodeClaim general-changed',
+      'delete nodeclaim general-changed',
+      'unrecord uid-changed',
+      'record changed: NodeClaim general-changed',
+      'delete nodeclaim general-changed',
+    ]);
+    expect(ledger.entries.map((e) => e.uid)).toEqual(['uid-changed']);
+
+    const failing = failed('failing').build();
+    targets.add(failing);
+    targets.nextDelete = apiError(500, 'InternalError', 'boom');
+    expect(await remediator.consider(failing)).toMatchObject({ result: 'error' });
+    // Whether the delete happened is unknown: the record stays (over-counting is the safe side).
+    expect(ledger.entries.map((e) => e.uid)).toEqual(['uid-changed', 'uid-failing']);
+  });
+
+  it('dry run: the ledger is read, never written', async () => {
+    const { targets, ledger, remediator } = setup({ dryRun: true, remediation: { maxPerHour: 1 } });
+    ledger.entries = [{ uid: 'uid-x', node: 'x', target: 'Node x', at: T0 + 2 * HOUR - MIN }];
+    const node = failed('dry').build();
+    targets.add(node);
+    expect(await remediator.consider(node)).toMatchObject({ decision: { kind: 'blocked', reason: 'rate-limit' } });
+    expect(ledger.loads).toBe(1);
+    expect(targets.calls.filter((c) => c.includes('record'))).toEqual([]);
+    expect(ledger.entries.map((e) => e.uid)).toEqual(['uid-x']);
+  });
+});
+
 describe('Remediator: dry run', () => {
   it('decides and reports every decision once, deletes nothing, and applies the limits as a real run would', async () => {
     const { targets, events, remediator, total } = setup({ dryRun: true, remediation: { maxPerHour: 2 } });
@@ -459,9 +692,11 @@ describe('Remediator: circuit breaker', () => {
 
 it('warns at start-up when stuckNodeTimeout is shorter than a verification can take', () => {
   const lines: string[] = [];
+  const clock = new FakeClock(T0);
   new Remediator({
     targets: new FakeTargets(),
-    clock: new FakeClock(T0),
+    ledger: new FakeLedger(clock, []),
+    clock,
     log: pino({ level: 'info' }, new Writable({ write: (c, _e, cb) => (lines.push(String(c)), cb()) })),
     events: new RecordingEvents(),
     metrics: registerRemediationMetrics(new Registry()),

@@ -14,6 +14,7 @@ import type { RemediationConfig } from './config.js';
 import { decide, isFailedNode, longestVerificationMs, nodePoolOf, type BreakerVerdict, type Decision, type LimitVerdict, type Trigger } from './decide.js';
 import type { RemediationEvents } from './events.js';
 import { RemediationExecutor, type NodeClaimRef, type RemediationKube, type RemediationTargets, type Target } from './executor.js';
+import { ConfigMapLedger, ledgerLocation, type LedgerEntry, type RemediationLedger } from './ledger.js';
 import type { RemediationMetrics } from './metrics.js';
 import { BlockReason, KarpenterApi, RemediationReason, type RemediationAction, type RemediationResult } from './names.js';
 import { RemediationLimiter } from './rate-limit.js';
@@ -25,13 +26,19 @@ import { RemediationLimiter } from './rate-limit.js';
  * NodeClaim), a count in kube_node_ready_remediations_total{action,result} and a log line; blocks
  * also set kube_node_ready_remediation_blocked{reason}.
  *
- * A deletion is taken in four steps, so that nothing is deleted on stale information:
+ * A deletion is taken in five steps, so that nothing is deleted on stale information:
  *   1. decide on the cached node; reserve an in-flight slot and an hourly charge (synchronously,
  *      before any await, so parallel calls cannot overshoot the limits);
  *   2. read the node live and decide again on it;
  *   3. look the NodeClaim up afresh (never from the cache);
- *   4. delete it with a UID precondition (the Node: UID and resourceVersion as read in step 2).
+ *   4. record the deletion in the ledger (ledger.ts: a ConfigMap, so the hourly budget survives
+ *      leader changes); a deletion that cannot be recorded is not issued;
+ *   5. delete it with a UID precondition (the Node: UID and resourceVersion as read in step 2).
  * A failed step gives the slot and the charge back.
+ *
+ * The ledger is read when the remediator first acts as leader (tick() or consider()): its
+ * deletions of the last hour are charged to the hourly limit, and those whose node still exists
+ * count as in flight and are never acted on again. Until it has been read, nothing is deleted.
  *
  * Feed it with observe(node) for every node add/update (it records finished verifications for the
  * circuit breaker), forget(node) when a node is deleted, consider(node) for the nodes observe()
@@ -43,6 +50,11 @@ export interface RemediatorOptions {
   kube?: RemediationKube;
   /** An executor (tests pass a recording fake). */
   targets?: RemediationTargets;
+  /**
+   * The ledger of deletions issued. Default, with `kube`: ConfigMap `<leaseName>-remediation` in
+   * worker.namespace (ledger.ts). Tests pass a recording fake.
+   */
+  ledger?: RemediationLedger;
   /** Where NodeClaims are served (default karpenter.sh/v1). */
   nodeClaimApi?: { group: string; version: string };
   clock: Clock;
@@ -85,9 +97,20 @@ export interface ConsiderResult {
 const MAX_ROUNDS = 3;
 /** Retry after an API error. */
 export const ERROR_RETRY_MS = 30_000;
+/** A node held back because the ledger cannot be read or written is looked at again after this long. */
+export const LEDGER_RETRY_MS = 30_000;
+/** An unreadable ledger is read again at most this often (tick() runs every few seconds). */
+export const LEDGER_RELOAD_MS = 5_000;
+
+type LedgerState = { kind: 'unread' } | { kind: 'loaded' } | { kind: 'failed'; message: string; at: number };
 
 export class Remediator {
   private readonly targets: RemediationTargets;
+  private readonly ledger: RemediationLedger;
+  private ledgerState: LedgerState = { kind: 'unread' };
+  private ledgerLoading: Promise<void> | undefined;
+  /** Node UID -> why its deletion could not be recorded (the `ledger` gauge is 1 while any). */
+  private readonly ledgerWriteFailures = new Map<string, string>();
   private readonly breaker: CircuitBreaker;
   private readonly limiter: RemediationLimiter;
   private readonly dryRun: boolean;
@@ -111,6 +134,9 @@ export class Remediator {
     const targets = opts.targets ?? (opts.kube ? new RemediationExecutor({ kube: opts.kube, clock: opts.clock, ...(opts.nodeClaimApi ? { api: opts.nodeClaimApi } : {}) }) : undefined);
     if (!targets) throw new Error('Remediator needs a kube client or an executor');
     this.targets = targets;
+    const ledger = opts.ledger ?? (opts.kube ? new ConfigMapLedger({ kube: opts.kube, clock: opts.clock, ...ledgerLocation(opts.config) }) : undefined);
+    if (!ledger) throw new Error('Remediator needs a kube client or a ledger');
+    this.ledger = ledger;
     this.breaker = new CircuitBreaker(opts.remediation.circuitBreaker, opts.clock);
     this.limiter = new RemediationLimiter(
       { maxInFlight: opts.remediation.maxInFlight, maxPerHour: opts.remediation.maxPerHour, inFlightTimeoutMs: opts.remediation.inFlightTimeout },
@@ -166,15 +192,18 @@ export class Remediator {
     this.remediated.delete(uid);
     this.reported.delete(uid);
     this.seen.delete(uid);
+    this.ledgerWriteFailures.delete(uid);
     this.updateGauges();
   }
 
   /**
-   * Housekeeping (every few seconds): deletions in flight for longer than inFlightTimeout are
+   * Housekeeping (every few seconds, leader only): reads the ledger if it has not been read yet
+   * (or could not be); deletions in flight for longer than inFlightTimeout are
    * reported as stalled and stop counting; the circuit breaker is re-evaluated for every NodePool,
    * so it closes (and the gauge drops) even when no node is being considered.
    */
   async tick(): Promise<void> {
+    await this.ensureLedger();
     for (const stalled of this.limiter.expire()) {
       const message = `${stalled.target} was deleted ${formatDuration(this.opts.clock.now() - stalled.at)} ago and the node still exists; it no longer counts as in flight (remediation.inFlightTimeout), and it will not be deleted again`;
       this.opts.log.warn({ node: stalled.node, target: stalled.target }, message);
@@ -197,8 +226,11 @@ export class Remediator {
     this.busy.add(uid);
     try {
       this.observe(cached);
+      await this.ensureLedger();
       if (this.remediated.has(uid)) return { decision: { kind: 'ignore', reason: 'AlreadyRemediated' }, reported: false };
-      return await this.considerRounds(cached);
+      const result = await this.considerRounds(cached);
+      if (!(result.decision.kind === 'blocked' && result.decision.reason === 'ledger') && this.ledgerWriteFailures.delete(uid)) this.updateGauges();
+      return result;
     } finally {
       this.busy.delete(uid);
     }
@@ -264,16 +296,39 @@ export class Remediator {
     if (again.kind !== 'delete') return { kind: 'decided', node: fresh, decision: again, target };
     if (target.kind === 'ambiguous') return { kind: 'decided', node: fresh, decision: again, target }; // decide() skips it; kept for the type
 
-    // 4. Delete, guarded by UID (and, for the Node, the resourceVersion just read).
+    // 4. Record it in the ledger first: no record, no deletion.
     const what = target.kind === 'nodeclaim' ? `NodeClaim ${target.claim.name}` : `Node ${nodeName(fresh)}`;
     this.limiter.describe(uid, what);
+    const recorded = await this.record({ uid, node: nodeName(fresh), target: what, at: this.opts.clock.now() });
+    if (recorded.kind === 'full') {
+      // Deletions recorded by another replica fill the hour: the limiter knows them now, and the
+      // next round reports the hourly limit.
+      log.info({ ledger: this.ledger.where }, 'the remediation ledger holds remediation.maxPerHour deletions of the last hour; deciding again');
+      return { kind: 'again', node: fresh };
+    }
+    if (recorded.kind === 'failed') {
+      this.ledgerWriteFailures.set(uid, recorded.message);
+      const blocked: Decision = {
+        kind: 'blocked',
+        reason: 'ledger',
+        trigger: again.trigger,
+        message: `deletion held back: it could not be recorded in the remediation ledger (${recorded.message}); nothing is deleted without a record, trying again in ${formatDuration(LEDGER_RETRY_MS)} (${again.message})`,
+        requeueAfterMs: LEDGER_RETRY_MS,
+      };
+      return { kind: 'decided', node: fresh, decision: blocked, target };
+    }
+
+    // 5. Delete, guarded by UID (and, for the Node, the resourceVersion just read). If the call
+    //    fails, whether it happened is unknown: the record stays (the ledger may over-count, never under-count).
     const result = target.kind === 'nodeclaim' ? await this.targets.deleteNodeClaim(target.claim) : await this.targets.deleteNode(fresh);
     if (result === 'changed') {
       log.info({ target: what }, 'the object changed before the delete (precondition failed); deciding again');
+      await this.unrecord(uid, log);
       return { kind: 'again', node: fresh };
     }
     if (result === 'gone') {
       // The NodeClaim vanished between lookup and delete: look again. The Node vanished: done.
+      await this.unrecord(uid, log);
       return target.kind === 'nodeclaim' ? { kind: 'again', node: fresh } : { kind: 'gone' };
     }
     this.remediated.set(uid, { target: what, at: this.opts.clock.now() });
@@ -343,7 +398,92 @@ export class Remediator {
 
   private checkLimits(now: number, self: string): LimitVerdict {
     this.external = this.externalInFlight(now);
+    const ledger = this.ledgerVerdict();
+    if (ledger) return ledger;
     return this.limiter.check({ external: this.external, self });
+  }
+
+  // -- The ledger ----------------------------------------------------------------------------
+
+  /** Blocked while the ledger has not been read: the hourly budget is never assumed empty. */
+  private ledgerVerdict(): LimitVerdict | undefined {
+    const state = this.ledgerState;
+    if (state.kind === 'loaded') return undefined;
+    const message =
+      state.kind === 'failed'
+        ? `the remediation ledger cannot be read (${state.message}); remediation stays paused until it can be, rather than assume no deletions in the last hour`
+        : `the remediation ledger (${this.ledger.where}) has not been read yet`;
+    return { ok: false, reason: 'ledger', message, retryAfterMs: LEDGER_RETRY_MS };
+  }
+
+  /** Reads the ledger unless it was read already (or a read failed less than LEDGER_RELOAD_MS ago). Never throws. */
+  private ensureLedger(): Promise<void> {
+    const state = this.ledgerState;
+    if (!this.opts.enabled || state.kind === 'loaded') return Promise.resolve();
+    if (state.kind === 'failed' && this.opts.clock.now() - state.at < LEDGER_RELOAD_MS) return Promise.resolve();
+    this.ledgerLoading ??= this.loadLedger().finally(() => (this.ledgerLoading = undefined));
+    return this.ledgerLoading;
+  }
+
+  private async loadLedger(): Promise<void> {
+    const was = this.ledgerState;
+    try {
+      const entries = await this.ledger.load();
+      const inFlight = this.absorb(entries, { fromLoad: true });
+      this.ledgerState = { kind: 'loaded' };
+      this.opts.log.info(
+        { ledger: this.ledger.where, deletionsLastHour: entries.length, inFlight, maxPerHour: this.opts.remediation.maxPerHour },
+        was.kind === 'failed' ? 'remediation ledger read: remediation resumes' : 'remediation ledger read',
+      );
+    } catch (err) {
+      const message = errorMessage(err);
+      if (was.kind !== 'failed' || was.message !== message) {
+        this.opts.log.error({ ledger: this.ledger.where, err: message }, 'remediation paused: the remediation ledger cannot be read; nothing is deleted until it can be');
+      }
+      this.ledgerState = { kind: 'failed', message, at: this.opts.clock.now() };
+    }
+    this.updateGauges();
+  }
+
+  /**
+   * Takes the ledger's deletions into the limiter (hourly charges). On the first read, those whose
+   * node still exists also count as in flight and are remembered as remediated (never acted on
+   * again). Returns how many are in flight.
+   */
+  private absorb(entries: readonly LedgerEntry[], opts: { fromLoad: boolean }): number {
+    const present = opts.fromLoad ? new Set(this.opts.nodes().map(nodeUid)) : new Set<string>();
+    let inFlight = 0;
+    for (const entry of entries) {
+      const exists = present.has(entry.uid);
+      this.limiter.restore(entry, { inFlight: exists });
+      if (exists) {
+        inFlight++;
+        if (!this.remediated.has(entry.uid)) this.remediated.set(entry.uid, { target: entry.target, at: entry.at });
+      }
+    }
+    return inFlight;
+  }
+
+  /** Step 4: 'full' when other replicas' deletions fill the hour; 'failed' when it cannot be written. */
+  private async record(entry: LedgerEntry): Promise<{ kind: 'ok' } | { kind: 'full' } | { kind: 'failed'; message: string }> {
+    try {
+      const result = await this.ledger.record(entry, this.opts.remediation.maxPerHour);
+      this.ledgerWriteFailures.clear();
+      this.absorb(result.entries, { fromLoad: false });
+      this.updateGauges();
+      return result.ok ? { kind: 'ok' } : { kind: 'full' };
+    } catch (err) {
+      return { kind: 'failed', message: errorMessage(err) };
+    }
+  }
+
+  /** A recorded deletion that was certainly not issued (precondition failed, object gone). Best effort. */
+  private async unrecord(uid: string, log: Logger): Promise<void> {
+    try {
+      await this.ledger.remove(uid);
+    } catch (err) {
+      log.warn({ ledger: this.ledger.where, err: errorMessage(err) }, 'could not take a deletion that was not issued out of the remediation ledger; it counts against the hourly budget until it is an hour old');
+    }
   }
 
   /** Failed nodes being deleted that this remediator did not delete (another leader, Karpenter, a person). */
@@ -391,6 +531,7 @@ export class Remediator {
       'circuit-breaker': open,
       'in-flight': this.limiter.inFlightCount(this.external) >= this.opts.remediation.maxInFlight,
       'rate-limit': this.limiter.hourlyCount() >= this.opts.remediation.maxPerHour,
+      ledger: this.ledgerState.kind === 'failed' || this.ledgerWriteFailures.size > 0,
     };
     for (const reason of BlockReason) this.opts.metrics.remediationBlocked.set({ reason }, values[reason] ? 1 : 0);
   }
