@@ -11,6 +11,10 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify as toYaml } from 'yaml';
 import { k8s } from '@kube-node-ready/sandbox';
+import { pino } from 'pino';
+import { realClock } from '../../packages/controller/src/clock.js';
+import { ConfigMapLedger } from '../../packages/controller/src/controllers/node/remediation/ledger.js';
+import { KubeClient } from '../../packages/controller/src/kube/client.js';
 import { addNode, core, createNamespace, deleteNode, sandbox, uniqueName, waitFor } from '../sandbox.js';
 import { CRD_SOURCES, loadCrd } from './crds.js';
 import { ALL_FEATURES, CHART_DIR, REPO_ROOT, find, helm, template, tools, type KubeObject } from './helm.js';
@@ -162,6 +166,16 @@ describe('helm install, upgrade, uninstall', () => {
       const before = await apps.readNamespacedDeployment({ name: deploymentName, namespace });
       const checksum = (d: k8s.V1Deployment) => d.spec?.template.metadata?.annotations?.['checksum/config'];
 
+      // The remediation ledger (remediation is on in ALL_FEATURES) is part of the release, without
+      // data. The controller, with its ServiceAccount's rights, reads it and records a deletion in it
+      // as it would before deleting a node.
+      const ledgerName = 'kube-node-ready-controller-remediation';
+      expect((await core().readNamespacedConfigMap({ name: ledgerName, namespace })).data).toBeUndefined();
+      const asController = await serviceAccountKubeConfig(namespace, `${release}-kube-node-ready-controller`);
+      const ledger = new ConfigMapLedger({ kube: new KubeClient(asController, { qps: 50, burst: 100, clock: realClock, log: pino({ level: 'silent' }) }), clock: realClock, namespace, name: ledgerName });
+      expect(await ledger.load()).toEqual([]);
+      expect(await ledger.record({ uid: 'uid-1', node: 'node-1', target: 'NodeClaim claim-1', at: Date.now() }, 5)).toMatchObject({ ok: true });
+
       const same = await helmKube(['upgrade', release, CHART_DIR, '--namespace', namespace, '--reuse-values', '--set', 'controller.podLabels.extra=label']);
       expect(same.code, same.stderr).toBe(0);
       const unchanged = await apps.readNamespacedDeployment({ name: deploymentName, namespace });
@@ -176,6 +190,10 @@ describe('helm install, upgrade, uninstall', () => {
       // The worker ConfigMap belongs to the release too, so uninstall removes it.
       const workerConfig = await core().readNamespacedConfigMap({ name: 'kube-node-ready-worker', namespace });
       expect(workerConfig.metadata?.labels?.['app.kubernetes.io/instance']).toBe(release);
+      // Two upgrades later the controller's entry is still there (Helm patches only what it renders),
+      // and the ledger still belongs to the release, so uninstall removes it (checked below).
+      expect((await ledger.load()).map((e) => e.uid)).toEqual(['uid-1']);
+      expect((await core().readNamespacedConfigMap({ name: ledgerName, namespace })).metadata?.labels?.['app.kubernetes.io/instance']).toBe(release);
 
       const uninstall = await helmKube(['uninstall', release, '--namespace', namespace, '--wait']);
       expect(uninstall.code, uninstall.stderr).toBe(0);
@@ -189,6 +207,21 @@ describe('helm install, upgrade, uninstall', () => {
     }
   });
 });
+
+/** A kubeconfig that authenticates as a ServiceAccount (a token of an hour). */
+async function serviceAccountKubeConfig(namespace: string, name: string): Promise<k8s.KubeConfig> {
+  const token = await core().createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  const cluster = sandbox().kc.getCurrentCluster();
+  if (!cluster) throw new Error('the sandbox kubeconfig has no cluster');
+  const kc = new k8s.KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'sandbox', server: cluster.server, ...(cluster.caData ? { caData: cluster.caData } : {}), ...(cluster.caFile ? { caFile: cluster.caFile } : {}), skipTLSVerify: false }],
+    users: [{ name, token: token.status?.token ?? '' }],
+    contexts: [{ name: 'sa', cluster: 'sandbox', user: name }],
+    currentContext: 'sa',
+  });
+  return kc;
+}
 
 // ---------------------------------------------------------------------------------------------
 // The controller (in this process, from source) authenticated as the chart's controller

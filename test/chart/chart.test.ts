@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { loadConfig, parseConfig } from '../../packages/controller/src/config/load.js';
+import { ledgerLocation } from '../../packages/controller/src/controllers/node/remediation/ledger.js';
 import { ALL_FEATURES, CHART_DIR, NAMESPACE, find, findAll, helm, kubeVersion, template, tryTemplate, type KubeObject } from './helm.js';
 
 // Helm runs take ~100 ms each; building the binaries the first time takes minutes.
@@ -96,6 +97,8 @@ const REMEDIATION_PERMISSIONS = [
   'ClusterRole/kube-node-ready-controller karpenter.sh/nodeclaims list',
   'ClusterRole/kube-node-ready-controller karpenter.sh/nodeclaims watch',
   'ClusterRole/kube-node-ready-controller karpenter.sh/nodeclaims delete',
+  'Role/kube-system/kube-node-ready-controller core/configmaps/kube-node-ready-controller-remediation get',
+  'Role/kube-system/kube-node-ready-controller core/configmaps/kube-node-ready-controller-remediation update',
 ];
 
 function withTempFile<T>(content: string, fn: (path: string) => T): T {
@@ -165,6 +168,17 @@ describe('helm template: what is created', () => {
     expect(parseYaml((custom.data as Record<string, string>)['worker.yaml'] ?? '')).toEqual(checks);
   });
 
+  it('remediation on renders its ledger ConfigMap without data, so the release owns it and uninstall removes it', async () => {
+    expect(findAll(defaults, 'ConfigMap').map((c) => c.metadata.name)).not.toContain('kube-node-ready-controller-remediation');
+    const ledger = find(everything, 'ConfigMap', 'kube-node-ready-controller-remediation');
+    expect(ledger.metadata.namespace).toBe(NAMESPACE);
+    expect(ledger.metadata.labels?.['app.kubernetes.io/component']).toBe('controller');
+    // No data: the controller's entries are never overwritten by an upgrade.
+    expect(ledger.data).toBeUndefined();
+    const custom = await template({ config: { nodeManagement: { deleteFailedNodes: true }, leaderElection: { leaseName: 'knr' }, worker: { namespace: 'node-ready' } } });
+    expect(find(custom, 'ConfigMap', 'knr-remediation').metadata.namespace).toBe('node-ready');
+  });
+
   it('every optional feature on adds the ServiceMonitor and the PrometheusRule', () => {
     const monitor = find(everything, 'ServiceMonitor');
     expect(monitor.apiVersion).toBe('monitoring.coreos.com/v1');
@@ -207,8 +221,22 @@ describe('RBAC', () => {
     expect(permissions(defaults)).toEqual([...BASE_PERMISSIONS].sort());
   });
 
-  it('remediation on (deleteFailedNodes): adds node deletion and NodeClaim get/list/watch/delete, nothing else', () => {
+  it('remediation on (deleteFailedNodes): adds node deletion, NodeClaim get/list/watch/delete and get/update of its ledger ConfigMap, nothing else', () => {
     expect(permissions(everything)).toEqual([...BASE_PERMISSIONS, ...REMEDIATION_PERMISSIONS].sort());
+  });
+
+  it('the ledger permission names the ConfigMap the controller uses, in the worker namespace, for any Lease name', async () => {
+    for (const leaseName of ['knr', `${'a'.repeat(240)}.b-c`]) {
+      const objects = await template({ config: { nodeManagement: { deleteFailedNodes: true }, leaderElection: { leaseName }, worker: { namespace: 'node-ready' } } });
+      const config = withTempFile(configOf(objects), (p) => loadConfig(p));
+      const ledger = ledgerLocation(config);
+      expect(ledger.namespace).toBe('node-ready');
+      const role = find(objects, 'Role', 'kube-node-ready-controller');
+      expect(role.metadata.namespace).toBe('node-ready');
+      expect((role.rules as Rule[]).filter((r) => r.resources.includes('configmaps') && r.resourceNames?.includes(ledger.name))).toEqual([
+        { apiGroups: [''], resources: ['configmaps'], resourceNames: [ledger.name], verbs: ['get', 'update'] },
+      ]);
+    }
   });
 
   it('no wildcard, no secrets, no escalation verbs anywhere', () => {

@@ -139,6 +139,15 @@ chart fills in when they are left empty (worker namespace and image, pull secret
 {{- if .Values.config.nodeManagement.deleteFailedNodes }}true{{ end }}
 {{- end }}
 
+{{/*
+The remediation ledger: the ConfigMap, in the worker namespace, where the controller records the
+deletions of the last hour (docs/remediation.md). `<leaseName>-remediation`, the Lease name cut so
+the result stays a valid name: the same as the controller's ledgerName() (remediation/ledger.ts).
+*/}}
+{{- define "kube-node-ready.remediationLedgerName" -}}
+{{- printf "%s-remediation" (regexReplaceAll "[-.]+$" (trunc 241 .Values.config.leaderElection.leaseName) "") }}
+{{- end }}
+
 {{/* Checks that span several values (values.schema.json checks each value alone). */}}
 {{- define "kube-node-ready.validate" -}}
 {{- if and (not .Values.config.leaderElection.enabled) (gt (int .Values.controller.replicas) 1) }}
