@@ -6,7 +6,7 @@ default values, release "kube-node-ready" in "kube-system" (a test keeps them id
 Metrics (packages/controller/src/metrics/names.ts):
   kube_node_ready_verification_status{node,status}  1 for the node's current status (verifying, backoff, verified, failed), 0 for the others
   kube_node_ready_verifications_total{status}       finished worker attempts by result (success, failed)
-  kube_node_ready_remediation_blocked{reason}       1 while remediation is blocked (circuit-breaker, rate-limit, in-flight)
+  kube_node_ready_remediation_blocked{reason}       1 while remediation is blocked (circuit-breaker, rate-limit, in-flight, ledger)
   kube_node_ready_leader                            1 on the replica that leads, 0 on the others
   kube_node_ready_controller_healthy                1 when watches run and caches are synced
   up                                                Prometheus' own scrape result for the controller pods
@@ -22,6 +22,7 @@ Metrics (packages/controller/src/metrics/names.ts):
 {{- $taintKeys = append $taintKeys .key }}
 {{- end }}
 {{- $labels := $rule.alertLabels }}
+{{- $ledger := printf "%s/%s" (include "kube-node-ready.workerNamespace" .) (include "kube-node-ready.remediationLedgerName" .) }}
 groups:
   - name: kube-node-ready
     rules:
@@ -104,6 +105,27 @@ groups:
           summary: {{ `Remediation of failed nodes is paused by its circuit breaker.` | quote }}
           description: {{ `Too large a share of recent verifications failed, so kube-node-ready stopped deleting failed nodes (a cluster-wide fault must not delete every new node). Failed nodes stay, tainted, until the failure rate drops or the cause is fixed.` | quote }}
           runbook_url: {{ $runbook }}#kubenodereadyremediationblocked
+      {{- end }}
+      {{- /*
+      A ledger block is an alert of its own, not a second reason of KubeNodeReadyRemediationBlocked:
+      the breaker is the safety working and closes by itself, while a ledger that cannot be read or
+      written (RBAC, an immutable ConfigMap, a hand edit it cannot parse) stays broken until someone
+      fixes it, and needs another runbook; disabling one alert must not silence the other. Only the
+      leader sets the gauge, so max() gives one alert for the release.
+      */}}
+      {{- if not (has "KubeNodeReadyRemediationLedgerUnavailable" $disabled) }}
+      - alert: KubeNodeReadyRemediationLedgerUnavailable
+        expr: max(kube_node_ready_remediation_blocked{reason="ledger"}) == 1
+        for: 5m
+        labels:
+          severity: warning
+          {{- with $labels }}
+          {{- toYaml . | nindent 10 }}
+          {{- end }}
+        annotations:
+          summary: {{ printf "Remediation of failed nodes is paused: its ledger ConfigMap %s cannot be read or written." $ledger | quote }}
+          description: {{ printf "For 5 minutes kube-node-ready has not been able to read its remediation ledger (ConfigMap %s) or to record a deletion in it, so it deletes no failed node (it never assumes an empty hour and never deletes without a record). Missing RBAC (get/update on that ConfigMap), an immutable ConfigMap or an entry it cannot parse will not clear by themselves; the controller log and the RemediationBlocked Events on failed nodes name the error." $ledger | quote }}
+          runbook_url: {{ $runbook }}#kubenodereadyremediationledgerunavailable
       {{- end }}
       {{- if not (has "KubeNodeReadyControllerDown" $disabled) }}
       - alert: KubeNodeReadyControllerDown
