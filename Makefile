@@ -60,9 +60,10 @@ docker-build: ## Build the multi-arch image with docker buildx (needs a Docker e
 	  --build-arg COMMIT=$$(git rev-parse --short=12 HEAD) -t $(IMAGE) .
 
 .PHONY: typecheck
-typecheck: $(STAMP) ## TypeScript strict typecheck of every package and the bench
+typecheck: $(STAMP) ## TypeScript strict typecheck of every package, the bench and the fault suite
 	tsc -p tsconfig.json
 	tsc -p bench/tsconfig.json
+	tsc -p chaos/tsconfig.json
 
 .PHONY: lint
 lint: $(STAMP) ## ESLint (typescript-eslint)
@@ -73,11 +74,18 @@ unit: deps sandbox-bins ## Fast tests: pure logic, real loopback servers, helm a
 	vitest run --project unit
 
 .PHONY: test
-test: deps sandbox-bins build typecheck lint ## Everything: typecheck, lint, unit and sandbox tests, and a quick bench run
+test: deps sandbox-bins build typecheck lint ## Everything: typecheck, lint, unit and sandbox tests, the short fault suite, a quick bench run
 	vitest run --reporter=default --reporter=json --outputFile.json=.test-results.json
+	@# The short fault suite: fails the build on any invariant violation (docs/reliability.md).
+	$(MAKE) --no-print-directory chaos CHAOS=quick
 	@# Keeps the benchmark harness from rotting (results are not asserted; see make bench).
 	$(MAKE) --no-print-directory bench BENCH=quick
 	@node scripts/test-summary.mjs .test-results.json
+
+.PHONY: chaos
+chaos: deps sandbox-bins build ## Fault suite: scenarios during node bursts, violations per invariant (docs/reliability.md); CHAOS=quick for the short version
+	node chaos/build.mjs
+	node dist/chaos.mjs $(if $(filter quick,$(CHAOS)),--quick) $(CHAOS_ARGS)
 
 .PHONY: bench
 bench: deps sandbox-bins build ## Benchmarks in the sandbox (docs/benchmarks.md); BENCH=quick for a CI-sized run

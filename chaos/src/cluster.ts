@@ -12,7 +12,7 @@ export { NAMESPACE, TAINT, VERIFIED_LABEL };
 export const LEASE = 'kube-node-ready-controller';
 
 /** Remediation guards the suite runs with: small enough that exceeding them shows. */
-export const GUARDS = { maxPerHour: 4, maxInFlight: 2, minSamples: 5 };
+export const GUARDS = { maxPerHour: 6, maxInFlight: 2, minSamples: 5 };
 
 export interface ChaosEnv {
   dir: string;

@@ -36,12 +36,14 @@ export interface Ctx {
   createNode: (plan: NodePlan) => Promise<void>;
   /** Deletes a node as "someone else" (not a controller deletion). */
   deleteNode: (name: string) => Promise<void>;
-  /** What the foreign writer last wrote to a node: the end state must match. */
-  expectForeign: (node: string, change: Partial<ForeignState>) => void;
+  /** What the foreign writer wrote to a node at resourceVersion rv: the end state must match the newest. */
+  expectForeign: (node: string, change: Partial<ForeignState>, rv: number) => void;
   sleep: (ms: number) => Promise<void>;
 }
 
 export interface ForeignState {
+  /** resourceVersion of the write that set these (0: at creation). */
+  rv?: number;
   labels: Record<string, string>;
   annotations: Record<string, string>;
   taints: k8s.V1Taint[];
@@ -54,6 +56,8 @@ export interface Scenario {
   failsAll?: boolean;
   /** Nodes in the burst (full run); the quick run uses a third, at least 9. */
   nodes?: number;
+  /** Containers on the run's nodes start this late (sandbox start-delay), so workers stay live long enough to be disturbed. */
+  startDelay?: string;
   /** Runs the fault; resolves when it is over. */
   fault: (ctx: Ctx) => Promise<void>;
 }
@@ -109,7 +113,7 @@ export async function runScenario(env: ChaosEnv, s: Scenario, opts: { quick: boo
     await monitor.start();
 
     const createNode = async (plan: NodePlan) => {
-      const faults = Object.assign({}, ...plan.faults.map((f) => FAULT_OF[f])) as Parameters<typeof simulatedNode>[0]['faults'];
+      const faults = Object.assign(s.startDelay ? { startDelay: s.startDelay } : {}, ...plan.faults.map((f) => FAULT_OF[f])) as Parameters<typeof simulatedNode>[0]['faults'];
       const state: ForeignState = {
         labels: { [FOREIGN.label]: 'blue' },
         annotations: { [FOREIGN.annotation]: 'keep me' },
@@ -153,9 +157,9 @@ export async function runScenario(env: ChaosEnv, s: Scenario, opts: { quick: boo
       burstCreated,
       createNode,
       deleteNode,
-      expectForeign: (node, change) => {
+      expectForeign: (node, change, rv) => {
         const cur = foreign.get(node);
-        if (cur) foreign.set(node, { ...cur, ...change });
+        if (cur && rv > (cur.rv ?? 0)) foreign.set(node, { ...cur, ...change, rv });
       },
       sleep,
     };
@@ -177,9 +181,12 @@ export async function runScenario(env: ChaosEnv, s: Scenario, opts: { quick: boo
     await Promise.all(after.map(createNode));
 
     // Settle: every healthy node of the run open, every faulty one finished (failed or deleted), no live worker pod.
-    const healthyOpen = () => [...monitor.nodes.values()].filter((n) => n.deleted === undefined && n.faults.length === 0).every((n) => n.opened !== undefined);
-    const faultyDone = () =>
-      [...monitor.nodes.values()].filter((n) => n.deleted === undefined && (n.faults.length > 0 || s.failsAll)).every((n) => n.opened !== undefined || n.last.metadata?.annotations?.['kube-node-ready.io/phase'] === 'Failed');
+    // In a cluster-wide fault, the healthy nodes that joined during it may end failed.
+    const mayFail = (n: NodeRecord) => n.faults.length > 0 || (s.failsAll === true && n.firstSeen < faultEnd);
+    const failed = (n: NodeRecord) => n.last.metadata?.annotations?.['kube-node-ready.io/phase'] === 'Failed';
+    const present = () => [...monitor.nodes.values()].filter((n) => n.deleted === undefined);
+    const healthyOpen = () => present().every((n) => n.opened !== undefined || mayFail(n));
+    const faultyDone = () => present().every((n) => n.opened !== undefined || (mayFail(n) && failed(n)));
     const noLivePods = () => [...monitor.pods.values()].every((p) => p.deleted !== undefined || p.terminal !== undefined);
     let settleMs: number | undefined;
     const deadline = faultEnd + SETTLE_BOUND_MS;

@@ -59,12 +59,16 @@ export const SCENARIOS: Scenario[] = [
   },
   {
     name: 'etcd-compaction',
-    what: 'etcd compacted and every controller connection cut: watches resume from a compacted resourceVersion (410 Gone)',
+    what: 'etcd compacted, then kube-apiserver restarted (its watch cache starts empty): watches resume from a compacted resourceVersion and get 410 Gone',
     fault: async (ctx) => {
+      const lists = () => Object.entries(ctx.cluster.proxy.requestsByKind()).filter(([k]) => /^list (nodes|pods)$/.test(k)).reduce((a, [, n]) => a + n, 0);
       await ctx.sleep(3000);
+      const before = lists();
       await sandboxControl(ctx.cluster.env.dir, 'POST', '/compact');
-      ctx.cluster.proxy.cutAll();
+      await sandboxControl(ctx.cluster.env.dir, 'POST', '/restart/kube-apiserver');
       await ctx.burstCreated;
+      await ctx.sleep(3000);
+      ctx.log(`the controllers listed nodes and pods again ${lists() - before} times (410 Gone or a failed watch)`);
     },
   },
   {
@@ -93,6 +97,7 @@ export const SCENARIOS: Scenario[] = [
     fault: async (ctx) => {
       const until = Date.now() + (ctx.quick ? 15_000 : 30_000);
       let gen = 0;
+      let written = 0;
       const writer = async () => {
         while (Date.now() < until) {
           const nodes = [...ctx.monitor.nodes.values()].filter((n) => n.deleted === undefined);
@@ -102,27 +107,27 @@ export const SCENARIOS: Scenario[] = [
           }
           const name = ctx.random.pick(nodes).name;
           const value = `gen-${++gen}`;
-          await writeForeign(ctx, name, value).catch((err: unknown) => {
+          await writeForeign(ctx, name, value).then((ok) => (written += ok ? 1 : 0)).catch((err: unknown) => {
             if (statusCode(err) !== 404) ctx.log(`writer: ${String(err)}`);
           });
         }
       };
       await Promise.all([writer(), writer(), writer()]);
+      ctx.log(`${written} foreign writes (read, change, update with resourceVersion) on the run's nodes`);
       await ctx.burstCreated;
     },
   },
   {
     name: 'node-recreate',
-    what: 'nodes deleted and created again under the same name while their worker runs (the new ones broken or healthy)',
+    what: 'nodes deleted and created again under the same name while their worker is live (the new ones alternately with dead DNS and healthy)',
+    startDelay: '3s',
     fault: async (ctx) => {
-      await ctx.burstCreated;
       const count = ctx.quick ? 2 : 6;
       const done = new Set<string>();
       const deadline = Date.now() + 60_000;
       while (done.size < count && Date.now() < deadline) {
-        // A healthy node whose worker pod is running right now.
-        const running = (await livePods(ctx)).filter((p) => p.status?.phase === 'Running');
-        const candidates = running
+        // A healthy node whose worker pod is live right now (containers start 3 s after scheduling).
+        const candidates = (await livePods(ctx))
           .map((p) => p.metadata?.annotations?.['kube-node-ready.io/node-name'])
           .filter((n): n is string => !!n && !done.has(n) && ctx.monitor.nodeByName(n)?.faults.length === 0);
         if (candidates.length === 0) {
@@ -137,12 +142,14 @@ export const SCENARIOS: Scenario[] = [
         await ctx.deleteNode(name);
         await ctx.createNode({ name, faults: [...faults] });
       }
-      if (done.size < count) ctx.log(`recreated ${done.size} of ${count} nodes (few workers were running)`);
+      if (done.size < count) ctx.log(`recreated ${done.size} of ${count} nodes (few workers were live)`);
+      await ctx.burstCreated;
     },
   },
   {
     name: 'worker-pods',
     what: 'worker pods deleted, evicted through the API, or marked Evicted by "the kubelet" (at most once per node)',
+    startDelay: '2s',
     fault: async (ctx) => {
       const until = Date.now() + (ctx.quick ? 15_000 : 30_000);
       const hit = new Set<string>();
@@ -154,7 +161,8 @@ export const SCENARIOS: Scenario[] = [
         const pod = ctx.random.pick(pods);
         const name = pod.metadata!.name!;
         hit.add(pod.metadata?.annotations?.['kube-node-ready.io/node-name'] ?? '');
-        const how = ['delete', 'evict', 'kubelet-evict'][i++ % 3];
+        const how = ['delete', 'evict', 'kubelet-evict'][i++ % 3]!;
+        ctx.log(`${how} ${name}`);
         try {
           if (how === 'delete') await ctx.cluster.core.deleteNamespacedPod({ name, namespace: NAMESPACE });
           else if (how === 'evict') await ctx.cluster.core.createNamespacedPodEviction({ name, namespace: NAMESPACE, body: { metadata: { name, namespace: NAMESPACE } } });
@@ -190,18 +198,20 @@ export const SCENARIOS: Scenario[] = [
 ];
 
 /** The foreign writer's update: read, change its own label, annotation and taint, write back with the resourceVersion (409: try again). */
-async function writeForeign(ctx: Ctx, name: string, value: string): Promise<void> {
+async function writeForeign(ctx: Ctx, name: string, value: string): Promise<boolean> {
   for (let i = 0; i < 10; i++) {
     const node = await ctx.cluster.core.readNode({ name });
     node.metadata!.labels = { ...node.metadata?.labels, [FOREIGN.label]: value };
     node.metadata!.annotations = { ...node.metadata?.annotations, [FOREIGN.annotation]: value };
     node.spec!.taints = [...(node.spec?.taints ?? []).filter((t) => t.key !== FOREIGN.taint.key), { ...FOREIGN.taint, value }];
     try {
-      await ctx.cluster.core.replaceNode({ name, body: node });
-      ctx.expectForeign(name, { labels: { [FOREIGN.label]: value }, annotations: { [FOREIGN.annotation]: value }, taints: [{ ...FOREIGN.taint, value }] });
-      return;
+      const written = await ctx.cluster.core.replaceNode({ name, body: node });
+      // Responses of concurrent writers can arrive out of order: the write with the newest resourceVersion is what must remain.
+      ctx.expectForeign(name, { labels: { [FOREIGN.label]: value }, annotations: { [FOREIGN.annotation]: value }, taints: [{ ...FOREIGN.taint, value }] }, Number(written.metadata?.resourceVersion));
+      return true;
     } catch (err) {
       if (statusCode(err) !== 409) throw err;
     }
   }
+  return false;
 }
