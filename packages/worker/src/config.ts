@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
-import { ConfigError, errorMessage, MAX_DURATION_MS, parseDuration, type LogFormat, type LogLevel } from '@kube-node-ready/core';
+import { ConfigError, cyclePath, errorMessage, MAX_DURATION_MS, parseDuration, type LogFormat, type LogLevel } from '@kube-node-ready/core';
 import { parse as parseYaml } from 'yaml';
 import * as z from 'zod/mini';
 
@@ -414,24 +414,6 @@ function readConfigFile(path: string): { section: unknown; prefix: string[] } {
   const checks = worker.checks ?? {};
   if (!isMapping(checks)) throw new ConfigError(`expected a mapping with the worker settings (in ${path})`, 'worker.checks');
   return { section: checks, prefix: ['worker', 'checks'] };
-}
-
-/**
- * Where a value contains itself, if anywhere. YAML allows an alias inside its own anchor
- * (`a: &x {b: *x}`); walking the resulting cyclic object would never end.
- */
-function cyclePath(value: unknown, path: PropertyKey[] = [], open = new Set<object>(), done = new Set<object>()): PropertyKey[] | undefined {
-  if (typeof value !== 'object' || value === null || done.has(value)) return undefined;
-  if (open.has(value)) return path;
-  open.add(value);
-  for (const [key, child] of Object.entries(value)) {
-    path.push(Array.isArray(value) ? Number(key) : key);
-    if (cyclePath(child, path, open, done)) return path;
-    path.pop();
-  }
-  open.delete(value);
-  done.add(value); // aliases share values: each is walked once
-  return undefined;
 }
 
 function podEnvironment(env: NodeJS.ProcessEnv): PodEnvironment {

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { ConfigError, errorMessage } from '@kube-node-ready/core';
+import { ConfigError, cyclePath, errorMessage } from '@kube-node-ready/core';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
 import { configJsonSchema, describeAllowed, schemaAt, type JsonSchemaNode } from './json-schema.js';
@@ -56,25 +56,6 @@ function readYamlFile(path: string): unknown {
     );
   }
   return document;
-}
-
-/**
- * Where a value contains itself, if anywhere. YAML allows an alias inside its own anchor
- * (`a: &x {b: *x}`); the result is a cyclic object, which the schema would accept under
- * worker.checks and the worker could not read.
- */
-function cyclePath(value: unknown, path: PropertyKey[] = [], open = new Set<object>(), done = new Set<object>()): PropertyKey[] | undefined {
-  if (typeof value !== 'object' || value === null || done.has(value)) return undefined;
-  if (open.has(value)) return path;
-  open.add(value);
-  for (const [key, child] of Object.entries(value)) {
-    path.push(Array.isArray(value) ? Number(key) : key);
-    if (cyclePath(child, path, open, done)) return path;
-    path.pop();
-  }
-  open.delete(value);
-  done.add(value); // aliases share values: each is walked once
-  return undefined;
 }
 
 /** Deep merge of plain objects; arrays and scalars from the override replace. */
