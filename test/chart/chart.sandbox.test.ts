@@ -15,7 +15,7 @@ import { pino } from 'pino';
 import { realClock } from '../../packages/controller/src/clock.js';
 import { ConfigMapLedger } from '../../packages/controller/src/controllers/node/remediation/ledger.js';
 import { KubeClient } from '../../packages/controller/src/kube/client.js';
-import { addNode, core, createNamespace, deleteNode, sandbox, uniqueName, waitFor } from '../sandbox.js';
+import { addNode, core, createNamespace, deleteNode, sandbox, serviceAccountKubeConfig, uniqueName, waitFor } from '../sandbox.js';
 import { CRD_SOURCES, loadCrd } from './crds.js';
 import { ALL_FEATURES, CHART_DIR, REPO_ROOT, find, helm, template, tools, type KubeObject } from './helm.js';
 
@@ -207,21 +207,6 @@ describe('helm install, upgrade, uninstall', () => {
     }
   });
 });
-
-/** A kubeconfig that authenticates as a ServiceAccount (a token of an hour). */
-async function serviceAccountKubeConfig(namespace: string, name: string): Promise<k8s.KubeConfig> {
-  const token = await core().createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
-  const cluster = sandbox().kc.getCurrentCluster();
-  if (!cluster) throw new Error('the sandbox kubeconfig has no cluster');
-  const kc = new k8s.KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'sandbox', server: cluster.server, ...(cluster.caData ? { caData: cluster.caData } : {}), ...(cluster.caFile ? { caFile: cluster.caFile } : {}), skipTLSVerify: false }],
-    users: [{ name, token: token.status?.token ?? '' }],
-    contexts: [{ name: 'sa', cluster: 'sandbox', user: name }],
-    currentContext: 'sa',
-  });
-  return kc;
-}
 
 // ---------------------------------------------------------------------------------------------
 // The controller (in this process, from source) authenticated as the chart's controller

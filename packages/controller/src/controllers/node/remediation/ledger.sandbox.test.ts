@@ -8,7 +8,7 @@ import { Writable } from 'node:stream';
 import { k8s } from '@kube-node-ready/sandbox';
 import { pino } from 'pino';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { core, createNamespace, sandbox, uniqueName } from '../../../../../../test/sandbox.js';
+import { core, createNamespace, sandbox, serviceAccountKubeConfig, uniqueName } from '../../../../../../test/sandbox.js';
 import { realClock, type Clock } from '../../../clock.js';
 import { KubeClient } from '../../../kube/client.js';
 import { FakeClock } from '../../../testing/fake-clock.js';
@@ -133,12 +133,12 @@ describe('ConfigMapLedger against the API server', () => {
     const nobody = uniqueName('ledger-nobody');
     await core().createNamespacedServiceAccount({ namespace, body: { metadata: { name: nobody } } });
 
-    const reader = ledger(name, { kc: await serviceAccountConfig(sa) });
+    const reader = ledger(name, { kc: await serviceAccountKubeConfig(namespace, sa) });
     expect(await reader.load()).toHaveLength(1);
     expect(await errorOf(reader.record(entry('b', Date.now()), 5))).toMatch(new RegExp(`^ConfigMap ${namespace}/${name}: update failed: 403 Forbidden: .*cannot update resource "configmaps"`));
     expect((await read(name)).data?.[LEDGER_KEY]).toBe(before);
 
-    const blind = ledger(name, { kc: await serviceAccountConfig(nobody) });
+    const blind = ledger(name, { kc: await serviceAccountKubeConfig(namespace, nobody) });
     expect(await errorOf(blind.load())).toMatch(new RegExp(`^ConfigMap ${namespace}/${name}: read failed: 403 Forbidden: .*cannot get resource "configmaps"`));
     expect(await errorOf(blind.record(entry('b', Date.now()), 5))).toMatch(/read failed: 403 Forbidden/);
   });
@@ -165,17 +165,3 @@ describe('ConfigMapLedger against the API server', () => {
   });
 });
 
-/** A kubeconfig authenticating as a ServiceAccount of this test's namespace. */
-async function serviceAccountConfig(name: string): Promise<k8s.KubeConfig> {
-  const token = await core().createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
-  const cluster = sandbox().kc.getCurrentCluster();
-  if (!cluster) throw new Error('the sandbox kubeconfig has no cluster');
-  const kc = new k8s.KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'sandbox', server: cluster.server, ...(cluster.caData ? { caData: cluster.caData } : {}), ...(cluster.caFile ? { caFile: cluster.caFile } : {}), skipTLSVerify: false }],
-    users: [{ name, token: token.status?.token ?? '' }],
-    contexts: [{ name: 'sa', cluster: 'sandbox', user: name }],
-    currentContext: 'sa',
-  });
-  return kc;
-}
