@@ -1,4 +1,5 @@
-import { request } from 'node:https';
+import { createServer, request } from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { core, createNamespace, sandbox } from '../../../test/sandbox.js';
@@ -53,6 +54,39 @@ describe('fault proxy in front of the apiserver', () => {
     expect(proxy.stats()).toMatchObject({ throttled: 1, errors: 1, resets: 1 });
     expect(proxy.requestsByKind()).toEqual({ 'get /version': 5, 'list nodes': 1 });
     proxy.set({});
+  });
+
+  it('breaks the client connection when the apiserver dies mid-response, as a direct connection would', async () => {
+    // A stand-in apiserver that answers, sends part of a watch stream, then dies (an apiserver
+    // killed during its restart). Without this the client hung until its own inactivity timeout
+    // (30 s for client-node watches), which made the suite's restart scenarios look like stalls.
+    const c = certPaths(sandbox().layout.paths.certs);
+    const upstream = createServer({ cert: readFileSync(c.serverCert), key: readFileSync(c.serverKey) }, (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"type":"ADDED","object":{}}\n');
+      setTimeout(() => res.socket?.destroy(), 200);
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    const dying = await startFaultProxy({ upstreamHost: '127.0.0.1', upstreamPort: (upstream.address() as AddressInfo).port, caFile: c.caCert, certFile: c.serverCert, keyFile: c.serverKey });
+    try {
+      for (const path of ['/api/v1/namespaces?watch=true', '/api/v1/namespaces']) {
+        const outcome = await new Promise<string>((resolve) => {
+          const req = request({ host: '127.0.0.1', port: dying.port, path, ca: readFileSync(c.caCert) }, (res) => {
+            res.on('data', () => {});
+            res.on('error', (err) => resolve(`error: ${err.message}`));
+            res.on('close', () => resolve(res.complete ? 'complete' : 'broken'));
+          });
+          req.on('error', (err) => resolve(`error: ${err.message}`));
+          req.end();
+          setTimeout(() => resolve('still open after 5 s'), 5000);
+        });
+        expect(outcome, path).not.toBe('still open after 5 s');
+        expect(outcome, path).not.toBe('complete');
+      }
+    } finally {
+      await dying.close();
+      await new Promise<void>((resolve) => upstream.close(() => resolve()));
+    }
   });
 
   it('names each request by Kubernetes verb and resource', () => {

@@ -88,6 +88,12 @@ export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultPro
         { host: opts.upstreamHost, port: opts.upstreamPort, method: req.method, path: req.url, headers, ca },
         (upRes) => {
           res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+          // The apiserver went away mid-response (killed in a restart): break the client's
+          // connection too, as a direct one would break, instead of leaving it hanging until the
+          // client's own inactivity timeout.
+          upRes.on('close', () => {
+            if (!upRes.complete) res.destroy();
+          });
           const isWatch = /[?&]watch=(true|1)/.test(req.url ?? '');
           if (isWatch) {
             // Forward chunk by chunk so a stall can start in the middle of a stream.
