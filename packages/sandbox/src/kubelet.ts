@@ -585,14 +585,21 @@ export class SimulatedKubelet {
   // ---- status --------------------------------------------------------------------------------
 
   /** Serialises status writes per pod so they land in order. */
-  private writeStatus(pod: k8s.V1Pod, run: PodRun): void {
-    run.statusChain = run.statusChain.then(() => this.sendStatus(pod, run)).catch((err) => {
-      if (statusCode(err) !== 404) this.log.debug({ err: String(err), pod: run.name }, 'pod status update failed');
+  /**
+   * Reports the pod's current status. Like a kubelet's status manager, it keeps trying (every
+   * second, for up to two minutes) while the API server does not take it, e.g. during a restart;
+   * a retry sends the status of that moment, never an older one.
+   */
+  private writeStatus(pod: k8s.V1Pod, run: PodRun, retry = 0): void {
+    run.statusChain = run.statusChain.then(() => this.sendStatus(pod, run, retry > 0)).catch((err) => {
+      if (statusCode(err) === 404 || this.stopped || run.killing) return;
+      this.log.debug({ err: String(err), pod: run.name, retry }, 'pod status update failed; retrying');
+      if (retry < 120) setTimeout(() => this.writeStatus(pod, run, retry + 1), 1000).unref();
     });
   }
 
-  private async sendStatus(pod: k8s.V1Pod, run: PodRun): Promise<void> {
-    if (run.finished) return;
+  private async sendStatus(pod: k8s.V1Pod, run: PodRun, resend = false): Promise<void> {
+    if (run.finished && !resend) return;
     const policy = pod.spec?.restartPolicy ?? 'Always';
     const cs = run.containers;
     const allDone = cs.every((c) => c.exitCode !== undefined && !c.waiting);
