@@ -10,7 +10,7 @@ import { parseArgs } from 'node:util';
 import { repoRoot, stopSandbox } from '@kube-node-ready/sandbox';
 import { children } from '../../bench/src/util.js';
 import type { ChaosEnv } from './cluster.js';
-import { Random } from './random.js';
+import { rng } from '../../packages/core/src/testing/random.js';
 import { INVARIANTS, RECOVERY_BOUND_MS, runScenario, SETTLE_BOUND_MS, type ScenarioResult } from './run.js';
 import { SCENARIOS } from './scenarios.js';
 import { markdownTable, textTable } from './table.js';
@@ -63,7 +63,7 @@ async function main(argv: string[]): Promise<number> {
   mkdirSync(env.logDir, { recursive: true });
   env.out(`chaos: ${names.length} scenarios (${quick ? 'quick' : 'full'}), seed ${seed}, sandbox slot ${slot}, logs in ${env.logDir}`);
 
-  const random = new Random(seed);
+  const random = rng(seed);
   const results: ScenarioResult[] = [];
   const failedToRun: string[] = [];
   for (const [i, name] of names.entries()) {

@@ -5,7 +5,7 @@
 import { SIMULATED_LABEL, simulatedNode, statusCode, type k8s } from '@kube-node-ready/sandbox';
 import { Cluster, GUARDS, NAMESPACE, TAINT, VERIFIED_LABEL, type ChaosEnv } from './cluster.js';
 import { Monitor, type Fault, type NodeRecord } from './monitor.js';
-import type { Random } from './random.js';
+import type { Rng } from '../../packages/core/src/testing/random.js';
 
 export const RUN_LABEL = 'chaos.kube-node-ready.io/run';
 /** Marks written by "others": they must survive everything the controller does. */
@@ -27,7 +27,7 @@ export interface NodePlan {
 export interface Ctx {
   cluster: Cluster;
   monitor: Monitor;
-  random: Random;
+  random: Rng;
   quick: boolean;
   log: (line: string) => void;
   /** Resolves once every node of the burst has been created. */
@@ -98,7 +98,7 @@ const FAULT_OF: Record<Fault, Parameters<typeof simulatedNode>[0]['faults']> = {
   'never-start': { neverStart: true },
 };
 
-export async function runScenario(env: ChaosEnv, s: Scenario, opts: { quick: boolean; random: Random; seed: number }): Promise<ScenarioResult> {
+export async function runScenario(env: ChaosEnv, s: Scenario, opts: { quick: boolean; random: Rng; seed: number }): Promise<ScenarioResult> {
   const started = Date.now();
   const log = (line: string) => env.out(`[${s.name}] ${line}`);
   const runId = `${s.name}-${started}`;
@@ -215,7 +215,7 @@ export async function runScenario(env: ChaosEnv, s: Scenario, opts: { quick: boo
  * that never start. Below the circuit breaker's 30 %, so in most scenarios the hourly limit is the
  * guard that holds remediation back (the dns-outage scenario is the breaker's).
  */
-export function burstPlan(runId: string, size: number, random: Random): NodePlan[] {
+export function burstPlan(runId: string, size: number, random: Rng): NodePlan[] {
   const faulty: Fault[] = [];
   const each = Math.max(1, Math.round(size * 0.07));
   for (let i = 0; i < each; i++) faulty.push('dns', 'garbage', 'never-start');

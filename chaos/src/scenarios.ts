@@ -25,7 +25,7 @@ export const SCENARIOS: Scenario[] = [
     fault: async (ctx) => {
       const times = ctx.quick ? 3 : 10;
       for (let i = 0; i < times; i++) {
-        await ctx.sleep(ctx.random.int(500, 4000));
+        await ctx.sleep(ctx.random.between(500, 4000));
         // A leader to kill: after the previous kill the survivor takes over within the lease duration.
         await waitUntil(async () => (await ctx.cluster.leader()) !== undefined, 30_000, 'a new leader');
         const leader = (await ctx.cluster.leader())!;
@@ -155,7 +155,7 @@ export const SCENARIOS: Scenario[] = [
       const hit = new Set<string>();
       let i = 0;
       while (Date.now() < until) {
-        await ctx.sleep(ctx.random.int(300, 1200));
+        await ctx.sleep(ctx.random.between(300, 1200));
         const pods = (await livePods(ctx)).filter((p) => !hit.has(p.metadata?.annotations?.['kube-node-ready.io/node-name'] ?? ''));
         if (pods.length === 0) continue;
         const pod = ctx.random.pick(pods);

@@ -1,21 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { encodeSummary, parseSummary, SUMMARY_MAX_BYTES, type WorkerSummary } from './summary.js';
+import { rng } from './testing/random.js';
 
 const bytes = (text: string) => Buffer.byteLength(text, 'utf8');
 
 function summaryWith(checks: WorkerSummary['checks'], extra: Partial<WorkerSummary> = {}): WorkerSummary {
   return { v: 1, ok: checks.every((c) => c.ok), node: 'ip-10-0-1-23.ec2.internal', durationMs: 1234, checks, ...extra };
-}
-
-/** Deterministic pseudo-random numbers (mulberry32) so a failure can be replayed. */
-function rng(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 // ASCII, 2-, 3- and 4-byte UTF-8, characters JSON escapes (quote, backslash, control), a lone surrogate.
@@ -78,7 +68,7 @@ describe('encodeSummary', () => {
   });
 
   it('always fits 4096 bytes and stays parseable (random sizes and characters)', () => {
-    const next = rng(20240601);
+    const { next } = rng(20240601);
     for (let round = 0; round < 300; round++) {
       const count = Math.floor(next() * 80);
       const checks = Array.from({ length: count }, (_, i) => {
@@ -123,7 +113,7 @@ describe('parseSummary', () => {
   });
 
   it('never throws, whatever the input', () => {
-    const next = rng(7);
+    const { next } = rng(7);
     const inputs = ['{', '{"v":1', '"\\ud800"', '1e999', '{"__proto__":{"v":1}}', '{"v":1,"ok":true,"durationMs":1,"checks":null}'];
     for (let i = 0; i < 200; i++) inputs.push(randomText(next, Math.floor(next() * 50)));
     for (const input of inputs) expect(() => parseSummary(input)).not.toThrow();

@@ -1,42 +1,13 @@
 import { writeSync } from 'node:fs';
 import { Worker } from 'node:worker_threads';
+import { rng, type Rng } from './random.js';
 
 /**
  * Seeded fuzzing for tests. Every case gets its own seed and a failure names it, so one case can be
  * replayed alone: KNR_FUZZ_SEED=<seed> npx vitest run --project unit <file>.
  */
 
-export interface Rng {
-  /** A number in [0, 1). */
-  next(): number;
-  /** An integer in [0, n). */
-  int(n: number): number;
-  /** An integer in [min, max]. */
-  between(min: number, max: number): number;
-  chance(p: number): boolean;
-  pick<T>(items: readonly T[]): T;
-  bytes(n: number): Buffer;
-}
-
-/** mulberry32: small, fast and good enough for test inputs. */
-export function rng(seed: number): Rng {
-  let a = Math.imul(seed, 0x9e3779b1) | 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const int = (n: number) => Math.floor(next() * n);
-  return {
-    next,
-    int,
-    between: (min, max) => min + int(max - min + 1),
-    chance: (p) => next() < p,
-    pick: (items) => items[int(items.length)] as (typeof items)[number],
-    bytes: (n) => Buffer.from(Array.from({ length: n }, () => int(256))),
-  };
-}
+export { rng, type Rng };
 
 /** The seeds of `cases` cases (base, base + 1, ...), or only KNR_FUZZ_SEED when it is set. */
 export function fuzzSeeds(base: number, cases: number): number[] {
