@@ -101,6 +101,11 @@ export class ControllerProcess {
     this.child.stderr!.on('data', scan);
   }
 
+  /** The process has ended (exited or killed by a signal). */
+  get exited(): boolean {
+    return this.child.exitCode !== null || this.child.signalCode !== null;
+  }
+
   /** The last 20 000 characters the process wrote. */
   get recentOutput(): string {
     return this.output;
@@ -134,11 +139,11 @@ export class ControllerProcess {
   }
 
   async stop(): Promise<void> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    if (this.exited) return;
     const exited = new Promise<void>((r) => this.child.once('exit', () => r()));
     this.child.kill('SIGTERM');
     await Promise.race([exited, sleep(35_000)]);
-    if (this.child.exitCode === null && this.child.signalCode === null) {
+    if (!this.exited) {
       this.child.kill('SIGKILL');
       await exited;
     }

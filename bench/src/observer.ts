@@ -33,8 +33,9 @@ export interface ObservedLine {
   message?: string;
 }
 
-const WORKER_SELECTOR = 'app.kubernetes.io/component=worker,app.kubernetes.io/managed-by=kube-node-ready-controller';
-const NODE_NAME_ANNOTATION = 'kube-node-ready.io/node-name';
+/** Worker pods (their labels) and the annotation naming the node each verifies; the fault suite's monitor uses them too. */
+export const WORKER_SELECTOR = 'app.kubernetes.io/component=worker,app.kubernetes.io/managed-by=kube-node-ready-controller';
+export const NODE_NAME_ANNOTATION = 'kube-node-ready.io/node-name';
 
 export async function runObserver(o: ObserverOptions): Promise<void> {
   const kc = loadKubeConfig(o.kubeconfig);

@@ -94,7 +94,7 @@ export class Cluster {
   /** SIGKILL, no goodbye: the Lease is not released. */
   async kill(i: number): Promise<void> {
     const proc = this.replicas[i];
-    if (!proc || proc.child.exitCode !== null || proc.child.signalCode !== null) return;
+    if (!proc || proc.exited) return;
     const exited = new Promise<void>((r) => proc.child.once('exit', () => r()));
     proc.child.kill('SIGKILL');
     await exited;
@@ -107,14 +107,14 @@ export class Cluster {
     const holder = lease?.spec?.holderIdentity;
     const i = holder ? this.identities.indexOf(holder) : -1;
     const proc = this.replicas[i];
-    return i >= 0 && proc && proc.child.exitCode === null && proc.child.signalCode === null ? i : undefined;
+    return i >= 0 && proc && !proc.exited ? i : undefined;
   }
 
   /** Restarts replicas that exited on their own (a leader that lost its Lease exits, as in a Deployment). */
   async reviveExited(): Promise<void> {
     for (let i = 0; i < this.replicas.length; i++) {
       const p = this.replicas[i];
-      if (p && (p.child.exitCode !== null || p.child.signalCode !== null)) await this.startReplica(i);
+      if (p?.exited) await this.startReplica(i);
     }
   }
 

@@ -7,10 +7,17 @@
 // Watches re-list after any error; the time without a pod watch is kept, because a pod that passed
 // and was deleted inside such a gap cannot be seen (the opening is then "unconfirmed", not wrong).
 import { FAULT, k8s } from '@kube-node-ready/sandbox';
+import { NODE_NAME_ANNOTATION, WORKER_SELECTOR } from '../../bench/src/observer.js';
 
-export const WORKER_SELECTOR = 'app.kubernetes.io/component=worker,app.kubernetes.io/managed-by=kube-node-ready-controller';
-const POD_NODE_NAME = 'kube-node-ready.io/node-name';
 const POD_NODE_UID = 'kube-node-ready.io/node-uid';
+
+/** The node a worker pod verifies (full name, from its annotation). */
+export const workerNode = (p: k8s.V1Pod): string | undefined => p.metadata?.annotations?.[NODE_NAME_ANNOTATION];
+
+const finished = (p: k8s.V1Pod) => p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed';
+
+/** A worker pod that exists, is not being deleted and has not finished. */
+export const isLive = (p: k8s.V1Pod): boolean => !p.metadata?.deletionTimestamp && !finished(p);
 
 export type Fault = 'dns' | 'garbage' | 'never-start';
 
@@ -124,7 +131,7 @@ export class Monitor {
 
   private onPod(type: string, p: k8s.V1Pod): void {
     const uid = p.metadata?.uid;
-    const node = p.metadata?.annotations?.[POD_NODE_NAME];
+    const node = workerNode(p);
     if (!uid || !node) return;
     const now = Date.now();
     let rec = this.pods.get(uid);
@@ -134,12 +141,11 @@ export class Monitor {
     }
     const terminated = p.status?.containerStatuses?.[0]?.state?.terminated;
     if (terminated?.exitCode === 0) rec.exitedZero = true;
-    const phase = p.status?.phase;
-    if ((phase === 'Succeeded' || phase === 'Failed') && rec.terminal === undefined) rec.terminal = now;
+    if (finished(p) && rec.terminal === undefined) rec.terminal = now;
     if (type === 'DELETED') rec.deleted ??= now;
 
     // Live: exists, not being deleted, not finished. Two at once for one node name is a duplicate.
-    const live = type !== 'DELETED' && !p.metadata?.deletionTimestamp && phase !== 'Succeeded' && phase !== 'Failed';
+    const live = type !== 'DELETED' && isLive(p);
     let perNode = this.livePods.get(node);
     if (!perNode) this.livePods.set(node, (perNode = new Map()));
     if (live) perNode.set(uid, p);

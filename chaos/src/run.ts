@@ -2,7 +2,7 @@
 // nodes (a mix of healthy and faulty ones, created in waves while the fault runs), the fault, a
 // small wave of healthy nodes when the fault ends, then waits for the cluster to settle and judges
 // the six invariants (docs/reliability.md).
-import { SIMULATED_LABEL, simulatedNode, statusCode, type k8s } from '@kube-node-ready/sandbox';
+import { simulatedNode, statusCode, type k8s } from '@kube-node-ready/sandbox';
 import { Cluster, GUARDS, NAMESPACE, TAINT, VERIFIED_LABEL, type ChaosEnv } from './cluster.js';
 import { Monitor, type Fault, type NodeRecord } from './monitor.js';
 import type { Rng } from '../../packages/core/src/testing/random.js';
@@ -180,30 +180,30 @@ export async function runScenario(env: ChaosEnv, s: Scenario, opts: { quick: boo
     const after = [0, 1].map((i) => ({ name: `${runId}-after-${i}`, faults: [] as Fault[] }));
     await Promise.all(after.map(createNode));
 
-    // Settle: every healthy node of the run open, every faulty one finished (failed or deleted), no live worker pod.
-    // In a cluster-wide fault, the healthy nodes that joined during it may end failed.
-    const mayFail = (n: NodeRecord) => n.faults.length > 0 || (s.failsAll === true && n.firstSeen < faultEnd);
-    const failed = (n: NodeRecord) => n.last.metadata?.annotations?.['kube-node-ready.io/phase'] === 'Failed';
-    const present = () => [...monitor.nodes.values()].filter((n) => n.deleted === undefined);
-    const healthyOpen = () => present().every((n) => n.opened !== undefined || mayFail(n));
-    const faultyDone = () => present().every((n) => n.opened !== undefined || (mayFail(n) && failed(n)));
+    // Settle: every node of the run settled (see settled()), no live worker pod.
+    const failsAllBefore = s.failsAll ? faultEnd : undefined;
+    const nodes = () => [...monitor.nodes.values()];
+    const healthyOpen = () => nodes().every((n) => n.opened !== undefined || n.deleted !== undefined || mayFail(n, failsAllBefore));
+    const allSettled = () => nodes().every((n) => settled(n, failsAllBefore));
     const noLivePods = () => [...monitor.pods.values()].every((p) => p.deleted !== undefined || p.terminal !== undefined);
     let settleMs: number | undefined;
     const deadline = faultEnd + SETTLE_BOUND_MS;
     while (Date.now() < deadline) {
       if (settleMs === undefined && healthyOpen()) settleMs = Date.now() - faultEnd;
-      if (settleMs !== undefined && faultyDone() && noLivePods()) break;
+      if (settleMs !== undefined && allSettled() && noLivePods()) break;
       await sleep(500);
     }
     if (Date.now() >= deadline) {
-      const pending = [...monitor.nodes.values()].filter((n) => n.deleted === undefined && n.opened === undefined).map((n) => `${n.name}(${n.faults.join(',') || 'healthy'}: ${n.last.metadata?.annotations?.['kube-node-ready.io/phase'] ?? 'no phase'})`);
+      const pending = nodes()
+        .filter((n) => !settled(n, failsAllBefore))
+        .map((n) => `${n.name}(${n.faults.join(',') || 'healthy'}: ${phaseOf(n) ?? 'no phase'})`);
       const live = [...monitor.pods.values()].filter((p) => p.deleted === undefined && p.terminal === undefined).map((p) => p.name);
-      log(`not settled ${SETTLE_BOUND_MS / 1000}s after the fault: nodes not open ${pending.join(' ') || 'none'}; live worker pods ${live.join(' ') || 'none'}`);
+      log(`not settled ${SETTLE_BOUND_MS / 1000}s after the fault: nodes ${pending.join(' ') || 'none'}; live worker pods ${live.join(' ') || 'none'}`);
     }
     // Remediation runs behind verification: give it a moment, so a late wrong deletion is still seen.
     await sleep(3000);
     monitor.stop();
-    return judge({ s, monitor, foreign, scenarioDeleted, faultStart, faultEnd, started, settleMs, seed: opts.seed, size: size + after.length, failsAllBefore: s.failsAll ? faultEnd : undefined });
+    return judge({ s, monitor, foreign, scenarioDeleted, faultStart, faultEnd, started, settleMs, seed: opts.seed, failsAllBefore });
   } finally {
     monitor.stop();
     await cluster.stop().catch((err: unknown) => log(`stopping the cluster: ${String(err)}`));
@@ -223,6 +223,18 @@ export function burstPlan(runId: string, size: number, random: Rng): NodePlan[] 
   return random.shuffle(plans);
 }
 
+const phaseOf = (n: NodeRecord): string | undefined => n.last.metadata?.annotations?.['kube-node-ready.io/phase'];
+
+/** The node may end failed: it has a fault, or it joined during a cluster-wide one (before failsAllBefore). */
+function mayFail(n: NodeRecord, failsAllBefore: number | undefined): boolean {
+  return n.faults.length > 0 || (failsAllBefore !== undefined && n.firstSeen < failsAllBefore);
+}
+
+/** The node reached an end: opened, deleted, or failed where it may fail. */
+function settled(n: NodeRecord, failsAllBefore: number | undefined): boolean {
+  return n.opened !== undefined || n.deleted !== undefined || (mayFail(n, failsAllBefore) && phaseOf(n) === 'Failed');
+}
+
 interface JudgeInput {
   s: Scenario;
   monitor: Monitor;
@@ -233,7 +245,6 @@ interface JudgeInput {
   started: number;
   settleMs: number | undefined;
   seed: number;
-  size: number;
   /** failsAll scenarios: nodes first seen before this may fail without being "lost". */
   failsAllBefore: number | undefined;
 }
@@ -244,7 +255,6 @@ export function judge(j: JudgeInput): ScenarioResult {
   const v = (invariant: Invariant, detail: string) => details.push({ invariant, detail });
   const nodes = [...monitor.nodes.values()];
   const passedUids = new Set([...monitor.pods.values()].filter((p) => p.exitedZero).map((p) => p.nodeUid));
-  const phase = (n: NodeRecord) => n.last.metadata?.annotations?.['kube-node-ready.io/phase'];
   let unconfirmed = 0;
 
   // 1. No wrong opening.
@@ -260,13 +270,9 @@ export function judge(j: JudgeInput): ScenarioResult {
   // 2. Nothing lost: every healthy node that is still there was opened within the bound; every
   //    faulty one got its verdict (failed, or deleted by remediation).
   for (const n of nodes) {
-    if (n.deleted !== undefined || n.opened !== undefined) continue;
-    if (n.faults.length > 0) {
-      if (phase(n) !== 'Failed') v('lost', `${n.name} (${n.faults.join(',')}) has no verdict ${Math.round(SETTLE_BOUND_MS / 1000)}s after the fault ended (phase ${phase(n) ?? 'none'})`);
-      continue;
-    }
-    if (j.failsAllBefore !== undefined && n.firstSeen < j.failsAllBefore && phase(n) === 'Failed') continue;
-    v('lost', `${n.name} is healthy but still not open ${Math.round(SETTLE_BOUND_MS / 1000)}s after the fault ended (phase ${phase(n) ?? 'none'})`);
+    if (settled(n, j.failsAllBefore)) continue;
+    const what = n.faults.length > 0 ? `(${n.faults.join(',')}) has no verdict` : 'is healthy but still not open';
+    v('lost', `${n.name} ${what} ${Math.round(SETTLE_BOUND_MS / 1000)}s after the fault ended (phase ${phaseOf(n) ?? 'none'})`);
   }
 
   // 3. No duplicates.
@@ -277,9 +283,9 @@ export function judge(j: JudgeInput): ScenarioResult {
   // 4. No wrong deletion, guards held.
   const controllerDeleted = nodes.filter((n) => n.deleted !== undefined && !j.scenarioDeleted.has(n.uid));
   for (const n of controllerDeleted) {
-    const failed = phase(n) === 'Failed';
-    if (n.faults.length === 0 && !j.s.failsAll) v('wrongDelete', `${n.name} was deleted but is healthy (phase ${phase(n) ?? 'none'})`);
-    else if (!failed) v('wrongDelete', `${n.name} was deleted before it failed (phase ${phase(n) ?? 'none'})`);
+    const failed = phaseOf(n) === 'Failed';
+    if (n.faults.length === 0 && !j.s.failsAll) v('wrongDelete', `${n.name} was deleted but is healthy (phase ${phaseOf(n) ?? 'none'})`);
+    else if (!failed) v('wrongDelete', `${n.name} was deleted before it failed (phase ${phaseOf(n) ?? 'none'})`);
   }
   if (controllerDeleted.length > GUARDS.maxPerHour) v('wrongDelete', `${controllerDeleted.length} deletions in one run exceed maxPerHour ${GUARDS.maxPerHour}`);
   if (j.s.failsAll && controllerDeleted.length > GUARDS.minSamples - 1) {
@@ -341,4 +347,3 @@ export async function waitUntil(fn: () => Promise<boolean> | boolean, timeoutMs:
   throw new Error(`timed out after ${timeoutMs / 1000}s waiting for ${what}`);
 }
 
-export { SIMULATED_LABEL };

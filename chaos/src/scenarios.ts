@@ -2,13 +2,12 @@
 // fault is over (docs/reliability.md).
 import { DNS_CONFIGMAP, sandboxControl, statusCode, type k8s } from '@kube-node-ready/sandbox';
 import { NAMESPACE } from './cluster.js';
-import { WORKER_SELECTOR } from './monitor.js';
+import { WORKER_SELECTOR } from '../../bench/src/observer.js';
+import { isLive, workerNode } from './monitor.js';
 import { FOREIGN, waitUntil, type Ctx, type Scenario } from './run.js';
 
 const livePods = async (ctx: Ctx): Promise<k8s.V1Pod[]> =>
-  (await ctx.cluster.core.listNamespacedPod({ namespace: NAMESPACE, labelSelector: WORKER_SELECTOR })).items.filter(
-    (p) => !p.metadata?.deletionTimestamp && p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed',
-  );
+  (await ctx.cluster.core.listNamespacedPod({ namespace: NAMESPACE, labelSelector: WORKER_SELECTOR })).items.filter(isLive);
 
 const setDnsMode = (ctx: Ctx, mode: string) =>
   ctx.cluster.core.patchNamespacedConfigMap({ name: DNS_CONFIGMAP, namespace: 'kube-system', body: [{ op: 'replace', path: '/data/mode', value: mode }] });
@@ -128,7 +127,7 @@ export const SCENARIOS: Scenario[] = [
       while (done.size < count && Date.now() < deadline) {
         // A healthy node whose worker pod is live right now (containers start 3 s after scheduling).
         const candidates = (await livePods(ctx))
-          .map((p) => p.metadata?.annotations?.['kube-node-ready.io/node-name'])
+          .map(workerNode)
           .filter((n): n is string => !!n && !done.has(n) && ctx.monitor.nodeByName(n)?.faults.length === 0);
         if (candidates.length === 0) {
           await ctx.sleep(200);
@@ -156,11 +155,11 @@ export const SCENARIOS: Scenario[] = [
       let i = 0;
       while (Date.now() < until) {
         await ctx.sleep(ctx.random.between(300, 1200));
-        const pods = (await livePods(ctx)).filter((p) => !hit.has(p.metadata?.annotations?.['kube-node-ready.io/node-name'] ?? ''));
+        const pods = (await livePods(ctx)).filter((p) => !hit.has(workerNode(p) ?? ''));
         if (pods.length === 0) continue;
         const pod = ctx.random.pick(pods);
         const name = pod.metadata!.name!;
-        hit.add(pod.metadata?.annotations?.['kube-node-ready.io/node-name'] ?? '');
+        hit.add(workerNode(pod) ?? '');
         const how = ['delete', 'evict', 'kubelet-evict'][i++ % 3]!;
         ctx.log(`${how} ${name}`);
         try {
