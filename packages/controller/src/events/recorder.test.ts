@@ -1,35 +1,9 @@
-import type { CoreV1Event } from '@kubernetes/client-node';
 import { silentLogger } from '@kube-node-ready/core';
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../testing/fake-clock.js';
-import { eventName, KubeEventRecorder, type EventSink } from './recorder.js';
+import { RecordingSink } from '../testing/event-sink.js';
+import { eventName, KubeEventRecorder } from './recorder.js';
 import { EventType, Reason } from './reasons.js';
-
-class RecordingSink implements EventSink {
-  calls: Array<{ op: 'create'; namespace: string; event: CoreV1Event } | { op: 'bump'; namespace: string; name: string; count: number; lastTimestamp: string }> = [];
-  nextError: Error | undefined;
-
-  async create(namespace: string, event: CoreV1Event): Promise<void> {
-    this.fail();
-    this.calls.push({ op: 'create', namespace, event });
-  }
-
-  async bump(namespace: string, name: string, count: number, lastTimestamp: string): Promise<void> {
-    this.fail();
-    this.calls.push({ op: 'bump', namespace, name, count, lastTimestamp });
-  }
-
-  reset(): void {
-    this.calls = [];
-    this.nextError = undefined;
-  }
-
-  private fail(): void {
-    const err = this.nextError;
-    this.nextError = undefined;
-    if (err) throw err;
-  }
-}
 
 function setup() {
   const clock = new FakeClock('2025-01-01T00:00:00Z');

@@ -1,31 +1,10 @@
-import type { CoreV1Event } from '@kubernetes/client-node';
 import { silentLogger } from '@kube-node-ready/core';
 import { describe, expect, it } from 'vitest';
-import { KubeEventRecorder, type EventSink } from '../../../events/recorder.js';
+import { KubeEventRecorder } from '../../../events/recorder.js';
+import { RecordingSink } from '../../../testing/event-sink.js';
 import { FakeClock } from '../../../testing/fake-clock.js';
 import { KubeRemediationEvents } from './events.js';
 import { RemediationReason } from './names.js';
-
-class RecordingSink implements EventSink {
-  calls: Array<{ op: string; namespace: string; event?: CoreV1Event; name?: string; count?: number }> = [];
-  nextError: Error | undefined;
-
-  async create(namespace: string, event: CoreV1Event): Promise<void> {
-    this.fail();
-    this.calls.push({ op: 'create', namespace, event });
-  }
-
-  async bump(namespace: string, name: string, count: number): Promise<void> {
-    this.fail();
-    this.calls.push({ op: 'bump', namespace, name, count });
-  }
-
-  private fail(): void {
-    const err = this.nextError;
-    this.nextError = undefined;
-    if (err) throw err;
-  }
-}
 
 function setup() {
   const clock = new FakeClock('2025-01-01T00:00:00Z');
@@ -51,7 +30,7 @@ describe('KubeRemediationEvents', () => {
     const { events, sink } = setup();
     await events.node('c', 'Warning', RemediationReason.Blocked, 'same');
     await events.nodeClaim({ name: 'c', uid: 'c' }, 'Warning', RemediationReason.Blocked, 'same');
-    expect(sink.calls.map((c) => `${c.op} ${c.event?.involvedObject.kind}`)).toEqual(['create Node', 'create NodeClaim']);
+    expect(sink.calls.map((c) => `${c.op} ${c.op === 'create' ? c.event.involvedObject.kind : ''}`)).toEqual(['create Node', 'create NodeClaim']);
   });
 
   it('NodeClaim Events: namespace default, involvedObject karpenter.sh/v1 NodeClaim with its UID (what kubectl describe nodeclaim finds)', async () => {
@@ -81,7 +60,7 @@ describe('KubeRemediationEvents', () => {
     await events.nodeClaim(claim, 'Warning', RemediationReason.Blocked, 'same');
     await clock.advance(10 * 60_000);
     await events.nodeClaim(claim, 'Warning', RemediationReason.Blocked, 'same');
-    expect(sink.calls.map((c) => `${c.op}${c.count ? ` ${c.count}` : ''}`)).toEqual(['create', 'bump 2', 'create']);
+    expect(sink.calls.map((c) => `${c.op}${c.op === 'bump' ? ` ${c.count}` : ''}`)).toEqual(['create', 'bump 2', 'create']);
   });
 
   it('never throws: a failed write is logged and the next one creates afresh', async () => {
