@@ -48,6 +48,8 @@ interface PodRun {
   finished: boolean;
   killing: boolean;
   deadlineExceeded: boolean;
+  /** Someone else (an eviction) marked the pod finished in the API: its containers are stopped and it is never reported again. */
+  finishedElsewhere: boolean;
   /** Fault: the termination message containers report instead of their own ('garbage': random bytes); exit code kept. */
   forcedMessage: string | undefined;
   statusChain: Promise<void>;
@@ -232,9 +234,18 @@ export class SimulatedKubelet {
       void this.terminate(pod, existing);
       return;
     }
-    if (existing) return;
     const phase = pod.status?.phase;
-    if (phase === 'Succeeded' || phase === 'Failed') return; // finished before we (re)started
+    const terminal = phase === 'Succeeded' || phase === 'Failed';
+    if (existing) {
+      // Marked finished by someone else (an eviction): like a kubelet, stop the containers and
+      // never move the pod out of its terminal phase. Our own terminal reports set finished first.
+      if (terminal && !existing.finished && !existing.finishedElsewhere) {
+        existing.finishedElsewhere = true;
+        void this.kill(existing, `pod marked ${phase}${pod.status?.reason ? ` (${pod.status.reason})` : ''}`);
+      }
+      return;
+    }
+    if (terminal) return; // finished before we (re)started
     void this.startPod(pod).catch((err) => this.log.error({ err: String(err), pod: pod.metadata?.name }, 'pod start failed'));
   }
 
@@ -278,6 +289,7 @@ export class SimulatedKubelet {
       finished: false,
       killing: false,
       deadlineExceeded: false,
+      finishedElsewhere: false,
       forcedMessage: ann[FAULT.terminationMessage],
       statusChain: Promise.resolve(),
     };
@@ -599,7 +611,7 @@ export class SimulatedKubelet {
   }
 
   private async sendStatus(pod: k8s.V1Pod, run: PodRun, resend = false): Promise<void> {
-    if (run.finished && !resend) return;
+    if (run.finishedElsewhere || (run.finished && !resend)) return;
     const policy = pod.spec?.restartPolicy ?? 'Always';
     const cs = run.containers;
     const allDone = cs.every((c) => c.exitCode !== undefined && !c.waiting);

@@ -126,6 +126,28 @@ describe('sandbox: scheduler and simulated kubelet', () => {
     expect(later?.status?.containerStatuses?.[0]?.state?.running).toBeUndefined();
   });
 
+  it('stops the containers of a pod someone else marked Failed (an eviction) and never reports it Running again', async () => {
+    const ns = await createNamespace('evicted');
+    const node = await addNode({ prefix: 'evicted' });
+    nodes.push(node);
+    await core().createNamespacedPod({ namespace: ns, body: shellPod('victim', 'exec sleep 302', { nodeName: node }) });
+    await waitFor(async () => (await readPod(ns, 'victim'))?.status?.phase === 'Running', 'the pod to run');
+    const pid = await waitFor(async () => findPid('sleep 302'), 'the sleep process');
+    await core().patchNamespacedPodStatus({
+      name: 'victim',
+      namespace: ns,
+      body: [
+        { op: 'replace', path: '/status/phase', value: 'Failed' },
+        { op: 'add', path: '/status/reason', value: 'Evicted' },
+      ],
+    });
+    await waitFor(async () => !processAlive(pid), 'the process to be killed', 15_000);
+    await new Promise((r) => setTimeout(r, 1000)); // a status report after the kill would land now
+    const pod = await readPod(ns, 'victim');
+    expect(pod?.status?.phase).toBe('Failed');
+    expect(pod?.status?.reason).toBe('Evicted');
+  });
+
   it('kills the process when its pod is deleted', async () => {
     const ns = await createNamespace('kill');
     const node = await addNode({ prefix: 'kill' });
