@@ -223,6 +223,24 @@ export async function nodeEvents(node: string): Promise<k8s.CoreV1Event[]> {
   return list.items;
 }
 
+/**
+ * The node's Events once `ready` holds for them. The controller creates Events after the write
+ * they report, without waiting for them, so a test that has seen the write must wait for them too.
+ */
+export async function nodeEventsWhen(node: string, ready: (events: k8s.CoreV1Event[]) => boolean, what: string, timeoutMs?: number): Promise<k8s.CoreV1Event[]> {
+  return waitFor(async () => {
+    const events = await nodeEvents(node);
+    return ready(events) ? events : undefined;
+  }, what, timeoutMs);
+}
+
+/** The reasons of `events`, counted (an aggregated Event counts `count` times). */
+export function countReasons(events: k8s.CoreV1Event[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const e of events) counts[e.reason ?? ''] = (counts[e.reason ?? ''] ?? 0) + (e.count ?? 1);
+  return counts;
+}
+
 export function annotations(node: k8s.V1Node | undefined): Record<string, string> {
   return node?.metadata?.annotations ?? {};
 }

@@ -39,9 +39,12 @@ describe('sandbox lifecycle', () => {
       namespace: 'default',
       body: { metadata: { name: 'sleeper' }, spec: { nodeName: 'lifecycle-node', restartPolicy: 'Never', containers: [{ name: 'main', image: 'sandbox-shell', command: ['/bin/sh', '-c', 'exec sleep 303'] }] } },
     });
-    for (let i = 0; i < 100 && (await core.readNamespacedPod({ name: 'sleeper', namespace: 'default' })).status?.phase !== 'Running'; i++) {
-      await new Promise((r) => setTimeout(r, 100));
+    let phase: string | undefined;
+    for (const deadline = Date.now() + 30_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 100))) {
+      phase = (await core.readNamespacedPod({ name: 'sleeper', namespace: 'default' })).status?.phase;
+      if (phase === 'Running') break;
     }
+    expect(phase, 'the sleeper pod to run').toBe('Running');
     const pids = await run('ip', ['netns', 'pids', `knr-sandbox-${slot}`]);
     expect(pids.stdout.trim().split(/\s+/).length).toBeGreaterThanOrEqual(5); // daemon, etcd, apiserver, scheduler, the pod
 

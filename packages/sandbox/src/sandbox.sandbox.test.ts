@@ -212,7 +212,7 @@ describe('sandbox: scheduler and simulated kubelet', () => {
 
 describe('sandbox: cluster DNS', () => {
   const resolve = async (name: string, server: string) => {
-    const script = `const { Resolver } = require('node:dns').promises; const r = new Resolver({ timeout: 1000, tries: 1 }); r.setServers(['${server}']);
+    const script = `const { Resolver } = require('node:dns').promises; const r = new Resolver({ timeout: 3000, tries: 1 }); r.setServers(['${server}']);
       r.resolve4('${name}').then((a) => console.log(JSON.stringify(a)), (e) => console.log(JSON.stringify(e.code)));`;
     const out = await execInSandbox(sandbox().layout, [process.execPath, '-e', script]);
     return JSON.parse(out.stdout.trim() || 'null') as string[] | string;

@@ -11,7 +11,7 @@
 //   by hand resets the budget and remediation goes on.
 import { afterEach, expect, it } from 'vitest';
 import type { ControllerConfigInput } from '../../../config/schema.js';
-import { harness, nodeEvents, readNode, waitFor, type Harness, type TestController } from '../../../../test/harness.js';
+import { harness, nodeEventsWhen, readNode, waitFor, type Harness, type TestController } from '../../../../test/harness.js';
 import { core } from '../../../../../../test/sandbox.js';
 import { LEDGER_KEY, ledgerName, parseLedger } from './ledger.js';
 
@@ -53,6 +53,17 @@ async function metric(c: TestController, series: string): Promise<number | undef
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
 
+/**
+ * The series once it reads `want`, or what it reads after `timeoutMs`: counters move after the
+ * request they count returns, so a test that saw the effect first must give them that moment.
+ */
+async function metricOnce(c: TestController, series: string, want: number, timeoutMs = 10_000): Promise<number | undefined> {
+  return waitFor(async () => (await metric(c, series)) === want || undefined, `${series} to be ${want}`, timeoutMs).then(
+    () => want,
+    () => metric(c, series),
+  );
+}
+
 const DELETED = 'kube_node_ready_remediations_total{action="delete-node",result="deleted"}';
 const blockedSeries = (reason: string) => `kube_node_ready_remediation_blocked{reason="${reason}"}`;
 
@@ -62,13 +73,22 @@ it('maxPerHour 2: a leader deletes two of four failed nodes; after it stops, the
   const a = await x.start(remediation({ maxPerHour: 2 }), `a-${x.id}`);
 
   // Every node fails its two attempts (worker never started); two are deleted, two held back.
-  await waitFor(async () => nodes.filter((n) => decision(a, n, 'RemediationBlocked')).length === 2 || undefined, 'two nodes held back by the hourly limit', 90_000, 250);
-  const states = await Promise.all(nodes.map(present));
+  // (A deletion is recorded before it is issued, so wait for both the decisions and the deletions.)
+  const states = await waitFor(
+    async () => {
+      if (nodes.filter((n) => decision(a, n, 'RemediationBlocked')).length < 2) return undefined;
+      const now = await Promise.all(nodes.map(present));
+      return now.filter((p) => !p).length >= 2 ? now : undefined;
+    },
+    'two nodes deleted and two held back by the hourly limit',
+    90_000,
+    250,
+  );
   const deleted = nodes.filter((_, i) => !states[i]);
   const held = nodes.filter((_, i) => states[i]);
   expect(deleted).toHaveLength(2);
-  expect(await metric(a, DELETED)).toBe(2);
-  expect(await metric(a, blockedSeries('rate-limit'))).toBe(1);
+  expect(await metricOnce(a, DELETED, 2)).toBe(2);
+  expect(await metricOnce(a, blockedSeries('rate-limit'), 1)).toBe(1);
   for (const n of held) expect(String(decision(a, n, 'RemediationBlocked')?.msg)).toMatch(/^deletion held back: 2 deletions in the last hour, remediation.maxPerHour is 2/);
   const recorded = parseLedger(await readLedger(x), 'ledger');
   expect(recorded.map((e) => e.node).sort()).toEqual([...deleted].sort());
@@ -86,7 +106,7 @@ it('maxPerHour 2: a leader deletes two of four failed nodes; after it stops, the
   // Held back by what it read at start, not only by the ledger refusing its write at the last step.
   expect(b.logs.filter((l) => String(l.msg).startsWith('the remediation ledger holds remediation.maxPerHour deletions'))).toEqual([]);
   for (const n of held) expect(String(decision(b, n, 'RemediationBlocked')?.msg)).toMatch(/^deletion held back: 2 deletions in the last hour, remediation.maxPerHour is 2 \(next one possible in (59m|1h)/);
-  expect(await metric(b, blockedSeries('rate-limit'))).toBe(1);
+  expect(await metricOnce(b, blockedSeries('rate-limit'), 1)).toBe(1);
   expect(await metric(b, DELETED)).toBe(0);
   expect(parseLedger(await readLedger(x), 'ledger')).toEqual(recorded);
 }, 180_000);
@@ -103,10 +123,10 @@ it('a deletion that cannot be recorded in the ledger is not issued (blocked "led
   expect(String(decision(c, node, 'RemediationBlocked')?.msg)).toMatch(
     new RegExp(`^deletion held back: it could not be recorded in the remediation ledger \\(ConfigMap ${namespace}/${name}: update failed: 422 Invalid: .*field is immutable.*\\); nothing is deleted without a record, trying again in 30s \\(verification failed`),
   );
-  expect(await metric(c, blockedSeries('ledger'))).toBe(1);
+  expect(await metricOnce(c, blockedSeries('ledger'), 1)).toBe(1);
   expect(await metric(c, DELETED)).toBe(0);
   expect(await present(node)).toBe(true);
-  const events = (await nodeEvents(node)).filter((e) => e.reason === 'RemediationBlocked');
+  const events = (await nodeEventsWhen(node, (list) => list.some((e) => e.reason === 'RemediationBlocked'), 'the RemediationBlocked Event')).filter((e) => e.reason === 'RemediationBlocked');
   expect(events).toEqual([expect.objectContaining({ type: 'Warning', message: expect.stringContaining('could not be recorded in the remediation ledger') })]);
   expect(await readLedger(x)).toBe('[]\n');
 
@@ -114,8 +134,8 @@ it('a deletion that cannot be recorded in the ledger is not issued (blocked "led
   await core().deleteNamespacedConfigMap({ namespace, name });
   await waitFor(async () => !(await present(node)) || undefined, `${node} to be deleted once the ledger is writable`, 60_000, 250);
   expect(parseLedger(await readLedger(x), 'ledger').map((e) => e.node)).toEqual([node]);
-  expect(await metric(c, blockedSeries('ledger'))).toBe(0);
-  expect(await metric(c, DELETED)).toBe(1);
+  expect(await metricOnce(c, blockedSeries('ledger'), 0)).toBe(0);
+  expect(await metricOnce(c, DELETED, 1)).toBe(1);
 }, 180_000);
 
 it('a ledger that cannot be read when the controller starts pauses remediation; deleted by hand, the budget resets and remediation goes on', async () => {
@@ -130,12 +150,12 @@ it('a ledger that cannot be read when the controller starts pauses remediation; 
     new RegExp(`^deletion held back: the remediation ledger cannot be read \\(ConfigMap ${namespace}/${name}, key ${LEDGER_KEY}: not valid JSON .*\\); remediation stays paused until it can be, rather than assume no deletions in the last hour`),
   );
   expect(c.logs.filter((l) => l.msg === 'remediation paused: the remediation ledger cannot be read; nothing is deleted until it can be')).toHaveLength(1);
-  expect(await metric(c, blockedSeries('ledger'))).toBe(1);
+  expect(await metricOnce(c, blockedSeries('ledger'), 1)).toBe(1);
   expect(await present(node)).toBe(true);
 
   await core().deleteNamespacedConfigMap({ namespace, name });
   await waitFor(async () => !(await present(node)) || undefined, `${node} to be deleted once the ledger is gone`, 60_000, 250);
   expect(c.logs.some((l) => l.msg === 'remediation ledger read: remediation resumes')).toBe(true);
   expect(parseLedger(await readLedger(x), 'ledger').map((e) => e.node)).toEqual([node]);
-  expect(await metric(c, blockedSeries('ledger'))).toBe(0);
+  expect(await metricOnce(c, blockedSeries('ledger'), 0)).toBe(0);
 }, 180_000);

@@ -8,7 +8,7 @@ import { Writable } from 'node:stream';
 import { k8s } from '@kube-node-ready/sandbox';
 import { pino } from 'pino';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { core, createNamespace, sandbox, serviceAccountKubeConfig, uniqueName } from '../../../../../../test/sandbox.js';
+import { core, createNamespace, sandbox, serviceAccountKubeConfig, uniqueName, waitFor } from '../../../../../../test/sandbox.js';
 import { realClock, type Clock } from '../../../clock.js';
 import { KubeClient } from '../../../kube/client.js';
 import { FakeClock } from '../../../testing/fake-clock.js';
@@ -134,7 +134,8 @@ describe('ConfigMapLedger against the API server', () => {
     await core().createNamespacedServiceAccount({ namespace, body: { metadata: { name: nobody } } });
 
     const reader = ledger(name, { kc: await serviceAccountKubeConfig(namespace, sa) });
-    expect(await reader.load()).toHaveLength(1);
+    // The API server's authorizer learns of a new binding through its own watch, a moment later.
+    expect(await waitFor(() => reader.load().catch(() => undefined), 'the reader\'s binding to take effect')).toHaveLength(1);
     expect(await errorOf(reader.record(entry('b', Date.now()), 5))).toMatch(new RegExp(`^ConfigMap ${namespace}/${name}: update failed: 403 Forbidden: .*cannot update resource "configmaps"`));
     expect((await read(name)).data?.[LEDGER_KEY]).toBe(before);
 

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { parseConfig } from '../../../config/load.js';
 import type { ControllerConfigInput } from '../../../config/schema.js';
-import { harness, nodeEvents, readNode, waitFor, type Harness } from '../../../../test/harness.js';
+import { harness, nodeEvents, nodeEventsWhen, readNode, waitFor, type Harness } from '../../../../test/harness.js';
 import { createNodeClaim, deleteNodeClaims, getNodeClaim, installNodeClaimCrd } from '../../../../test/remediation/karpenter.js';
 
 const WIRED = (() => {
@@ -47,7 +47,8 @@ it('deleteFailedNodes: a failed Karpenter node is replaced through its NodeClaim
   // 1 + maxRetries (1) attempts, each "not started" after startTimeout (4 s), then remediation.
   await waitFor(async () => (await getNodeClaim(claim)) === undefined, `NodeClaim ${claim} to be deleted`, 90_000, 250);
   expect(await readNode(bad)).toBeDefined(); // Karpenter (absent here) would drain and delete it
-  const reasons = (await nodeEvents(bad)).map((e) => e.reason);
+  // The Event (and the counter) follow the NodeClaim's deletion.
+  const reasons = (await nodeEventsWhen(bad, (list) => list.some((e) => e.reason === 'RemediationNodeClaimDeleted'), 'the RemediationNodeClaimDeleted Event')).map((e) => e.reason);
   expect(reasons).toEqual(expect.arrayContaining(['VerificationWorkerNotStarted', 'VerificationFailed', 'RemediationNodeClaimDeleted']));
   const text = await ctl.metrics();
   expect(text).toContain('kube_node_ready_remediations_total{action="delete-nodeclaim",result="deleted"} 1');

@@ -3,7 +3,7 @@
 // its taint, Karpenter's registration is awaited, a CNI taint is respected, re-verification works.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { k8s } from '@kube-node-ready/sandbox';
-import { annotations, harness, nodeEvents, readNode, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
+import { annotations, harness, nodeEvents, nodeEventsWhen, readNode, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
 import { core } from '../../../../../../test/sandbox.js';
 
 let h: Harness;
@@ -44,7 +44,7 @@ describe('verification', () => {
       const condition = await waitFor(async () => (await readNode(node))?.status?.conditions?.find((c) => c.type === h.conditionType && c.status === 'True'), 'the condition');
       expect(condition).toMatchObject({ status: 'True', reason: 'Passed' });
       await waitFor(async () => (await workerPods(h.namespace, node)).length === 0, `${node}'s worker to be deleted`);
-      const events = await nodeEvents(node);
+      const events = await nodeEventsWhen(node, (list) => list.some((e) => e.reason === 'VerificationPassed'), `${node}'s VerificationPassed Event`);
       const passed = events.find((e) => e.reason === 'VerificationPassed');
       expect(passed?.message).toContain(`removed taint ${h.taint.key}=true:NoSchedule and added label ${h.verifiedLabel.key}=true`);
     }
@@ -66,7 +66,11 @@ describe('verification', () => {
     expect(annotations(n)['kube-node-ready.io/last-outcome']).toBe('ChecksFailed');
     expect(annotations(n)['kube-node-ready.io/last-message']).toMatch(/^checks? failed: .*dns: /);
 
-    const events = await nodeEvents(node);
+    const events = await nodeEventsWhen(
+      node,
+      (list) => list.some((e) => e.reason === 'VerificationFailed') && list.filter((e) => e.reason === 'VerificationChecksFailed').length >= 3,
+      'the failure Events',
+    );
     const failures = events.filter((e) => e.reason === 'VerificationChecksFailed').map((e) => e.message ?? '');
     expect(failures).toHaveLength(3);
     expect(failures.every((m) => /dns: /.test(m))).toBe(true);
