@@ -19,8 +19,11 @@ export interface Faults {
   throttleRate?: number;
   /** Probability that a request is answered 500. */
   errorRate?: number;
-  /** Open watch streams stop receiving data but stay open (a silently dead connection). */
-  stallWatches?: boolean;
+  /**
+   * Open watch streams stop receiving data but stay open (a silently dead connection): every
+   * watch, or only the watches of these resources, named as requestKind() names them (`nodes`).
+   */
+  stallWatches?: boolean | readonly string[];
 }
 
 export interface FaultProxy {
@@ -56,7 +59,9 @@ export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultPro
   let faults: Faults = {};
   const counters = { requests: 0, resets: 0, throttled: 0, errors: 0, stalled: 0 };
   const sockets = new Set<Socket>();
-  const stalledStreams = new Set<() => void>();
+  /** Each open watch stream's stall function, and its resource. */
+  const stalledStreams = new Map<() => void, string>();
+  const stalls = (resource: string) => faults.stallWatches === true || (Array.isArray(faults.stallWatches) && faults.stallWatches.includes(resource));
   const byKind = new Map<string, number>();
 
   const handle = (req: IncomingMessage, res: ServerResponse) => {
@@ -94,8 +99,8 @@ export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultPro
           upRes.on('close', () => {
             if (!upRes.complete) res.destroy();
           });
-          const isWatch = /[?&]watch=(true|1)/.test(req.url ?? '');
-          if (isWatch) {
+          if (kind.startsWith('watch ')) {
+            const resource = kind.slice('watch '.length);
             // Forward chunk by chunk so a stall can start in the middle of a stream.
             const stall = () => {
               counters.stalled++;
@@ -103,11 +108,11 @@ export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultPro
               upRes.pause();
             };
             upRes.on('data', (chunk: Buffer) => {
-              if (faults.stallWatches) return stall();
+              if (stalls(resource)) return stall();
               res.write(chunk);
             });
             upRes.on('end', () => res.end());
-            stalledStreams.add(stall);
+            stalledStreams.set(stall, resource);
             res.on('close', () => {
               stalledStreams.delete(stall);
               upRes.destroy();
@@ -137,7 +142,7 @@ export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultPro
     port,
     set: (next) => {
       faults = { ...next };
-      if (faults.stallWatches) for (const stall of stalledStreams) stall();
+      for (const [stall, resource] of stalledStreams) if (stalls(resource)) stall();
     },
     stats: () => ({ ...counters }),
     requestsByKind: () => Object.fromEntries([...byKind].sort(([a], [b]) => a.localeCompare(b))),

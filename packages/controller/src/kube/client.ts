@@ -110,6 +110,12 @@ export class KubeClient {
     return this.call('list nodes', () => this.core.listNode(labelSelector ? { labelSelector } : {}));
   }
 
+  /** The node of that name if it exists and matches `labelSelector`: one live list, filtered by name. */
+  async findNode(name: string, labelSelector?: string): Promise<V1Node | undefined> {
+    const list = await this.call('list nodes', () => this.core.listNode({ fieldSelector: `metadata.name=${name}`, ...(labelSelector ? { labelSelector } : {}) }));
+    return list.items[0];
+  }
+
   async getNode(name: string): Promise<V1Node | undefined> {
     try {
       return await this.call('get node', () => this.core.readNode({ name }));

@@ -34,7 +34,7 @@ export interface VerificationDeps {
   config: ControllerConfig;
   clock: Clock;
   log: Logger;
-  kube: Pick<KubeClient, 'getNode' | 'patchNodeStatus' | 'createPod' | 'getPod' | 'deletePod'>;
+  kube: Pick<KubeClient, 'getNode' | 'findNode' | 'patchNodeStatus' | 'createPod' | 'getPod' | 'deletePod'>;
   /** Informer caches. */
   nodes: { get(name: string): V1Node | undefined };
   pods: { list(): readonly V1Pod[] };
@@ -84,7 +84,7 @@ export class VerificationController {
     const log = this.deps.log.child({ node: name });
 
     // 1. The node is gone: remove its workers and its metrics.
-    let node = this.nodes.get(name);
+    let node = this.nodes.get(name) ?? (await this.uncachedNode(name, log));
     if (!node) return this.forget(name, log);
     /** A worker pod this reconcile created for a launch whose progress write was then refused. */
     let launched: PodRef | undefined;
@@ -131,9 +131,28 @@ export class VerificationController {
     }
   }
 
+  /**
+   * A node the cache does not have, read live if it still has worker pods (the cache can be
+   * behind: a new leader's node watch may lag its pod watch, and then the worker the previous
+   * leader just started for a new node, or for a node re-created under the same name, looks
+   * orphaned). Without worker pods there is nothing to lose by waiting for the watch.
+   */
+  private async uncachedNode(name: string, log: Logger): Promise<V1Node | undefined> {
+    if (this.workersOf(name).length === 0) return undefined;
+    const live = await this.deps.kube.findNode(name, this.deps.config.nodeManagement.nodeSelector);
+    if (!live) return undefined;
+    log.debug({ uid: nodeUid(live) }, 'node not in the cache yet but it exists; going on with a live copy');
+    return stripObject(live);
+  }
+
+  /** The cached worker pods for a node name that are not being deleted yet. */
+  private workersOf(name: string): V1Pod[] {
+    return this.deps.pods.list().filter((p) => annotation(p, PodAnnotation.NodeName) === name && !p.metadata?.deletionTimestamp);
+  }
+
   /** The node is gone (deleted, or no longer matching the node selector): delete its workers, drop its series and memory. */
   async forget(name: string, log: Logger = this.deps.log.child({ node: name })): Promise<ReconcileResult> {
-    const orphans = this.deps.pods.list().filter((p) => annotation(p, PodAnnotation.NodeName) === name && !p.metadata?.deletionTimestamp);
+    const orphans = this.workersOf(name);
     await this.deletePods(orphans.map(ref), log);
     this.deps.metrics.forgetNode(name);
     this.deps.store.forget(name);

@@ -90,6 +90,39 @@ describe('a node cache behind the apiserver', () => {
     expect(await ctl.metrics()).toContain('kube_node_ready_controller_reconcile_errors_total 0');
   });
 
+  it("a new leader whose node watch lags its pod watch keeps the previous leader's worker for a node it has not seen yet", async () => {
+    const overrides = { worker: { startTimeout: '30s' } };
+    const coordination = sandbox().kc.makeApiClient(k8s.CoordinationV1Api);
+    await coordination.deleteNamespacedLease({ name: `knr-${h.id}`, namespace: h.namespace }).catch(() => undefined); // an earlier test's
+    const lease = new KubeLeaseClient(coordination, h.namespace, `knr-${h.id}`);
+    const held = await lease.create({ holderIdentity: 'previous-leader', leaseDurationSeconds: 60, renewTime: Date.now(), leaseTransitions: 0 });
+
+    // The new replica's node watch goes silent after its first list; its pod watch keeps going.
+    proxy.set({ stallWatches: ['nodes'] });
+    const ctl = await h.start(overrides, 'lagging-nodes', { kubeConfig });
+    await waitFor(async () => (proxy.requestsByKind()['watch nodes'] ?? 0) > 0, 'the node watch to start', 15_000);
+    const stalledBefore = proxy.stats().stalled;
+
+    // Then a node joins, and the previous leader records attempt 1 and starts its worker.
+    const node = await h.addNode({ faults: { neverStart: true } });
+    await waitFor(async () => proxy.stats().stalled > stalledBefore, 'the node event to be held back from the new replica', 15_000);
+    const live = (await readNode(node)) as k8s.V1Node;
+    const uid = live.metadata?.uid ?? '';
+    const cfg = h.config(overrides);
+    const attempt1 = buildWorkerPod({ node: live, attempt: 1, podName: workerPodName(node, uid, 1), config: cfg, image: workerImage(cfg.worker.image, 'dev'), configHash: configHash(workerConfigDocument(cfg.worker)) });
+    const created = await core().createNamespacedPod({ namespace: h.namespace, body: attempt1 });
+    await mergePatchNode(node, { metadata: { annotations: { 'kube-node-ready.io/node-uid': uid, 'kube-node-ready.io/attempt': '1', 'kube-node-ready.io/failures': '0', 'kube-node-ready.io/phase': 'Verifying' } } });
+
+    // The previous leader steps down. The pod's event names a node the new leader's cache lacks:
+    // it reads the node live and follows the attempt, instead of deleting the worker as an orphan.
+    await lease.update({ ...held.record, holderIdentity: '', leaseDurationSeconds: 1 }, held.resourceVersion);
+    await waitFor(async () => ctl.running.isLeader(), 'the new replica to lead', 15_000);
+    await waitFor(async () => ctl.logs.some((l) => l.node === node && l.msg === 'waiting' && l.attempt === 1), 'the new leader to wait on attempt 1', 15_000);
+    expect(ctl.logs.filter((l) => l.node === node && l.msg === 'node is gone; deleted its worker pods')).toEqual([]);
+    expect((await workerPods(h.namespace, node)).map((p) => p.metadata?.uid)).toEqual([created.metadata?.uid]);
+    expect(annotations(await readNode(node))).toMatchObject({ 'kube-node-ready.io/attempt': '1', 'kube-node-ready.io/phase': 'Verifying' });
+  });
+
   it('a reconcile after our own write, before the watch delivers it, neither redoes nor re-reads it', async () => {
     // The controller lists the node, then hears nothing more: every later copy of the node it
     // knows of comes from its own writes.
