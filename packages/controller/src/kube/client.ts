@@ -106,8 +106,21 @@ export class KubeClient {
 
   // -- Nodes ---------------------------------------------------------------------------------
 
-  listNodes(labelSelector?: string): Promise<V1NodeList> {
-    return this.call('list nodes', () => this.core.listNode(labelSelector ? { labelSelector } : {}));
+  /**
+   * Every node (matching `labelSelector`), read in pages of LIST_PAGE_SIZE like client-go's
+   * reflector, so a large cluster is never one huge response held in memory at once.
+   */
+  async listNodes(labelSelector?: string): Promise<V1NodeList> {
+    const items: V1Node[] = [];
+    let page: V1NodeList;
+    let token: string | undefined;
+    do {
+      const cont = token;
+      page = await this.call('list nodes', () => this.core.listNode({ limit: LIST_PAGE_SIZE, ...(labelSelector ? { labelSelector } : {}), ...(cont ? { _continue: cont } : {}) }));
+      items.push(...page.items);
+      token = page.metadata?._continue;
+    } while (token);
+    return { ...page, items, metadata: { ...page.metadata, _continue: undefined } };
   }
 
   /** The node of that name if it exists and matches `labelSelector`: one live list, filtered by name. */
@@ -217,6 +230,9 @@ export class KubeClient {
     );
   }
 }
+
+/** Objects per page of a list (client-go's pager uses 500). */
+const LIST_PAGE_SIZE = 500;
 
 /** The Events' own budget (client-go's event recorder has a separate spam filter too). */
 const EVENT_QPS = 10;
