@@ -18,7 +18,7 @@ import { runWorkers } from './controllers/runner.js';
 import { KubeEventRecorder, type EventSink } from './events/recorder.js';
 import { buildServer, parseBindAddress, type Probe } from './http/server.js';
 import type { KubeClient } from './kube/client.js';
-import { SelfHealingInformer, stripObject } from './kube/informer.js';
+import { SelfHealingInformer, slimNode, stripObject } from './kube/informer.js';
 import { annotation, isPodTerminal } from './kube/objects.js';
 import { LeaderElector, type RunResult } from './leader/elector.js';
 import { KubeLeaseClient } from './leader/lease-client.js';
@@ -80,7 +80,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     list: () => kube.listNodes(config.nodeManagement.nodeSelector),
     ...(config.nodeManagement.nodeSelector ? { labelSelector: config.nodeManagement.nodeSelector } : {}),
     kubeConfig: kube.kubeConfig,
-    transform: stripObject,
+    transform: (node) => slimNode(node, config.nodeManagement.condition.type),
     clock,
     log: log.child({ component: 'informer' }),
     onRestart: () => metrics.watchRestartsTotal.inc({ resource: 'nodes' }),

@@ -7,7 +7,7 @@ import type { ControllerConfig } from '../../../config/schema.js';
 import type { EventRecorder } from '../../../events/recorder.js';
 import type { KubeClient } from '../../../kube/client.js';
 import { messageOf } from '../../../kube/errors.js';
-import { stripObject } from '../../../kube/informer.js';
+import { slimNode, stripObject } from '../../../kube/informer.js';
 import { annotation, nodeName, nodeUid, toMillis } from '../../../kube/objects.js';
 import type { ControllerMetrics } from '../../../metrics/metrics.js';
 import type { NodeStatus } from '../../../metrics/names.js';
@@ -119,11 +119,11 @@ export class VerificationController {
           if (launched) await this.discardLaunched(launched, log);
           return this.forget(name, log);
         }
-        node = stripObject(fresh);
+        node = this.slim(fresh);
         this.nodes.observe(node);
         continue;
       }
-      if (applied.node !== node) this.nodes.observe(stripObject(applied.node));
+      if (applied.node !== node) this.nodes.observe(this.slim(applied.node));
 
       // 5. Bring the condition and the status metric in line with the stored progress.
       await this.syncReport(applied.node, applied.state ?? stored(store, applied.node), log);
@@ -142,7 +142,12 @@ export class VerificationController {
     const live = await this.deps.kube.findNode(name, this.deps.config.nodeManagement.nodeSelector);
     if (!live) return undefined;
     log.debug({ uid: nodeUid(live) }, 'node not in the cache yet but it exists; going on with a live copy');
-    return stripObject(live);
+    return this.slim(live);
+  }
+
+  /** A node from the API server cut to what the node cache keeps (kube/informer slimNode). */
+  private slim(node: V1Node): V1Node {
+    return slimNode(node, this.deps.config.nodeManagement.condition.type);
   }
 
   /** The cached worker pods for a node name that are not being deleted yet. */
