@@ -1,7 +1,8 @@
 // `make bench`: kube-node-ready's benchmarks in the sandbox (docs/benchmarks.md).
 //   node dist/bench.mjs [--quick] [--out bench/results/<date>[-quick].json] [--slot 10] [--reps N]
 //                       [--sizes 50,200,1000] [--steady-nodes 5000] [--max-concurrent 25] [--workers 20]
-//                       [--qps 200] [--burst 400] [--direct] [--controller-node-flags '--max-semi-space-size=2']
+//                       [--qps 200] [--burst 400] [--direct] [--controller-node-flags=--max-semi-space-size=2]
+//                       (default: the NODE_OPTIONS the Helm chart gives the controller; '=' for none)
 //   node dist/bench.mjs chart RESULTS.json [--png FILE]    redraw the chart of a results file
 //   node dist/bench.mjs analyze RESULTS.json               slot use and refill delay per burst run
 //   node dist/bench.mjs observe ...                        (internal) the observer process
@@ -73,7 +74,7 @@ async function main(argv: string[]): Promise<number> {
       qps: { type: 'string', default: '200' },
       burst: { type: 'string', default: '400' },
       direct: { type: 'boolean', default: false },
-      'controller-node-flags': { type: 'string', default: '' },
+      'controller-node-flags': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -94,7 +95,7 @@ async function main(argv: string[]): Promise<number> {
   const outFile = resolve(values.out ?? join(root, 'bench', 'results', `${date}${quick ? '-quick' : ''}.json`));
   mkdirSync(dirname(outFile), { recursive: true });
   const out = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
-  const env: BenchEnv = { root, bundle, slot, sandboxDir: join(root, '.sandbox', `bench-${slot}`), logDir: join(root, '.sandbox', `bench-${slot}-logs`), tuning, out, direct: values.direct!, controllerNodeFlags: values['controller-node-flags']!.split(' ').filter(Boolean) };
+  const env: BenchEnv = { root, bundle, slot, sandboxDir: join(root, '.sandbox', `bench-${slot}`), logDir: join(root, '.sandbox', `bench-${slot}-logs`), tuning, out, direct: values.direct!, controllerNodeFlags: (values['controller-node-flags'] ?? chartNodeOptions(root)).split(' ').filter(Boolean) };
   for (const f of ['kube-node-ready.mjs', 'sandbox.mjs']) if (!existsSync(join(root, 'dist', f))) throw new Error(`dist/${f} is missing: run \`node scripts/bundle.mjs\` first`);
 
   const stop = () => {
@@ -108,7 +109,7 @@ async function main(argv: string[]): Promise<number> {
   const started = Date.now();
   const load = { loadavgAtStart: loadavg().map((x) => round(x, 2)), otherSandboxesAtStart: otherSandboxes(slot) };
   out(`bench: ${quick ? 'quick' : 'full'} run: bursts ${sizes.join(', ')} x ${reps}, steady state with ${steadyNodes} nodes; slot ${slot}; load average ${load.loadavgAtStart.join(' ')}; other sandboxes running: ${load.otherSandboxesAtStart.join(', ') || 'none'}`);
-  out(`bench: controller tuning: maxConcurrentVerifications ${tuning.maxConcurrentVerifications}, workers ${tuning.workers}, kubernetes.qps ${tuning.qps}, burst ${tuning.burst}`);
+  out(`bench: controller tuning: maxConcurrentVerifications ${tuning.maxConcurrentVerifications}, workers ${tuning.workers}, kubernetes.qps ${tuning.qps}, burst ${tuning.burst}; Node.js flags: ${env.controllerNodeFlags.join(' ') || 'none'}`);
 
   const bursts: BurstResult[] = [];
   for (const size of sizes) {
@@ -147,7 +148,7 @@ async function main(argv: string[]): Promise<number> {
       kubernetesVersion: env.kubernetesVersion ?? 'unknown',
     },
     load: { ...load, loadavgAtEnd: loadavg().map((x) => round(x, 2)), otherSandboxesAtEnd: otherSandboxes(slot) },
-    config: { tuning, direct: values.direct!, controllerNodeFlags: env.controllerNodeFlags, note: 'every other controller setting is the default (docs/configuration.md); leader election on; worker checks: all (dns, api, tcp, service, podnet)' },
+    config: { tuning, direct: values.direct!, controllerNodeFlags: env.controllerNodeFlags, note: 'every other controller setting is the default (docs/configuration.md); Node.js flags: the Helm chart\'s NODE_OPTIONS unless --controller-node-flags says otherwise; leader election on; worker checks: all (dns, api, tcp, service, podnet)' },
     targets: TARGETS,
     summary: summarize(bursts, steady?.rssMiB.max),
     bursts,
@@ -281,6 +282,17 @@ function otherSandboxes(slot: number): string[] {
   } catch {
     return [];
   }
+}
+
+/**
+ * The NODE_OPTIONS the Helm chart's Deployment gives the controller: the bench runs the controller
+ * the way users run it. Read from the template, so the two cannot drift apart.
+ */
+function chartNodeOptions(root: string): string {
+  const template = join(root, 'deploy', 'helm', 'kube-node-ready', 'templates', 'deployment.yaml');
+  const m = /- name: NODE_OPTIONS\s*\n\s*value: (\S.*)$/m.exec(readFileSync(template, 'utf8'));
+  if (!m?.[1]) throw new Error(`no NODE_OPTIONS in ${template}: pass --controller-node-flags (or --controller-node-flags= for none)`);
+  return m[1].trim().replace(/^["']|["']$/g, '');
 }
 
 main(process.argv.slice(2)).then(
