@@ -205,6 +205,7 @@ export class VerificationController {
   }
 
   private async apply(node: V1Node, pods: readonly V1Pod[], action: Action, log: Logger): Promise<Applied> {
+    if (await this.cleanupMayHitNewerNode(node, pods, action.cleanup)) return CONFLICT;
     await this.deletePods(action.cleanup, log);
     switch (action.kind) {
       case 'Ignore':
@@ -216,6 +217,29 @@ export class VerificationController {
       case 'Complete':
         return this.complete(node, pods, action, log);
     }
+  }
+
+  /**
+   * Whether deleting `cleanup` could delete the worker of a newer node of the same name. A pod for
+   * another node UID is normally an older node's (deleted, then re-created under the same name),
+   * and goes. But when the node cache is behind the pod cache, the copy of the node is the older
+   * one and the pod belongs to the node that exists now. An older node's pod was created before
+   * that node was deleted, so before this one was created; one created no earlier than this node
+   * is checked against the live node first. Not ours any more (or gone): the caller decides again
+   * on a live copy, as after a refused write.
+   */
+  private async cleanupMayHitNewerNode(node: V1Node, pods: readonly V1Pod[], cleanup: readonly PodRef[]): Promise<boolean> {
+    const uid = nodeUid(node);
+    const created = toMillis(node.metadata?.creationTimestamp);
+    const doubtful = cleanup.some((ref) => {
+      const pod = pods.find((p) => p.metadata?.name === ref.name);
+      if (!pod || annotation(pod, PodAnnotation.NodeUid) === uid) return false;
+      const podCreated = toMillis(pod.metadata?.creationTimestamp);
+      return created === undefined || podCreated === undefined || podCreated >= created;
+    });
+    if (!doubtful) return false;
+    const live = await this.deps.kube.getNode(nodeName(node));
+    return !live || nodeUid(live) !== uid;
   }
 
   private ignore(node: V1Node, action: Extract<Action, { kind: 'Ignore' }>, log: Logger): Done {

@@ -7,7 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { k8s } from '@kube-node-ready/sandbox';
 import type { FaultProxy } from '../../../../../sandbox/src/fault-proxy.js';
 import { KubeLeaseClient } from '../../../leader/lease-client.js';
-import { annotations, harness, readNode, throughFaultProxy, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
+import { annotations, harness, readNode, throughFaultProxy, waitFor, workerPods, type Harness, type TestController } from '../../../../test/harness.js';
 import { core, sandbox } from '../../../../../../test/sandbox.js';
 import { workerPodName } from './naming.js';
 import { buildWorkerPod, configHash, workerConfigDocument, workerImage } from './pod-spec.js';
@@ -36,6 +36,36 @@ const podNames = async (node: string) => (await workerPods(h.namespace, node)).m
 
 async function mergePatchNode(name: string, body: object): Promise<void> {
   await core().patchNode({ name, body }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
+}
+
+/** Holds the Lease as the previous leader would (an earlier test's Lease of this harness goes first). */
+async function previousLeader(): Promise<{ lease: KubeLeaseClient; held: Awaited<ReturnType<KubeLeaseClient['create']>> }> {
+  const coordination = sandbox().kc.makeApiClient(k8s.CoordinationV1Api);
+  await coordination.deleteNamespacedLease({ name: `knr-${h.id}`, namespace: h.namespace }).catch(() => undefined);
+  const lease = new KubeLeaseClient(coordination, h.namespace, `knr-${h.id}`);
+  const held = await lease.create({ holderIdentity: 'previous-leader', leaseDurationSeconds: 60, renewTime: Date.now(), leaseTransitions: 0 });
+  return { lease, held };
+}
+
+/** A controller through the proxy whose node watch stalls once its first list is done (its pod watch keeps going). */
+async function startWithStalledNodeWatch(overrides: object, name: string): Promise<TestController> {
+  const watches = () => proxy.requestsByKind()['watch nodes'] ?? 0;
+  const before = watches();
+  proxy.set({ stallWatches: ['nodes'] });
+  const ctl = await h.start(overrides, name, { kubeConfig });
+  await waitFor(async () => watches() > before, 'its node watch to start (after its list)', 15_000);
+  return ctl;
+}
+
+/** The worker pod of `attempt` the previous leader started for `node`, and the progress it recorded. */
+async function previousLeadersAttempt(node: string, overrides: object, attempt: number): Promise<k8s.V1Pod> {
+  const live = (await readNode(node)) as k8s.V1Node;
+  const uid = live.metadata?.uid ?? '';
+  const cfg = h.config(overrides);
+  const pod = buildWorkerPod({ node: live, attempt, podName: workerPodName(node, uid, attempt), config: cfg, image: workerImage(cfg.worker.image, 'dev'), configHash: configHash(workerConfigDocument(cfg.worker)) });
+  const created = await core().createNamespacedPod({ namespace: h.namespace, body: pod });
+  await mergePatchNode(node, { metadata: { annotations: { 'kube-node-ready.io/node-uid': uid, 'kube-node-ready.io/attempt': String(attempt), 'kube-node-ready.io/failures': '0', 'kube-node-ready.io/phase': 'Verifying' } } });
+  return created;
 }
 
 describe('a node cache behind the apiserver', () => {
@@ -92,26 +122,14 @@ describe('a node cache behind the apiserver', () => {
 
   it("a new leader whose node watch lags its pod watch keeps the previous leader's worker for a node it has not seen yet", async () => {
     const overrides = { worker: { startTimeout: '30s' } };
-    const coordination = sandbox().kc.makeApiClient(k8s.CoordinationV1Api);
-    await coordination.deleteNamespacedLease({ name: `knr-${h.id}`, namespace: h.namespace }).catch(() => undefined); // an earlier test's
-    const lease = new KubeLeaseClient(coordination, h.namespace, `knr-${h.id}`);
-    const held = await lease.create({ holderIdentity: 'previous-leader', leaseDurationSeconds: 60, renewTime: Date.now(), leaseTransitions: 0 });
-
-    // The new replica's node watch goes silent after its first list; its pod watch keeps going.
-    proxy.set({ stallWatches: ['nodes'] });
-    const ctl = await h.start(overrides, 'lagging-nodes', { kubeConfig });
-    await waitFor(async () => (proxy.requestsByKind()['watch nodes'] ?? 0) > 0, 'the node watch to start', 15_000);
+    const { lease, held } = await previousLeader();
+    const ctl = await startWithStalledNodeWatch(overrides, 'lagging-nodes');
     const stalledBefore = proxy.stats().stalled;
 
     // Then a node joins, and the previous leader records attempt 1 and starts its worker.
     const node = await h.addNode({ faults: { neverStart: true } });
     await waitFor(async () => proxy.stats().stalled > stalledBefore, 'the node event to be held back from the new replica', 15_000);
-    const live = (await readNode(node)) as k8s.V1Node;
-    const uid = live.metadata?.uid ?? '';
-    const cfg = h.config(overrides);
-    const attempt1 = buildWorkerPod({ node: live, attempt: 1, podName: workerPodName(node, uid, 1), config: cfg, image: workerImage(cfg.worker.image, 'dev'), configHash: configHash(workerConfigDocument(cfg.worker)) });
-    const created = await core().createNamespacedPod({ namespace: h.namespace, body: attempt1 });
-    await mergePatchNode(node, { metadata: { annotations: { 'kube-node-ready.io/node-uid': uid, 'kube-node-ready.io/attempt': '1', 'kube-node-ready.io/failures': '0', 'kube-node-ready.io/phase': 'Verifying' } } });
+    const created = await previousLeadersAttempt(node, overrides, 1);
 
     // The previous leader steps down. The pod's event names a node the new leader's cache lacks:
     // it reads the node live and follows the attempt, instead of deleting the worker as an orphan.
@@ -121,6 +139,33 @@ describe('a node cache behind the apiserver', () => {
     expect(ctl.logs.filter((l) => l.node === node && l.msg === 'node is gone; deleted its worker pods')).toEqual([]);
     expect((await workerPods(h.namespace, node)).map((p) => p.metadata?.uid)).toEqual([created.metadata?.uid]);
     expect(annotations(await readNode(node))).toMatchObject({ 'kube-node-ready.io/attempt': '1', 'kube-node-ready.io/phase': 'Verifying' });
+  });
+
+  it('a new leader whose cache still has a node deleted and re-created under the same name keeps the new node\'s worker', async () => {
+    const overrides = { worker: { startTimeout: '30s' } };
+    const { lease, held } = await previousLeader();
+    const node = await h.addNode({ faults: { neverStart: true } });
+    const oldUid = (await readNode(node))?.metadata?.uid;
+    const ctl = await startWithStalledNodeWatch(overrides, 'stale-uid');
+
+    // The node is deleted and created again under its name; the new replica's cache keeps the old one.
+    await core().deleteNode({ name: node });
+    await waitFor(async () => (await readNode(node)) === undefined || undefined, 'the old node to be gone');
+    await h.addNode({ name: node, faults: { neverStart: true } });
+    const newUid = (await readNode(node))?.metadata?.uid;
+    expect(newUid).not.toBe(oldUid);
+    // The previous leader starts attempt 1 for the new node.
+    const created = await previousLeadersAttempt(node, overrides, 1);
+
+    // Seen from the old copy, that worker belongs to another node UID: an older node's, to clean
+    // up. It was created after the copy's node, so the live node is asked first, and it is the new one.
+    await lease.update({ ...held.record, holderIdentity: '', leaseDurationSeconds: 1 }, held.resourceVersion);
+    await waitFor(async () => ctl.running.isLeader(), 'the new replica to lead', 15_000);
+    await waitFor(async () => ctl.logs.some((l) => l.node === node && l.msg === 'waiting' && l.attempt === 1), 'the new leader to wait on attempt 1', 15_000);
+    expect(ctl.logs.filter((l) => l.node === node && l.msg === 'started worker pod')).toEqual([]);
+    const pods = await workerPods(h.namespace, node);
+    expect(pods.map((p) => [p.metadata?.uid, p.metadata?.deletionTimestamp])).toEqual([[created.metadata?.uid, undefined]]);
+    expect(annotations(await readNode(node))).toMatchObject({ 'kube-node-ready.io/node-uid': newUid, 'kube-node-ready.io/attempt': '1', 'kube-node-ready.io/failures': '0', 'kube-node-ready.io/phase': 'Verifying' });
   });
 
   it('a reconcile after our own write, before the watch delivers it, neither redoes nor re-reads it', async () => {
