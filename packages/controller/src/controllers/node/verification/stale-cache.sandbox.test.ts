@@ -38,13 +38,20 @@ async function mergePatchNode(name: string, body: object): Promise<void> {
   await core().patchNode({ name, body }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
 }
 
-/** Holds the Lease as the previous leader would (an earlier test's Lease of this harness goes first). */
-async function previousLeader(): Promise<{ lease: KubeLeaseClient; held: Awaited<ReturnType<KubeLeaseClient['create']>> }> {
+/**
+ * Holds the Lease as the previous leader (played by the test) would, until `stepDown()` (an earlier
+ * test's Lease of this harness goes first).
+ */
+async function previousLeader(): Promise<{ stepDown: () => Promise<void> }> {
   const coordination = sandbox().kc.makeApiClient(k8s.CoordinationV1Api);
   await coordination.deleteNamespacedLease({ name: `knr-${h.id}`, namespace: h.namespace }).catch(() => undefined);
   const lease = new KubeLeaseClient(coordination, h.namespace, `knr-${h.id}`);
   const held = await lease.create({ holderIdentity: 'previous-leader', leaseDurationSeconds: 60, renewTime: Date.now(), leaseTransitions: 0 });
-  return { lease, held };
+  return {
+    stepDown: async () => {
+      await lease.update({ ...held.record, holderIdentity: '', leaseDurationSeconds: 1 }, held.resourceVersion);
+    },
+  };
 }
 
 /** A controller through the proxy whose node watch stalls once its first list is done (its pod watch keeps going). */
@@ -57,23 +64,30 @@ async function startWithStalledNodeWatch(overrides: object, name: string): Promi
   return ctl;
 }
 
-/** The worker pod of `attempt` the previous leader started for `node`, and the progress it recorded. */
-async function previousLeadersAttempt(node: string, overrides: object, attempt: number): Promise<k8s.V1Pod> {
+/**
+ * The worker pod of `attempt` the previous leader started for `node`, and the progress it recorded
+ * (`Verifying` that attempt, with `progress` on top). Returns the pod and the annotations written.
+ */
+async function previousLeadersAttempt(
+  node: string,
+  overrides: object,
+  attempt: number,
+  progress: Record<string, string> = {},
+): Promise<{ pod: k8s.V1Pod; annotations: Record<string, string> }> {
   const live = (await readNode(node)) as k8s.V1Node;
   const uid = live.metadata?.uid ?? '';
   const cfg = h.config(overrides);
-  const pod = buildWorkerPod({ node: live, attempt, podName: workerPodName(node, uid, attempt), config: cfg, image: workerImage(cfg.worker.image, 'dev'), configHash: configHash(workerConfigDocument(cfg.worker)) });
-  const created = await core().createNamespacedPod({ namespace: h.namespace, body: pod });
-  await mergePatchNode(node, { metadata: { annotations: { 'kube-node-ready.io/node-uid': uid, 'kube-node-ready.io/attempt': String(attempt), 'kube-node-ready.io/failures': '0', 'kube-node-ready.io/phase': 'Verifying' } } });
-  return created;
+  const body = buildWorkerPod({ node: live, attempt, podName: workerPodName(node, uid, attempt), config: cfg, image: workerImage(cfg.worker.image, 'dev'), configHash: configHash(workerConfigDocument(cfg.worker)) });
+  const pod = await core().createNamespacedPod({ namespace: h.namespace, body });
+  const written = { 'kube-node-ready.io/node-uid': uid, 'kube-node-ready.io/attempt': String(attempt), 'kube-node-ready.io/failures': '0', 'kube-node-ready.io/phase': 'Verifying', ...progress };
+  await mergePatchNode(node, { metadata: { annotations: written } });
+  return { pod, annotations: written };
 }
 
 describe('a node cache behind the apiserver', () => {
   it("a new leader whose cache has not seen the previous leader's progress neither restarts the count nor starts a second worker", async () => {
     const overrides = { worker: { startTimeout: '30s' }, reconciliation: { maxRetries: 3 } };
-    // The previous leader (played by this test) holds the lease.
-    const lease = new KubeLeaseClient(sandbox().kc.makeApiClient(k8s.CoordinationV1Api), h.namespace, `knr-${h.id}`);
-    const held = await lease.create({ holderIdentity: 'previous-leader', leaseDurationSeconds: 60, renewTime: Date.now(), leaseTransitions: 0 });
+    const previous = await previousLeader();
 
     // The new replica lists the node before the previous leader has written anything to it; then
     // its watches go silent, so its cache keeps that copy: tainted, none of our annotations.
@@ -83,30 +97,14 @@ describe('a node cache behind the apiserver', () => {
     expect(ctl.running.isLeader()).toBe(false);
 
     // Meanwhile the previous leader ran attempt 1 (it failed) and started attempt 2, whose worker is live.
-    const live = await readNode(node);
-    const uid = live?.metadata?.uid ?? '';
-    const cfg = h.config(overrides);
-    const attempt2 = buildWorkerPod({
-      node: live as k8s.V1Node,
-      attempt: 2,
-      podName: workerPodName(node, uid, 2),
-      config: cfg,
-      image: workerImage(cfg.worker.image, 'dev'),
-      configHash: configHash(workerConfigDocument(cfg.worker)),
-    });
-    await core().createNamespacedPod({ namespace: h.namespace, body: attempt2 });
-    const progress = {
-      'kube-node-ready.io/node-uid': uid,
-      'kube-node-ready.io/attempt': '2',
+    const { pod: attempt2, annotations: progress } = await previousLeadersAttempt(node, overrides, 2, {
       'kube-node-ready.io/failures': '1',
-      'kube-node-ready.io/phase': 'Verifying',
       'kube-node-ready.io/last-outcome': 'NotStarted',
       'kube-node-ready.io/last-message': 'the worker container did not start (written by the previous leader)',
-    };
-    await mergePatchNode(node, { metadata: { annotations: progress } });
+    });
 
     // The previous leader steps down; the new one takes over with its stale cache and reconciles.
-    await lease.update({ ...held.record, holderIdentity: '', leaseDurationSeconds: 1 }, held.resourceVersion);
+    await previous.stepDown();
     await waitFor(async () => ctl.running.isLeader(), 'the new replica to lead', 15_000);
     await waitFor(async () => ctl.logs.some((l) => l.node === node && (l.msg === 'waiting' || l.msg === 'started worker pod')), 'the new leader to reconcile the node', 15_000);
 
@@ -122,18 +120,18 @@ describe('a node cache behind the apiserver', () => {
 
   it("a new leader whose node watch lags its pod watch keeps the previous leader's worker for a node it has not seen yet", async () => {
     const overrides = { worker: { startTimeout: '30s' } };
-    const { lease, held } = await previousLeader();
+    const previous = await previousLeader();
     const ctl = await startWithStalledNodeWatch(overrides, 'lagging-nodes');
     const stalledBefore = proxy.stats().stalled;
 
     // Then a node joins, and the previous leader records attempt 1 and starts its worker.
     const node = await h.addNode({ faults: { neverStart: true } });
     await waitFor(async () => proxy.stats().stalled > stalledBefore, 'the node event to be held back from the new replica', 15_000);
-    const created = await previousLeadersAttempt(node, overrides, 1);
+    const { pod: created } = await previousLeadersAttempt(node, overrides, 1);
 
     // The previous leader steps down. The pod's event names a node the new leader's cache lacks:
     // it reads the node live and follows the attempt, instead of deleting the worker as an orphan.
-    await lease.update({ ...held.record, holderIdentity: '', leaseDurationSeconds: 1 }, held.resourceVersion);
+    await previous.stepDown();
     await waitFor(async () => ctl.running.isLeader(), 'the new replica to lead', 15_000);
     await waitFor(async () => ctl.logs.some((l) => l.node === node && l.msg === 'waiting' && l.attempt === 1), 'the new leader to wait on attempt 1', 15_000);
     expect(ctl.logs.filter((l) => l.node === node && l.msg === 'node is gone; deleted its worker pods')).toEqual([]);
@@ -143,7 +141,7 @@ describe('a node cache behind the apiserver', () => {
 
   it('a new leader whose cache still has a node deleted and re-created under the same name keeps the new node\'s worker', async () => {
     const overrides = { worker: { startTimeout: '30s' } };
-    const { lease, held } = await previousLeader();
+    const previous = await previousLeader();
     const node = await h.addNode({ faults: { neverStart: true } });
     const oldUid = (await readNode(node))?.metadata?.uid;
     const ctl = await startWithStalledNodeWatch(overrides, 'stale-uid');
@@ -155,11 +153,11 @@ describe('a node cache behind the apiserver', () => {
     const newUid = (await readNode(node))?.metadata?.uid;
     expect(newUid).not.toBe(oldUid);
     // The previous leader starts attempt 1 for the new node.
-    const created = await previousLeadersAttempt(node, overrides, 1);
+    const { pod: created } = await previousLeadersAttempt(node, overrides, 1);
 
     // Seen from the old copy, that worker belongs to another node UID: an older node's, to clean
     // up. It was created after the copy's node, so the live node is asked first, and it is the new one.
-    await lease.update({ ...held.record, holderIdentity: '', leaseDurationSeconds: 1 }, held.resourceVersion);
+    await previous.stepDown();
     await waitFor(async () => ctl.running.isLeader(), 'the new replica to lead', 15_000);
     await waitFor(async () => ctl.logs.some((l) => l.node === node && l.msg === 'waiting' && l.attempt === 1), 'the new leader to wait on attempt 1', 15_000);
     expect(ctl.logs.filter((l) => l.node === node && l.msg === 'started worker pod')).toEqual([]);
