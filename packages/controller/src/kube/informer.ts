@@ -11,8 +11,8 @@ import { messageOf } from './errors.js';
  * connection) after firing `error` (PITFALLS). This wrapper restarts it with exponential backoff
  * (1 s doubling to 30 s, reset once a restart connects), counts restarts, and reports health.
  *
- * Every object entering the cache goes through `transform` (strip managedFields and what else the
- * controller never reads: slimNode, stripObject) and is stored as plain JSON: list results (typed, with Date fields) and
+ * Every object entering the cache goes through `transform` (slimNode, stripObject: drop what the
+ * controller never reads), then is stored as plain JSON: list results (typed, with Date fields) and
  * watch events (raw JSON, with string times) look the same. Read times with kube/objects toMillis.
  */
 export interface InformerOptions<T extends KubernetesObject> {
@@ -23,6 +23,7 @@ export interface InformerOptions<T extends KubernetesObject> {
   list: () => Promise<KubernetesListObject<T>>;
   kubeConfig: KubeConfig;
   labelSelector?: string;
+  /** Applied to each object as the API returned it (typed or raw), before the plain copy is made. */
   transform?: (obj: T) => T;
   clock: Clock;
   log: Logger;
@@ -53,7 +54,9 @@ export class SelfHealingInformer<T extends KubernetesObject> {
 
   constructor(private readonly opts: InformerOptions<T>) {
     this.backoffMs = opts.minBackoffMs ?? 1_000;
-    const transform = (obj: T): T => (opts.transform ? opts.transform(toPlain(obj)) : toPlain(obj));
+    // Cut first, then copy: only what the cache keeps goes through the JSON round trip (a node
+    // heartbeat at a time, for every node).
+    const transform = (obj: T): T => toPlain(opts.transform ? opts.transform(obj) : obj);
     const list = async (): Promise<KubernetesListObject<T>> => {
       const result = await opts.list();
       // ListWatch applies the list to its cache as soon as this resolves, then connects the watch.
