@@ -57,8 +57,13 @@ const RECENTLY_CREATED_TTL_MS = 10_000;
 /** Node writes refused for a changed node before the reconcile gives up and requeues. */
 const MAX_CONFLICT_ROUNDS = 3;
 
-/** What apply() did. A refused node write reports the worker pod it created first, if any. */
-type Applied = { kind: 'done'; node: V1Node; state?: VerificationState; result: ReconcileResult } | { kind: 'conflict'; launched?: PodRef };
+/**
+ * What apply() did. A refused node write reports the worker pod it created first, if any; a
+ * conflict found by reading the node live carries that read (`live.node` undefined: it is gone).
+ */
+type Applied =
+  | { kind: 'done'; node: V1Node; state?: VerificationState; result: ReconcileResult }
+  | { kind: 'conflict'; launched?: PodRef; live?: { node: V1Node | undefined } };
 type Done = Extract<Applied, { kind: 'done' }>;
 const CONFLICT: Applied = { kind: 'conflict' };
 
@@ -109,12 +114,13 @@ export class VerificationController {
       const applied = await this.apply(node, pods, action, log);
 
       // 4. The node changed under us: read it again, live (the informer may still hold the copy
-      //    the write was refused for), and decide again.
+      //    the write was refused for; a conflict found by a live read brings that read), and
+      //    decide again.
       if (applied.kind === 'conflict') {
         launched = applied.launched ?? launched;
         if (round >= MAX_CONFLICT_ROUNDS) throw new Error(`node ${name} kept changing during ${round} attempts to write it`);
         log.debug({ round }, 'node changed since it was read; reading it again');
-        const fresh = await kube.getNode(name);
+        const fresh = applied.live ? applied.live.node : await kube.getNode(name);
         if (!fresh) {
           if (launched) await this.discardLaunched(launched, log);
           return this.forget(name, log);
@@ -205,7 +211,8 @@ export class VerificationController {
   }
 
   private async apply(node: V1Node, pods: readonly V1Pod[], action: Action, log: Logger): Promise<Applied> {
-    if (await this.cleanupMayHitNewerNode(node, pods, action.cleanup)) return CONFLICT;
+    const newer = await this.newerNodeThanCleanup(node, pods, action.cleanup);
+    if (newer) return { kind: 'conflict', live: newer };
     await this.deletePods(action.cleanup, log);
     switch (action.kind) {
       case 'Ignore':
@@ -220,15 +227,16 @@ export class VerificationController {
   }
 
   /**
-   * Whether deleting `cleanup` could delete the worker of a newer node of the same name. A pod for
-   * another node UID is normally an older node's (deleted, then re-created under the same name),
-   * and goes. But when the node cache is behind the pod cache, the copy of the node is the older
-   * one and the pod belongs to the node that exists now. An older node's pod was created before
-   * that node was deleted, so before this one was created; one created no earlier than this node
-   * is checked against the live node first. Not ours any more (or gone): the caller decides again
-   * on a live copy, as after a refused write.
+   * The live node, when deleting `cleanup` could delete the worker of a newer node of the same name
+   * (undefined when it cannot, or the live node is `node`). A pod for another node UID is normally
+   * an older node's (deleted, then re-created under the same name), and goes. But when the node
+   * cache is behind the pod cache, the copy of the node is the older one and the pod belongs to the
+   * node that exists now. An older node's pod was created before that node was deleted, so before
+   * this one was created; one created no earlier than this node is checked against the live node
+   * first. Not ours any more (or gone): the caller decides again on that live copy, as after a
+   * refused write.
    */
-  private async cleanupMayHitNewerNode(node: V1Node, pods: readonly V1Pod[], cleanup: readonly PodRef[]): Promise<boolean> {
+  private async newerNodeThanCleanup(node: V1Node, pods: readonly V1Pod[], cleanup: readonly PodRef[]): Promise<{ node: V1Node | undefined } | undefined> {
     const uid = nodeUid(node);
     const created = toMillis(node.metadata?.creationTimestamp);
     const doubtful = cleanup.some((ref) => {
@@ -237,9 +245,9 @@ export class VerificationController {
       const podCreated = toMillis(pod.metadata?.creationTimestamp);
       return created === undefined || podCreated === undefined || podCreated >= created;
     });
-    if (!doubtful) return false;
+    if (!doubtful) return undefined;
     const live = await this.deps.kube.getNode(nodeName(node));
-    return !live || nodeUid(live) !== uid;
+    return !live || nodeUid(live) !== uid ? { node: live } : undefined;
   }
 
   private ignore(node: V1Node, action: Extract<Action, { kind: 'Ignore' }>, log: Logger): Done {
