@@ -25,6 +25,11 @@ export interface WorkerSummary {
   error?: string;
   /** Checks left out to fit the size limit (failed checks are kept first). */
   omittedChecks?: number;
+  /**
+   * Findings that did not fail the node, each prefixed with its check ("dns: ... slow: 3.5s ...").
+   * Optional: readers that do not know the field ignore it. They give way to errors for space.
+   */
+  warnings?: string[];
 }
 
 export type SummaryParse = { ok: true; summary: WorkerSummary } | { ok: false; reason: string };
@@ -37,6 +42,29 @@ const ELLIPSIS = '…';
  * then drops passed checks, then failed ones from the end, then the node name.
  */
 export function encodeSummary(summary: WorkerSummary): string {
+  const full = serialize(summary);
+  if (fits(full)) return full;
+  if (summary.warnings !== undefined) {
+    // Errors first: warnings (each cut short) are kept in order while the errors still fit whole.
+    const { warnings, ...rest } = summary;
+    let text = serialize(rest);
+    if (!fits(text)) return encodeErrors(rest);
+    const kept: string[] = [];
+    for (const warning of warnings) {
+      const candidate = serialize({ ...rest, warnings: [...kept, truncate(warning, MAX_WARNING_CODE_POINTS)] });
+      if (!fits(candidate)) break;
+      kept.push(truncate(warning, MAX_WARNING_CODE_POINTS));
+      text = candidate;
+    }
+    return text;
+  }
+  return encodeErrors(summary);
+}
+
+/** Longest warning kept when the summary has to be shortened. */
+const MAX_WARNING_CODE_POINTS = 300;
+
+function encodeErrors(summary: WorkerSummary): string {
   const full = serialize(summary);
   if (fits(full)) return full;
 
@@ -105,6 +133,7 @@ const summarySchema = z.object(
     checks: z.array(checkSchema, { error: 'expected a list' }),
     error: z.optional(z.string({ error: 'expected a string' })),
     omittedChecks: z.optional(z.int({ error: 'expected a whole number' }).check(z.nonnegative({ error: 'expected a whole number' }))),
+    warnings: z.optional(z.array(z.string({ error: 'expected a string' }), { error: 'expected a list' })),
   },
   { error: 'expected a JSON object' },
 );
@@ -134,6 +163,7 @@ function serialize(summary: WorkerSummary): string {
     })),
     ...(summary.error !== undefined ? { error: summary.error } : {}),
     ...(summary.omittedChecks ? { omittedChecks: summary.omittedChecks } : {}),
+    ...(summary.warnings !== undefined && summary.warnings.length > 0 ? { warnings: summary.warnings } : {}),
   };
   return JSON.stringify(ordered);
 }
