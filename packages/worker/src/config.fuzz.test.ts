@@ -250,8 +250,8 @@ describe('loadWorkerConfig regressions found by fuzzing', () => {
   it('quotes odd keys, so that every problem stays on one line', () => {
     expect(fromFile('dns:\n  "a\\nb": 1\n  "": 2\n').split('\n')).toEqual([
       'invalid configuration:',
-      `  - dns."a\\nb" (in ${file}): unknown key; allowed keys: servers, names, externalNames, timeout`,
-      `  - dns."" (in ${file}): unknown key; allowed keys: servers, names, externalNames, timeout`,
+      `  - dns."a\\nb" (in ${file}): unknown key; allowed keys: servers, names, externalNames, timeout, slowAfter`,
+      `  - dns."" (in ${file}): unknown key; allowed keys: servers, names, externalNames, timeout, slowAfter`,
     ]);
   });
 });

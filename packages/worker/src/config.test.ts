@@ -28,14 +28,16 @@ function configError(argv: string[], env: NodeJS.ProcessEnv = {}): string {
 describe('defaults', () => {
   it('pins every default', () => {
     const expected: WorkerConfig = {
-      enabled: ['dns', 'api', 'tcp', 'service', 'podnet'],
+      enabled: ['dns', 'api', 'tcp', 'service', 'podnet', 'mtu', 'egress'],
       timeout: 30_000,
       checkTimeout: 5_000,
+      onSlow: 'warn',
       clusterDomain: 'cluster.local',
       dnsService: { namespace: 'kube-system', name: 'kube-dns' },
       terminationLog: '/dev/termination-log',
       logging: { format: 'json', level: 'info' },
       dns: { servers: [], names: ['kubernetes.default.svc.cluster.local'], externalNames: [] },
+      api: { endpoints: [] },
       tcp: { targets: [] },
       service: {
         services: [
@@ -44,7 +46,10 @@ describe('defaults', () => {
         ],
       },
       podnet: { mode: 'any' },
-      checkTimeouts: { dns: 5_000, api: 5_000, tcp: 5_000, service: 5_000, podnet: 5_000 },
+      mtu: {},
+      egress: { port: 443, tls: true },
+      checkTimeouts: { dns: 5_000, api: 5_000, tcp: 5_000, service: 5_000, podnet: 5_000, mtu: 5_000, egress: 5_000 },
+      slowAfter: { dns: 1_000, api: undefined, tcp: undefined, service: undefined, podnet: 1_000, mtu: undefined, egress: undefined },
       pod: { serviceAccountDir: '/var/run/secrets/kubernetes.io/serviceaccount', resolvConf: '/etc/resolv.conf' },
     };
     expect(configOf([], {})).toEqual(expected);
@@ -73,6 +78,12 @@ describe('flags', () => {
       '--service', 'team/web',
       '--dns-service', 'kube-system/coredns',
       '--podnet-mode', 'all',
+      '--on-slow', 'fail',
+      '--dns-slow-after', '250ms',
+      '--api-endpoints', '10.0.0.5:6443,[fd00::5]:6443',
+      '--mtu', '1450',
+      '--large-dns-name', 'large.kube-node-ready.svc.cluster.local',
+      '--egress-port', '8443',
     ]);
     expect(c).toMatchObject({
       enabled: ['dns', 'tcp'],
@@ -94,7 +105,12 @@ describe('flags', () => {
       tcp: { targets: [{ host: 'db.example.com', port: 5432 }, { host: 'fd00::5', port: 443 }] },
       service: { services: [{ namespace: 'team', name: 'web' }, { namespace: 'kube-system', name: 'coredns' }] },
       podnet: { mode: 'all' },
-      checkTimeouts: { dns: 2_000, api: 2_000, tcp: 2_000, service: 2_000, podnet: 2_000 },
+      onSlow: 'fail',
+      api: { endpoints: [{ host: '10.0.0.5', port: 6443 }, { host: 'fd00::5', port: 6443 }] },
+      mtu: { mtu: 1450, largeName: 'large.kube-node-ready.svc.cluster.local' },
+      egress: { port: 8443, tls: true },
+      checkTimeouts: { dns: 2_000, api: 2_000, tcp: 2_000, service: 2_000, podnet: 2_000, mtu: 2_000, egress: 2_000 },
+      slowAfter: { dns: 250, podnet: 1_000 },
     });
   });
 
@@ -167,8 +183,8 @@ podnet:
   });
 
   it('accepts an empty file and a controller config without worker.checks', () => {
-    expect(configOf(['--config', yamlFile('')]).enabled).toHaveLength(5);
-    expect(configOf(['--config', yamlFile('worker:\n  timeout: 60s\n')]).enabled).toHaveLength(5);
+    expect(configOf(['--config', yamlFile('')]).enabled).toHaveLength(7);
+    expect(configOf(['--config', yamlFile('worker:\n  timeout: 60s\n')]).enabled).toHaveLength(7);
   });
 
   it('lets flags win over the file', () => {
@@ -180,17 +196,22 @@ podnet:
 
 describe('errors name the field and what is allowed', () => {
   it.each([
-    [['--bogus'], /^--bogus: unknown flag; allowed flags: --config, --checks, .*--podnet-mode, --help, --version$/],
+    [['--bogus'], /^--bogus: unknown flag; allowed flags: --config, --checks, .*--podnet-mode, .*--egress-port, --help, --version$/],
     [['--check-timeout', '5x'], /^--check-timeout: expected a duration greater than 0 like "500ms", "5s" or "1m", got "5x"$/],
     [['--timeout', '0'], /^--timeout: expected a duration greater than 0/],
-    [['--checks', 'dns,dnx'], /^--checks: expected one of dns, api, tcp, service, podnet, got "dnx"$/],
-    [['--checks', ''], /^--checks: expected at least one of dns, api, tcp, service, podnet$/],
+    [['--checks', 'dns,dnx'], /^--checks: expected one of dns, api, tcp, service, podnet, mtu, egress, got "dnx"$/],
+    [['--checks', ''], /^--checks: expected at least one of dns, api, tcp, service, podnet, mtu, egress$/],
     [['--dns-server', 'dns.example'], /^--dns-server: expected an IP address with an optional port/],
     [['--dns-server', '10.0.0.1:99999'], /^--dns-server: expected an IP address/],
     [['--tcp-targets', '10.0.0.1'], /^--tcp-targets: expected HOST:PORT/],
     [['--service', 'kubernetes'], /^--service: expected NAMESPACE\/NAME such as "default\/kubernetes", got "kubernetes"$/],
     [['--podnet-mode', 'most'], /^--podnet-mode: expected one of any, all, got "most"$/],
     [['--log-format', 'xml'], /^--log-format: expected one of json, pretty, got "xml"$/],
+    [['--on-slow', 'panic'], /^--on-slow: expected one of warn, fail, got "panic"$/],
+    [['--mtu', '9x'], /^--mtu: expected a whole number from 576 to 65535, got "9x"$/],
+    [['--mtu', '100'], /^--mtu: expected a whole number from 576 to 65535, got "100"$/],
+    [['--egress-port', '0'], /^--egress-port: expected a whole number from 1 to 65535, got "0"$/],
+    [['--api-endpoints', 'api.example:6443'], /^--api-endpoints: expected an IP address and port/],
     [['--timeout'], /^--timeout: needs a value/],
     [['extra'], /^unexpected argument extra/],
   ])('%j', (argv, message) => {
@@ -202,17 +223,17 @@ describe('errors name the field and what is allowed', () => {
     const message = configError(['--config', file]);
     expect(message).toContain(`checkTimeout (in ${file}): expected a duration greater than 0 like "500ms", "5s" or "1m", got 5`);
     expect(message).toContain(`dns.servers[0] (in ${file}): expected an IP address with an optional port`);
-    expect(message).toContain(`dns.nameservers (in ${file}): unknown key; allowed keys: servers, names, externalNames, timeout`);
+    expect(message).toContain(`dns.nameservers (in ${file}): unknown key; allowed keys: servers, names, externalNames, timeout, slowAfter`);
   });
 
   it('rejects a __proto__ key like any unknown key', () => {
     const file = yamlFile('__proto__:\n  enabled: [dns]\n');
-    expect(configError(['--config', file])).toBe(`__proto__ (in ${file}): unknown key; allowed keys: enabled, timeout, checkTimeout, clusterDomain, dnsService, terminationLog, logging, dns, api, tcp, service, podnet`);
+    expect(configError(['--config', file])).toBe(`__proto__ (in ${file}): unknown key; allowed keys: enabled, timeout, checkTimeout, onSlow, clusterDomain, dnsService, terminationLog, logging, dns, api, tcp, service, podnet, mtu, egress`);
   });
 
   it('prefixes keys of a controller config with worker.checks', () => {
     const file = yamlFile('worker:\n  checks:\n    enabled: [dns, pings]\n');
-    expect(configError(['--config', file])).toBe(`worker.checks.enabled[1] (in ${file}): expected one of dns, api, tcp, service, podnet, got "pings"`);
+    expect(configError(['--config', file])).toBe(`worker.checks.enabled[1] (in ${file}): expected one of dns, api, tcp, service, podnet, mtu, egress, got "pings"`);
   });
 
   it('reports unreadable and malformed files', () => {

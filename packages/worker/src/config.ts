@@ -11,7 +11,7 @@ import * as z from 'zod/mini';
  * docs/worker.md documents every option; config.test.ts pins every default.
  */
 
-export const CHECK_NAMES = ['dns', 'api', 'tcp', 'service', 'podnet'] as const;
+export const CHECK_NAMES = ['dns', 'api', 'tcp', 'service', 'podnet', 'mtu', 'egress'] as const;
 export type CheckName = (typeof CHECK_NAMES)[number];
 
 export interface HostPort {
@@ -29,7 +29,17 @@ export const DEFAULTS = {
   resolvConf: '/etc/resolv.conf',
   terminationLog: '/dev/termination-log',
   dnsPort: 53,
+  /** Where the pod's default route and interface MTU are read (the pod's own network namespace). */
+  procNetRoute: '/proc/net/route',
+  procNetIpv6Route: '/proc/net/ipv6_route',
+  sysClassNet: '/sys/class/net',
+  /** 0 (the default): UDP datagrams that fit the path MTU are sent with don't-fragment. */
+  noPmtuDisc: '/proc/sys/net/ipv4/ip_no_pmtu_disc',
 } as const;
+
+/** What a latency over a check's `slowAfter` does: a warning (logged, in the summary) or a failure. */
+export const SLOW_ACTIONS = ['warn', 'fail'] as const;
+export type SlowAction = (typeof SLOW_ACTIONS)[number];
 
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const satisfies readonly LogLevel[];
 const LOG_FORMATS = ['json', 'pretty'] as const satisfies readonly LogFormat[];
@@ -108,6 +118,29 @@ const serviceRef = () =>
     return { namespace, name };
   });
 
+/** A whole number in [min, max]; YAML numbers and flag strings alike. */
+const wholeNumber = (min: number, max: number) => {
+  const expected = `a whole number from ${min} to ${max}`;
+  return z.pipe(
+    z.union([z.number({ error: `expected ${expected}` }), text(expected)]),
+    z.transform((input: number | string, ctx) => {
+      const n = typeof input === 'number' ? input : /^\s*\d+\s*$/.test(input) ? Number(input) : NaN;
+      if (!Number.isInteger(n) || n < min || n > max) {
+        ctx.issues.push({ code: 'custom', message: `expected ${expected}`, input });
+        return z.NEVER;
+      }
+      return n;
+    }),
+  );
+};
+
+const HOST_PORT = 'an IP address and port such as "10.0.0.5:6443" or "[fd00::5]:6443"';
+const ipPort = () =>
+  parsed(HOST_PORT, (input) => {
+    const hp = parseHostPort(input, undefined);
+    return hp && isIP(hp.host) ? hp : undefined;
+  });
+
 function oneOf<T extends readonly [string, ...string[]]>(values: T) {
   return z.enum(values, { error: `expected one of ${values.join(', ')}` });
 }
@@ -153,6 +186,7 @@ export function formatServiceRef(ref: ServiceRef): string {
 // worker's start-up memory low (the full zod API costs about 15 MiB).
 
 const checkTimeout = () => z.optional(duration());
+const slowAfter = () => z.optional(duration());
 
 const sections = {
   logging: z.strictObject({
@@ -166,11 +200,18 @@ const sections = {
     names: z.optional(list(dnsName())),
     externalNames: z._default(list(dnsName()), []),
     timeout: checkTimeout(),
+    slowAfter: z.prefault(duration(), '1s'),
   }),
-  api: z.strictObject({ timeout: checkTimeout() }),
+  api: z.strictObject({
+    /** API server addresses to use when the `kubernetes` Service does not connect (kube-proxy broken). */
+    endpoints: z._default(list(ipPort()), []),
+    timeout: checkTimeout(),
+    slowAfter: slowAfter(),
+  }),
   tcp: z.strictObject({
     targets: z._default(list(tcpTarget()), []),
     timeout: checkTimeout(),
+    slowAfter: slowAfter(),
   }),
   service: z.strictObject({
     services: z.prefault(list(serviceRef()), ['default/kubernetes']),
@@ -179,6 +220,20 @@ const sections = {
   podnet: z.strictObject({
     mode: z._default(oneOf(['any', 'all'] as const), 'any'),
     timeout: checkTimeout(),
+    slowAfter: z.prefault(duration(), '1s'),
+  }),
+  mtu: z.strictObject({
+    /** Absent: the MTU of the pod's default-route interface. */
+    mtu: z.optional(wholeNumber(576, 65535)),
+    /** A name whose answer is larger than 1500 bytes; absent: large answers are not tested. */
+    largeName: z.optional(dnsName()),
+    timeout: checkTimeout(),
+  }),
+  egress: z.strictObject({
+    port: z._default(wholeNumber(1, 65535), 443),
+    tls: z._default(z.boolean({ error: 'expected true or false' }), true),
+    timeout: checkTimeout(),
+    slowAfter: slowAfter(),
   }),
 };
 
@@ -189,6 +244,7 @@ const rootSchema = z.strictObject(
     ]),
     timeout: z.prefault(duration(), '30s'),
     checkTimeout: z.prefault(duration(), '5s'),
+    onSlow: z._default(oneOf(SLOW_ACTIONS), 'warn'),
     clusterDomain: z.prefault(dnsName(), 'cluster.local'),
     dnsService: z.prefault(serviceRef(), 'kube-system/kube-dns'),
     terminationLog: z._default(text('a file path').check(z.minLength(1, { error: 'expected a file path' })), DEFAULTS.terminationLog),
@@ -198,6 +254,8 @@ const rootSchema = z.strictObject(
     tcp: z.prefault(sections.tcp, {}),
     service: z.prefault(sections.service, {}),
     podnet: z.prefault(sections.podnet, {}),
+    mtu: z.prefault(sections.mtu, {}),
+    egress: z.prefault(sections.egress, {}),
   },
   { error: 'expected a mapping' },
 );
@@ -216,21 +274,36 @@ const KEYS: Record<string, string[]> = {
 export const workerConfigSchema = z.pipe(
   rootSchema,
   z.transform((c: z.output<typeof rootSchema>) => {
-    const { dns, api, tcp, service, podnet, ...rest } = c;
+    const { dns, api, tcp, service, podnet, mtu, egress, ...rest } = c;
     return {
       ...rest,
       enabled: [...new Set(c.enabled)],
       dns: { servers: dns.servers, names: dns.names ?? [`kubernetes.default.svc.${c.clusterDomain}`], externalNames: dns.externalNames },
+      api: { endpoints: api.endpoints },
       tcp: { targets: tcp.targets },
       service: { services: uniqueRefs([...service.services, c.dnsService]) },
       podnet: { mode: podnet.mode },
+      mtu: { ...(mtu.mtu !== undefined ? { mtu: mtu.mtu } : {}), ...(mtu.largeName !== undefined ? { largeName: mtu.largeName } : {}) },
+      egress: { port: egress.port, tls: egress.tls },
       checkTimeouts: {
         dns: dns.timeout ?? c.checkTimeout,
         api: api.timeout ?? c.checkTimeout,
         tcp: tcp.timeout ?? c.checkTimeout,
         service: service.timeout ?? c.checkTimeout,
         podnet: podnet.timeout ?? c.checkTimeout,
+        mtu: mtu.timeout ?? c.checkTimeout,
+        egress: egress.timeout ?? c.checkTimeout,
       } satisfies Record<CheckName, number>,
+      /** Latency over which a measured step is slow (warning or failure by onSlow); absent: not judged. */
+      slowAfter: {
+        dns: dns.slowAfter,
+        api: api.slowAfter,
+        tcp: tcp.slowAfter,
+        service: undefined,
+        podnet: podnet.slowAfter,
+        mtu: undefined,
+        egress: egress.slowAfter,
+      } satisfies Record<CheckName, number | undefined>,
     };
   }),
 );
@@ -292,6 +365,12 @@ export const FLAGS: Record<string, FlagSpec> = {
   service: { path: ['service', 'services'], list: true },
   'dns-service': { path: ['dnsService'] },
   'podnet-mode': { path: ['podnet', 'mode'] },
+  'on-slow': { path: ['onSlow'] },
+  'dns-slow-after': { path: ['dns', 'slowAfter'] },
+  'api-endpoints': { path: ['api', 'endpoints'], list: true },
+  mtu: { path: ['mtu', 'mtu'] },
+  'large-dns-name': { path: ['mtu', 'largeName'] },
+  'egress-port': { path: ['egress', 'port'] },
 };
 
 const ENV_OVERRIDES: Record<string, string[]> = {

@@ -71,7 +71,8 @@ describe('runWorker end to end (fake API server and DNS servers on loopback)', (
     state.slices.set('kube-system/kube-dns', [
       aSlice('kube-dns', [{ address: '127.0.0.2', ready: true, nodeName: 'node-b' }], { name: 'dns', port: dnsPod.server.port, protocol: 'UDP' }),
     ]);
-    args = ['--dns-server', formatHostPort(clusterDns.server), '--check-timeout', '1s', '--timeout', '5s'];
+    // --mtu: the machine's own default-route interface is not the pod's.
+    args = ['--dns-server', formatHostPort(clusterDns.server), '--check-timeout', '1s', '--timeout', '5s', '--mtu', '1500'];
   });
   afterAll(async () => {
     await Promise.all([clusterDns.close(), dnsPod.close(), cluster.close()]);
@@ -83,13 +84,16 @@ describe('runWorker end to end (fake API server and DNS servers on loopback)', (
     expect(run.summary?.checks.filter((c) => !c.ok)).toEqual([]);
     expect(run.code).toBe(ExitCode.OK);
     expect(run.summary).toMatchObject({ v: 1, ok: true, node: 'node-a', durationMs: expect.any(Number) });
-    expect(run.summary?.checks.map((c) => c.name)).toEqual(['dns', 'api', 'tcp', 'service', 'podnet']);
+    expect(run.summary?.checks.map((c) => c.name)).toEqual(['dns', 'api', 'tcp', 'service', 'podnet', 'mtu', 'egress']);
+    expect(run.summary?.warnings).toBeUndefined();
 
     const checkLines = run.logs.filter((l) => typeof l.check === 'string');
     // Checks run concurrently: lines come in completion order.
     expect(checkLines.map((l) => `${String(l.check)} ${String(l.ok)} ${String(l.msg)}`).sort()).toEqual([
       'api true check api passed',
       'dns true check dns passed',
+      'egress true check egress passed',
+      'mtu true check mtu passed',
       'podnet true check podnet passed',
       'service true check service passed',
       'tcp true check tcp passed',
@@ -97,7 +101,7 @@ describe('runWorker end to end (fake API server and DNS servers on loopback)', (
     expect(checkLines.every((l) => l.component === 'worker' && l.node === 'node-a' && l.level === 'info')).toBe(true);
     const summaries = run.logs.filter((l) => l.msg === 'verification passed');
     expect(summaries).toHaveLength(1);
-    expect(run.logs).toHaveLength(6);
+    expect(run.logs).toHaveLength(8);
   });
 
   it('a failing check: exit 1 and the summary names the check and its error', async () => {
@@ -152,7 +156,7 @@ describe('runWorker exit codes', () => {
   it.each([
     [['--bogus'], '--bogus: unknown flag'],
     [['--check-timeout', 'soon'], '--check-timeout: expected a duration greater than 0'],
-    [['--checks', 'dns,ping'], '--checks: expected one of dns, api, tcp, service, podnet, got "ping"'],
+    [['--checks', 'dns,ping'], '--checks: expected one of dns, api, tcp, service, podnet, mtu, egress, got "ping"'],
   ])('configuration error %j: exit 2, message on stderr naming the field, summary with the error', async (argv, message) => {
     const run = await worker(argv, {});
     expect(run.code).toBe(ExitCode.CONFIG_ERROR);

@@ -13,6 +13,8 @@ import {
 import type { DestinationStream } from 'pino';
 import { apiCheck } from './checks/api.js';
 import { dnsCheck } from './checks/dns.js';
+import { egressCheck } from './checks/egress.js';
+import { mtuCheck } from './checks/mtu.js';
 import { podnetCheck } from './checks/podnet.js';
 import { serviceCheck } from './checks/service.js';
 import { tcpCheck } from './checks/tcp.js';
@@ -32,7 +34,15 @@ export interface WorkerIo {
   logDestination?: DestinationStream;
 }
 
-export const CHECKS: CheckRegistry = { dns: dnsCheck, api: apiCheck, tcp: tcpCheck, service: serviceCheck, podnet: podnetCheck };
+export const CHECKS: CheckRegistry = {
+  dns: dnsCheck,
+  api: apiCheck,
+  tcp: tcpCheck,
+  service: serviceCheck,
+  podnet: podnetCheck,
+  mtu: mtuCheck,
+  egress: egressCheck,
+};
 
 /** After its deadline a check gets this long to report what it saw, before a bare "timeout" replaces its result. */
 export const REPORT_GRACE_MS = 200;
@@ -103,8 +113,8 @@ export async function runChecks(config: WorkerConfig, log: Logger, registry: Che
   const run = deadline(config.timeout, 'overall --timeout');
   const usesApi = config.enabled.some((name) => name !== 'dns');
   const apiTimeouts = config.enabled.filter((name) => name !== 'dns').map((name) => config.checkTimeouts[name]);
-  const cluster = usesApi ? new ClusterApi(config.pod, run.signal, Math.max(...apiTimeouts)) : undefined;
-  const needsNameservers = config.enabled.includes('dns') || config.enabled.includes('service');
+  const cluster = usesApi ? new ClusterApi(config.pod, run.signal, Math.max(...apiTimeouts), config.api.endpoints) : undefined;
+  const needsNameservers = config.enabled.some((name) => name === 'dns' || name === 'service' || name === 'mtu' || name === 'egress');
   const nameservers: Nameservers = needsNameservers ? resolveNameservers(config.dns.servers, config.pod.resolvConf) : { error: 'no check needs a nameserver' };
   log.debug({ checks: config.enabled, timeoutMs: config.timeout, checkTimeoutsMs: config.checkTimeouts, configFile: config.configFile, usesApi }, 'starting checks');
 
@@ -124,16 +134,18 @@ export async function runChecks(config: WorkerConfig, log: Logger, registry: Che
   }
 
   const failed = outcomes.filter((o) => !o.ok);
+  const warnings = outcomes.flatMap((o) => (o.warnings ?? []).map((w) => `${o.name}: ${w}`));
   const summary: WorkerSummary = {
     v: 1,
     ok: failed.length === 0,
     ...nodeOf(config),
     durationMs: Math.round(performance.now() - started),
     checks: outcomes.map((o) => ({ name: o.name, ok: o.ok, durationMs: o.durationMs, ...(o.error !== undefined ? { error: o.error } : {}) })),
+    ...(warnings.length > 0 ? { warnings } : {}),
   };
   const exitCode = outcomes.some((o) => o.internal) ? ExitCode.INTERNAL_ERROR : failed.length > 0 ? ExitCode.CHECK_FAILED : ExitCode.OK;
   log[summary.ok ? 'info' : 'error'](
-    { ok: summary.ok, durationMs: summary.durationMs, exitCode, failed: failed.map((o) => o.name), checks: summary.checks },
+    { ok: summary.ok, durationMs: summary.durationMs, exitCode, failed: failed.map((o) => o.name), checks: summary.checks, ...(warnings.length > 0 ? { warnings } : {}) },
     summary.ok ? 'verification passed' : 'verification failed',
   );
   return { summary, exitCode, outcomes };
@@ -186,10 +198,11 @@ function settleWithin(result: Promise<CheckResult>, signal: AbortSignal): Promis
 }
 
 function logOutcome(log: Logger, outcome: CheckOutcome): void {
-  const { name, ok, durationMs, error, details } = outcome;
-  const fields = { check: name, ok, durationMs, ...(error !== undefined ? { error } : {}), ...(details ? { details } : {}) };
-  if (ok) log.info(fields, `check ${name} passed`);
-  else log.error(fields, `check ${name} failed`);
+  const { name, ok, durationMs, error, warnings, details } = outcome;
+  const fields = { check: name, ok, durationMs, ...(error !== undefined ? { error } : {}), ...(warnings ? { warnings } : {}), ...(details ? { details } : {}) };
+  if (!ok) log.error(fields, `check ${name} failed`);
+  else if (warnings) log.warn(fields, `check ${name} passed with warnings`);
+  else log.info(fields, `check ${name} passed`);
 }
 
 function nodeOf(config: WorkerConfig): { node?: string } {

@@ -2,7 +2,7 @@ import { errorMessage } from '@kube-node-ready/core';
 import { formatHostPort, formatServiceRef, type HostPort, type ServiceRef } from '../config.js';
 import { clusterIPs } from '../kube/objects.js';
 import { lookupAddresses, type DnsAnswer } from '../net/dns-client.js';
-import { verdict, type Check, type CheckContext } from './types.js';
+import { Slowness, verdict, type Check, type CheckContext } from './types.js';
 
 /**
  * dns: every configured name against every nameserver, one by one (a resolver library would stop
@@ -20,28 +20,54 @@ export const dnsCheck: Check = async (ctx) => {
   const lookups = await Promise.all(
     nameservers.servers.flatMap((server) => names.map(({ name }) => lookupAndCompare(server, name, expectations.get(name) as Promise<Expectation>, signal))),
   );
+  const slow = new Slowness(config, 'dns');
+  const problems = statedOnce(lookups);
+  for (const l of lookups) {
+    const { latencyMs, sends } = l.report as { latencyMs?: number; sends?: number };
+    if (latencyMs !== undefined) slow.judge(`${l.name} @${l.server}`, latencyMs, problems, sends !== undefined && sends > 1 ? `, the UDP query was sent ${sends} times` : '');
+  }
   return verdict(
-    lookups.flatMap((l) => (l.problem ? [l.problem] : [])),
+    problems,
     { nameservers: nameservers.servers.map(formatHostPort), nameserversFrom: nameservers.source, lookups: lookups.map((l) => l.report) },
+    slow.warnings,
   );
 };
+
+/**
+ * One problem per nameserver and error: a server that does not answer is one finding, however many
+ * names were asked ("a, b @10.96.0.10:53: timeout ..."), so the cause is not repeated out of the message.
+ */
+function statedOnce(lookups: Lookup[]): string[] {
+  const groups = new Map<string, { server: string; problem: string; names: string[] }>();
+  for (const l of lookups) {
+    if (!l.problem) continue;
+    const key = `${l.server}\n${l.problem}`;
+    const group = groups.get(key) ?? { server: l.server, problem: l.problem, names: [] };
+    group.names.push(l.name);
+    groups.set(key, group);
+  }
+  return [...groups.values()].map((g) => `${g.names.join(', ')} @${g.server}: ${g.problem}`);
+}
 
 /** What the API says a name must resolve to; undefined when there is nothing to compare. */
 export type Expectation = { service: string; addresses: string[] } | { service: string; notCompared: string } | undefined;
 
 interface Lookup {
+  server: string;
+  name: string;
+  /** What is wrong, without the name and server. */
   problem?: string;
   report: Record<string, unknown>;
 }
 
 async function lookupAndCompare(server: HostPort, name: string, expectation: Promise<Expectation>, signal: AbortSignal): Promise<Lookup> {
-  const where = `${name} @${formatHostPort(server)}`;
+  const at = formatHostPort(server);
   let answer: DnsAnswer;
   try {
     answer = await lookupAddresses(server, name, signal);
   } catch (err) {
     const error = errorMessage(err);
-    return { problem: `${where}: ${error}`, report: { server: formatHostPort(server), name, error } };
+    return { server: at, name, problem: error, report: { server: at, name, error } };
   }
   const report: Record<string, unknown> = {
     server: formatHostPort(server),
@@ -51,10 +77,11 @@ async function lookupAndCompare(server: HostPort, name: string, expectation: Pro
     answers: answer.addresses,
     transport: answer.transport,
     latencyMs: answer.latencyMs,
+    ...(answer.sends > 1 ? { sends: answer.sends } : {}),
   };
   const problem = answerProblem(answer) ?? compare(answer.addresses, await expectation, report);
   if (problem) report.error = problem;
-  return { ...(problem ? { problem: `${where}: ${problem}` } : {}), report };
+  return { server: at, name, ...(problem ? { problem } : {}), report };
 }
 
 /** Why an answer is not a usable address answer, as a user reads it; undefined when it is. */

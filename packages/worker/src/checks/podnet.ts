@@ -2,7 +2,7 @@ import { errorMessage } from '@kube-node-ready/core';
 import { formatHostPort, formatServiceRef } from '../config.js';
 import { readyEndpoints, slicePort } from '../kube/objects.js';
 import { queryDns } from '../net/dns-client.js';
-import { verdict, type Check } from './types.js';
+import { Slowness, verdict, type Check } from './types.js';
 
 /**
  * podnet: a DNS query straight to each ready cluster-DNS pod IP from the DNS Service's
@@ -45,7 +45,10 @@ export const podnetCheck: Check = async ({ cluster, config, signal }) => {
   const failures = results.filter((r) => !r.ok);
   const ok = config.podnet.mode === 'any' ? failures.length < results.length : failures.length === 0;
   const details = { mode: config.podnet.mode, question, pods: results };
-  if (ok) return verdict([], details);
+  const slow = new Slowness(config, 'podnet');
+  const problems: string[] = [];
+  for (const r of results) if (r.ok) slow.judge(`DNS pod ${r.address}${r.nodeName ? ` on ${r.nodeName}` : ''}`, r.latencyMs, problems);
+  if (ok) return verdict(problems, details, slow.warnings);
   const list = failures.map((f) => `${f.address}${f.nodeName ? ` on ${f.nodeName}` : ''}: ${f.error}`).join('; ');
   const head = config.podnet.mode === 'any' ? `no DNS pod of ${id} answered` : `${failures.length} of ${results.length} DNS pods of ${id} did not answer`;
   return verdict([`${head}: ${list}`], details);

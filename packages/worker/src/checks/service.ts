@@ -12,16 +12,29 @@ import { verdict, type Check, type CheckContext } from './types.js';
  */
 export const serviceCheck: Check = async (ctx) => {
   const reports = await Promise.all(ctx.config.service.services.map((ref) => checkService(ctx, ref)));
-  return verdict(
-    reports.flatMap((r) => r.problems),
-    { services: reports.map((r) => r.report) },
-  );
+  const problems = reports.flatMap((r) => r.problems);
+  // No nameserver answering is one finding (the dns check's), not one per Service.
+  const unanswered = reports.filter((r) => r.unanswered !== undefined);
+  if (unanswered.length > 0) {
+    const which = unanswered.map((r) => formatServiceRef(r.ref)).join(', ');
+    const why = ctx.config.enabled.includes('dns') ? 'the dns check says why' : (unanswered[0]?.unanswered ?? '');
+    problems.push(`DNS not compared for ${unanswered.length === 1 ? 'Service' : 'Services'} ${which}: no nameserver answered (${why})`);
+  }
+  return verdict(problems, { services: reports.map((r) => r.report) });
 };
 
-async function checkService(ctx: CheckContext, ref: ServiceRef): Promise<{ problems: string[]; report: Record<string, unknown> }> {
+interface ServiceReport {
+  ref: ServiceRef;
+  problems: string[];
+  report: Record<string, unknown>;
+  /** No nameserver answered the Service's name: the failures. */
+  unanswered?: string;
+}
+
+async function checkService(ctx: CheckContext, ref: ServiceRef): Promise<ServiceReport> {
   const id = `Service ${formatServiceRef(ref)}`;
   const report: Record<string, unknown> = { service: formatServiceRef(ref) };
-  const problem = (text: string) => ({ problems: [`${id}: ${text}`], report: { ...report, error: text } });
+  const problem = (text: string) => ({ ref, problems: [`${id}: ${text}`], report: { ...report, error: text } });
   const { cluster, signal } = ctx;
   if (!cluster) return problem('the API is not in use');
 
@@ -37,7 +50,7 @@ async function checkService(ctx: CheckContext, ref: ServiceRef): Promise<{ probl
   const ready = slices.body.flatMap(readyEndpoints).map((e) => e.address);
   const notReady = slices.body.reduce((n, s) => n + notReadyCount(s), 0);
   Object.assign(report, { type: service.body.spec.type ?? 'ClusterIP', clusterIPs: ips, readyEndpoints: ready.length, notReadyEndpoints: notReady });
-  if (service.body.spec.type === 'ExternalName') return { problems: [], report: { ...report, note: 'ExternalName Service: no endpoints or addresses to check' } };
+  if (service.body.spec.type === 'ExternalName') return { ref, problems: [], report: { ...report, note: 'ExternalName Service: no endpoints or addresses to check' } };
   if (ready.length === 0) {
     const why = slices.body.length === 0 ? 'no EndpointSlice' : `${notReady} endpoint(s), none ready`;
     return problem(`no ready endpoints (${why})`);
@@ -47,13 +60,17 @@ async function checkService(ctx: CheckContext, ref: ServiceRef): Promise<{ probl
   const name = `${ref.name}.${ref.namespace}.svc.${ctx.config.clusterDomain}`;
   const dns = await resolveOnce(ctx, name);
   report.dns = dns.report;
+  if (dns.unanswered !== undefined) return { ref, problems: [], report: { ...report, error: `DNS ${name}: no nameserver answered (${dns.unanswered})` }, unanswered: dns.unanswered };
   if (dns.problem) return problem(`DNS ${dns.problem}`);
   const mismatch = disagreement(dns.addresses, expected);
-  return mismatch ? problem(`DNS and API disagree: ${name} ${mismatch}`) : { problems: [], report };
+  return mismatch ? problem(`DNS and API disagree: ${name} ${mismatch}`) : { ref, problems: [], report };
 }
 
 /** The first nameserver that gives an answer (a dead nameserver is the dns check's finding, not ours). */
-async function resolveOnce(ctx: CheckContext, name: string): Promise<{ addresses: string[]; problem?: string; report: Record<string, unknown> }> {
+async function resolveOnce(
+  ctx: CheckContext,
+  name: string,
+): Promise<{ addresses: string[]; problem?: string; unanswered?: string; report: Record<string, unknown> }> {
   const { nameservers, signal } = ctx;
   if ('error' in nameservers) return { addresses: [], problem: `not checked: ${nameservers.error}`, report: {} };
   const failures: string[] = [];
@@ -69,5 +86,5 @@ async function resolveOnce(ctx: CheckContext, name: string): Promise<{ addresses
     const problem = answerProblem(answer);
     return { addresses: answer.addresses, report, ...(problem ? { problem: `${name} @${formatHostPort(server)}: ${problem}` } : {}) };
   }
-  return { addresses: [], problem: `${name}: no nameserver answered (${failures.join('; ')})`, report: { name } };
+  return { addresses: [], unanswered: failures.join('; '), report: { name } };
 }

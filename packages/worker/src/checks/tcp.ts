@@ -3,7 +3,7 @@ import { formatHostPort, type HostPort } from '../config.js';
 import { clusterIPs, readyEndpoints, slicePort } from '../kube/objects.js';
 import { tcpConnect } from '../net/tcp-connect.js';
 import { KUBERNETES_SERVICE } from './api.js';
-import { verdict, type Check, type CheckContext } from './types.js';
+import { Slowness, verdict, type Check, type CheckContext } from './types.js';
 
 interface Target extends HostPort {
   /** "kubernetes Service" (through kube-proxy), "API endpoint" (direct) or "target" (configured). */
@@ -22,27 +22,36 @@ export const tcpCheck: Check = async (ctx) => {
       return [];
     }),
     apiEndpointTargets(ctx).catch((err: unknown) => {
-      problems.push(`cannot read the EndpointSlices of default/kubernetes: ${errorMessage(err)}`);
-      return [];
+      // The endpoints the worker was given (api.endpoints) are still dialled.
+      const configured = ctx.cluster?.configuredEndpoints ?? [];
+      if (configured.length === 0) problems.push(`cannot read the EndpointSlices of default/kubernetes: ${errorMessage(err)}`);
+      return configured.map((e) => ({ ...e, via: 'API endpoint' }));
     }),
   ]);
   const targets: Target[] = [...service, ...endpoints, ...ctx.config.tcp.targets.map((t) => ({ ...t, via: 'target' }))];
   if (targets.length === 0 && problems.length === 0) problems.push('nothing to connect to: no ClusterIP, no ready API endpoint, no configured target');
 
+  const slow = new Slowness(ctx.config, 'tcp');
   const results = await Promise.all(
     targets.map(async (target) => {
       const address = formatHostPort(target);
       try {
         const { latencyMs } = await tcpConnect(target, ctx.signal);
+        slow.judge(`${target.via} ${address}`, latencyMs, problems);
         return { via: target.via, address, ok: true, latencyMs };
       } catch (err) {
-        const error = errorMessage(err);
-        problems.push(`${target.via} ${address}: ${error}`);
-        return { via: target.via, address, ok: false, error };
+        return { via: target.via, address, ok: false, error: errorMessage(err) };
       }
     }),
   );
-  return verdict(problems, { connections: results });
+  // The Service address dead while an API server answers directly: the node's Service routing.
+  const endpointAnswers = results.some((r) => r.via === 'API endpoint' && r.ok);
+  for (const r of results) {
+    if (r.ok) continue;
+    const routing = r.via === 'kubernetes Service' && endpointAnswers ? ' (the API endpoints connect: kube-proxy (Service routing) on this node)' : '';
+    problems.push(`${r.via} ${r.address}: ${r.error}${routing}`);
+  }
+  return verdict(problems, { connections: results }, slow.warnings);
 };
 
 async function kubernetesServiceTargets({ cluster, signal }: CheckContext): Promise<Target[]> {

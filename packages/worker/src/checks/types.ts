@@ -1,4 +1,4 @@
-import type { Logger } from '@kube-node-ready/core';
+import { formatDuration, type Logger } from '@kube-node-ready/core';
 import type { CheckName, HostPort, WorkerConfig } from '../config.js';
 import type { ClusterApi } from '../kube/cluster.js';
 
@@ -19,6 +19,8 @@ export interface CheckResult {
   ok: boolean;
   /** Why the check failed: one line, each problem separated by "; ". */
   error?: string;
+  /** Findings that do not fail the node (slow answers): logged, and in the summary's `warnings`. */
+  warnings?: string[];
   /** Structured facts for the log line (latencies, answers, targets). */
   details?: Record<string, unknown>;
 }
@@ -28,6 +30,35 @@ export type Check = (ctx: CheckContext) => Promise<CheckResult>;
 export type CheckRegistry = Record<CheckName, Check>;
 
 /** Passed when there is no problem; otherwise failed with every problem in the error. */
-export function verdict(problems: string[], details?: Record<string, unknown>): CheckResult {
-  return { ok: problems.length === 0, ...(problems.length > 0 ? { error: problems.join('; ') } : {}), ...(details ? { details } : {}) };
+export function verdict(problems: string[], details?: Record<string, unknown>, warnings: string[] = []): CheckResult {
+  return {
+    ok: problems.length === 0,
+    ...(problems.length > 0 ? { error: problems.join('; ') } : {}),
+    ...(warnings.length > 0 ? { warnings } : {}),
+    ...(details ? { details } : {}),
+  };
+}
+
+/**
+ * Judges latencies against the check's `slowAfter`: each slow step becomes a warning, or a
+ * problem with `onSlow: fail`.
+ */
+export class Slowness {
+  readonly warnings: string[] = [];
+  private readonly limit: number | undefined;
+
+  constructor(
+    private readonly config: WorkerConfig,
+    private readonly check: CheckName,
+  ) {
+    this.limit = config.slowAfter[check];
+  }
+
+  /** Records `what` took `latencyMs`; pushes onto `problems` when slow steps fail the check. */
+  judge(what: string, latencyMs: number, problems: string[], note = ''): void {
+    if (this.limit === undefined || latencyMs <= this.limit) return;
+    const text = `${what}: slow: ${formatDuration(latencyMs)}${note} (over ${this.check}.slowAfter ${formatDuration(this.limit)})`;
+    if (this.config.onSlow === 'fail') problems.push(text);
+    else this.warnings.push(text);
+  }
 }

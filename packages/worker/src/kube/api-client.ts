@@ -63,12 +63,22 @@ export interface ApiResponse<T> {
 export class KubeApiClient {
   private readonly agent: https.Agent;
 
+  /**
+   * `identity`: the host name the server certificate must be valid for, when it is not `server`
+   * (an API server endpoint dialled directly must still hold a certificate for the Service address).
+   */
   constructor(
     readonly server: HostPort,
     private readonly account: ServiceAccount,
+    private readonly identity: string = server.host,
   ) {
     // Keep-alive: the checks' few requests share connections. close() destroys them.
     this.agent = new https.Agent({ keepAlive: true, ca: account.ca, maxSockets: 4 });
+  }
+
+  /** The same credentials, dialling `server` directly; the certificate must still be valid for this client's host. */
+  via(server: HostPort): KubeApiClient {
+    return new KubeApiClient(server, this.account, this.identity);
   }
 
   /** A bare TLS handshake, verified against the service-account CA. */
@@ -142,8 +152,11 @@ export class KubeApiClient {
   }
 
   /** Certificates are issued for the API server's IP: no SNI for an IP literal (Node warns otherwise). */
-  private serverName(): { servername?: string } {
-    return isIP(this.server.host) ? {} : { servername: this.server.host };
+  private serverName(): { servername?: string; checkServerIdentity?: typeof tls.checkServerIdentity } {
+    const identity = this.identity;
+    const name = isIP(identity) ? {} : { servername: identity };
+    if (identity === this.server.host) return name;
+    return { ...name, checkServerIdentity: (_host, cert) => tls.checkServerIdentity(identity, cert) };
   }
 
   private timeout(signal: AbortSignal, what: string): ApiError {
@@ -153,10 +166,7 @@ export class KubeApiClient {
   private transportError(err: Error): ApiError {
     const code = (err as NodeJS.ErrnoException).code ?? '';
     if (isTlsError(code, err)) {
-      return new ApiError(
-        'tls',
-        `TLS error: ${err.message}${code && !err.message.includes(code) ? ` (${code})` : ''}; the server certificate of ${formatHostPort(this.server)} is not valid for the service-account CA (ca.crt)`,
-      );
+      return new ApiError('tls', `TLS error: ${tlsReason(code, err)}; the server certificate of ${formatHostPort(this.server)} is not valid for the service-account CA (ca.crt)`);
     }
     if (code === 'ECONNREFUSED') return new ApiError('network', `connection refused by ${formatHostPort(this.server)}`);
     return new ApiError('network', `cannot reach ${formatHostPort(this.server)}: ${code ? `${code} ` : ''}${err.message}`.trim());
@@ -176,6 +186,36 @@ const TLS_CODES = new Set([
   'CERT_REJECTED',
   'ERR_TLS_CERT_ALTNAME_INVALID',
 ]);
+
+/**
+ * What went wrong in a TLS handshake, in words that hold for the worker: OpenSSL's and Node's own
+ * texts can carry advice for Node.js users (such as running it with --use-system-ca) that means
+ * nothing to the reader of a node's status.
+ */
+export function tlsReason(code: string, err: Error): string {
+  const known = TLS_REASONS[code];
+  if (known) return `${known} (${code})`;
+  const text = err.message
+    .split(';')
+    .map((part) => part.trim())
+    .filter((part) => part !== '' && !/Node\.js|--[a-z]/.test(part))
+    .join('; ');
+  return `${text || 'the handshake failed'}${code && !text.includes(code) ? ` (${code})` : ''}`;
+}
+
+const TLS_REASONS: Record<string, string> = {
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: 'the certificate is not signed by a trusted CA',
+  UNABLE_TO_GET_ISSUER_CERT: 'the issuer of the certificate is not a trusted CA',
+  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: 'the issuer of the certificate is not a trusted CA',
+  SELF_SIGNED_CERT_IN_CHAIN: 'the certificate chain ends in an untrusted self-signed CA',
+  DEPTH_ZERO_SELF_SIGNED_CERT: 'the certificate is self-signed and not trusted',
+  CERT_HAS_EXPIRED: 'the certificate has expired',
+  CERT_NOT_YET_VALID: 'the certificate is not valid yet (or this node\'s clock is behind)',
+  CERT_SIGNATURE_FAILURE: 'the certificate signature is invalid',
+  CERT_UNTRUSTED: 'the certificate is not trusted',
+  CERT_REJECTED: 'the certificate was rejected',
+  ERR_TLS_CERT_ALTNAME_INVALID: 'the certificate is not issued for this address',
+};
 
 function isTlsError(code: string, err: Error): boolean {
   return TLS_CODES.has(code) || code.startsWith('ERR_SSL_') || code.startsWith('ERR_TLS_') || /certificate|SSL routines/i.test(err.message);

@@ -22,12 +22,13 @@ export function tcpConnect(target: HostPort, signal: AbortSignal): Promise<{ lat
     const started = performance.now();
     const socket = net.connect({ host: target.host, port: target.port });
     socket.once('connect', () => resolve({ latencyMs: Math.round(performance.now() - started) }));
-    socket.on('error', (err) => reject(classify(err)));
+    socket.on('error', (err) => reject(classifyConnectError(err)));
     return () => socket.destroy();
   });
 }
 
-function classify(err: Error): TcpConnectError {
+/** A connect error as the worker reports it (kind and words, no Node.js internals). */
+export function classifyConnectError(err: Error): TcpConnectError {
   // With several addresses for a host name, Node tries each and reports an AggregateError.
   const first = err instanceof AggregateError && err.errors[0] instanceof Error ? err.errors[0] : err;
   const code = (first as NodeJS.ErrnoException).code ?? (err as NodeJS.ErrnoException).code;
