@@ -127,17 +127,18 @@ async function probeTarget(target: Target, question: string, largeName: string |
     const buffers = payload > MIN_EDNS_BUFFER ? [MIN_EDNS_BUFFER, payload] : [payload];
     for (const size of buffers) {
       const packetBytes = size + IP_HEADER[family] + UDP_HEADER;
-      probes.push(send(largeName, { what: `a large answer over udp (${size}-byte EDNS buffer)`, direction: 'to this pod', packetBytes }, { ...udpOnly, ednsBufferSize: size }));
+      probes.push(send(largeName, { what: `a query for the large answer over udp (${size}-byte EDNS buffer)`, direction: 'to this pod', packetBytes }, { ...udpOnly, ednsBufferSize: size }));
     }
-    probes.push(send(largeName, { what: 'a large answer over tcp', direction: 'to this pod' }, { transport: 'tcp' }));
+    probes.push(send(largeName, { what: 'a query for the large answer over tcp', direction: 'to this pod' }, { transport: 'tcp' }));
   }
   return { target, small: await small, probes: await Promise.all(probes) };
 }
 
 /**
  * "nameserver 10.96.0.10:53: 1500-byte packets from this pod are lost (an overlay MTU larger than
- * the path carries, or a path-MTU blackhole): no answer to a 1472-byte query (...) (timeout: ...);
- * answered: a small query (97 bytes), ...".
+ * the path carries, or a path-MTU blackhole): no reply to a 1472-byte query (...) (timeout: ...);
+ * replies to: a small query (65 bytes), ..." (sizes: of the query sent from the pod, of the reply
+ * sent to it).
  */
 function describeLoss(target: Target, small: Probe, probes: Probe[], lost: Probe[]): string {
   const directions = [...new Set(lost.map((p) => p.direction))].join(' and ');
@@ -150,7 +151,7 @@ function describeLoss(target: Target, small: Probe, probes: Probe[], lost: Probe
     .filter((p) => p.ok && p.answer)
     .map((p) => `${p.what} (${p.direction === 'from this pod' ? p.answer?.querySize : p.answer?.answerSize} bytes)`)
     .join(', ');
-  return `${target.label}: ${cause}: no answer to ${lost.map((p) => p.what).join(', ')} (${errors}); answered: ${through}`;
+  return `${target.label}: ${cause}: no reply to ${lost.map((p) => p.what).join(', ')} (${errors}); replies to: ${through}`;
 }
 
 function report(p: Probe): Record<string, unknown> {
