@@ -75,7 +75,7 @@ export function createPair(bundle: string, options: PairOptions): NetnsPair {
   } catch (err) {
     cleanup();
     const stderr = (err as { stderr?: Buffer }).stderr?.toString() ?? '';
-    throw new Error(`cannot set up network namespaces (this test needs root and iproute2): ${String(err)} ${stderr}`);
+    throw new Error(`cannot set up network namespaces (this test needs root and iproute2): ${String(err)} ${stderr}`, { cause: err });
   }
   return {
     pod,
