@@ -18,6 +18,25 @@ function randomText(next: () => number, length: number): string {
 }
 
 describe('encodeSummary', () => {
+  it('carries warnings, which older readers ignore and which give way to errors for space', () => {
+    const warned = summaryWith([{ name: 'dns', ok: true, durationMs: 3500 }], { warnings: ['dns: kubernetes.default.svc.cluster.local @10.96.0.10:53: slow: 3.5s (over dns.slowAfter 1s)'] });
+    expect(parseSummary(encodeSummary(warned))).toEqual({ ok: true, summary: warned });
+    // A reader of the format without warnings (unknown keys are ignored) still accepts it.
+    const { warnings: _ignored, ...withoutWarnings } = warned;
+    expect(JSON.parse(encodeSummary(withoutWarnings))).not.toHaveProperty('warnings');
+
+    const error = 'x'.repeat(3000);
+    const crowded = summaryWith([{ name: 'tcp', ok: false, durationMs: 1, error }], { warnings: Array.from({ length: 20 }, (_, i) => `dns: warning ${i} ${'w'.repeat(200)}`) });
+    const text = encodeSummary(crowded);
+    expect(bytes(text)).toBeLessThanOrEqual(SUMMARY_MAX_BYTES);
+    const parsed = parseSummary(text);
+    if (!parsed.ok) throw new Error(parsed.reason);
+    expect(parsed.summary.checks[0]?.error).toBe(error);
+    expect(parsed.summary.warnings?.length).toBeGreaterThan(0);
+    expect(parsed.summary.warnings?.length).toBeLessThan(20);
+    expect(parsed.summary.warnings?.[0]).toMatch(/^dns: warning 0 /);
+  });
+
   it('keeps a small summary whole and parseSummary reads it back', () => {
     const summary = summaryWith([
       { name: 'dns', ok: true, durationMs: 12 },
