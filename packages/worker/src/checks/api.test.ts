@@ -1,7 +1,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { aService } from '../testing/fake-api.js';
 import { runCheck, startTestCluster, type TestCluster } from '../testing/harness.js';
-import { closedPort } from '../testing/blackhole.js';
+import { closedPort, startBlackhole } from '../testing/blackhole.js';
+import { tlsReason } from '../kube/api-client.js';
+import { aSlice } from '../testing/fake-api.js';
 
 const SERVICE_PATH = '/api/v1/namespaces/default/services/kubernetes';
 
@@ -93,5 +95,61 @@ describe('the API data is fetched once and shared by the checks', () => {
     const outcome = await runCheck('api', ['--checks', 'api,tcp'], c.env);
     expect(outcome.ok).toBe(true);
     expect(c.api.state.requests.filter((r) => r === SERVICE_PATH)).toHaveLength(1);
+  });
+});
+
+describe('TLS errors in words that hold for the worker', () => {
+  it('leaves out the advice Node.js adds for its own users', () => {
+    const err = Object.assign(new Error('unable to get local issuer certificate; if the root CA is installed locally, try running Node.js with --use-system-ca'), {
+      code: 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+    });
+    expect(tlsReason('UNABLE_TO_GET_ISSUER_CERT_LOCALLY', err)).toBe('the issuer of the certificate is not a trusted CA (UNABLE_TO_GET_ISSUER_CERT_LOCALLY)');
+    const unknown = Object.assign(new Error('something odd; try running Node.js with --use-openssl-ca'), { code: 'ERR_SSL_ODD' });
+    expect(tlsReason('ERR_SSL_ODD', unknown)).toBe('something odd (ERR_SSL_ODD)');
+  });
+});
+
+describe('the kubernetes Service does not connect but the API server does (kube-proxy on this node)', () => {
+  it('reads the API through api.endpoints, says "kube-proxy (Service routing) on this node" once in api, and the other checks still work', async () => {
+    const c = await startTestCluster();
+    const hole = await startBlackhole();
+    try {
+      const port = c.api.port;
+      // KUBERNETES_SERVICE_HOST:PORT is a blackholed "ClusterIP"; the API server itself is the endpoint.
+      c.api.state.services.set('default/kubernetes', aService('default', 'kubernetes', { clusterIP: '127.0.0.1', port: hole.target.port }));
+      c.api.state.slices.set('default/kubernetes', [aSlice('kubernetes', [{ address: '127.0.0.1', ready: true }], { name: 'https', port })]);
+      const env = { ...c.env, KUBERNETES_SERVICE_PORT: String(hole.target.port) };
+      const argv = ['--checks', 'api,tcp,service', '--service', 'default/kubernetes', '--dns-service', 'default/kubernetes', '--api-endpoints', `127.0.0.1:${port}`, '--check-timeout', '4s'];
+      const { runChecks, CHECKS } = await import('../run.js');
+      const { configOf } = await import('../testing/harness.js');
+      const { silentLogger } = await import('@kube-node-ready/core');
+      const { outcomes } = await runChecks(configOf([...argv, '--dns-server', '127.0.0.1:1'], env), silentLogger(), CHECKS);
+      const byName = Object.fromEntries(outcomes.map((o) => [o.name, o]));
+      expect(byName.api?.error).toBe(
+        `kube-proxy (Service routing) on this node: the kubernetes Service 127.0.0.1:${hole.target.port} does not connect (timeout: no connection within 2s (API route probe)) but the API server answers directly at 127.0.0.1:${port}`,
+      );
+      expect(byName.api?.details).toMatchObject({ version: 'v1.33.1', route: { via: 'endpoint', endpoint: `127.0.0.1:${port}` } });
+      expect(byName.tcp?.error).toBe(
+        `kubernetes Service 127.0.0.1:${hole.target.port}: timeout: no connection within 4s (tcp check timeout) (the API endpoints connect: kube-proxy (Service routing) on this node)`,
+      );
+      expect(byName.tcp?.details?.connections).toContainEqual(expect.objectContaining({ via: 'API endpoint', ok: true }));
+      // The Service and its endpoints were read through the endpoint: no API timeout.
+      expect(byName.service?.error ?? '').not.toMatch(/timeout/);
+    } finally {
+      hole.close();
+      await c.close();
+    }
+  }, 15_000);
+
+  it('without api.endpoints the API is read through the Service address as before', async () => {
+    const c = await startTestCluster();
+    try {
+      c.api.state.services.set('default/kubernetes', aService('default', 'kubernetes'));
+      const outcome = await runCheck('api', [], c.env);
+      expect(outcome.ok).toBe(true);
+      expect(outcome.details?.route).toBeUndefined();
+    } finally {
+      await c.close();
+    }
   });
 });

@@ -122,6 +122,36 @@ describe('dns check against loopback nameservers', () => {
     expect(outcome.details?.lookups).toEqual([expect.objectContaining({ type: 'AAAA', answers: ['fd00:10:96::1'] })]);
   });
 
+  describe('a slow nameserver', () => {
+    it('passes with a warning when an answer takes longer than dns.slowAfter (default 1s)', async () => {
+      const ns = await dnsServer(() => ({ addresses: ['10.96.0.1'], delayMs: 1500 }));
+      const outcome = await runCheck('dns', ['--dns-server', at(ns)]);
+      expect(outcome.ok).toBe(true);
+      expect(outcome.warnings).toEqual([expect.stringMatching(new RegExp(`^${KUBERNETES} @${at(ns).replace(/\./g, '\\.')}: slow: 1\\.5\\d*s, the UDP query was sent 2 times \\(over dns\\.slowAfter 1s\\)$`))]);
+    });
+
+    it('fails instead with onSlow: fail', async () => {
+      const ns = await dnsServer(() => ({ addresses: ['10.96.0.1'], delayMs: 300 }));
+      const outcome = await runCheck('dns', ['--dns-server', at(ns), '--dns-slow-after', '200ms', '--on-slow', 'fail']);
+      expect(outcome.ok).toBe(false);
+      expect(outcome.error).toMatch(/: slow: 3\d\dms \(over dns\.slowAfter 200ms\)$/);
+      expect(outcome.warnings).toBeUndefined();
+    });
+
+    it('a fast answer gives no warning', async () => {
+      const ns = await dnsServer(zone({ [KUBERNETES]: ['10.96.0.1'] }));
+      expect((await runCheck('dns', ['--dns-server', at(ns)])).warnings).toBeUndefined();
+    });
+  });
+
+  it('states a server that does not answer once, with every name it was asked', async () => {
+    const port = await closedPort();
+    const outcome = await runCheck('dns', ['--dns-server', formatHostPort(port), '--external-dns-names', 'registry.example.com,mirror.example.com']);
+    expect(outcome.error).toBe(
+      `${KUBERNETES}, registry.example.com, mirror.example.com @${formatHostPort(port)}: connection refused: nothing listens on udp ${formatHostPort(port)}`,
+    );
+  });
+
   it('fails when a name exists without any address', async () => {
     const ns = await dnsServer(() => ({ addresses: [] }));
     const outcome = await runCheck('dns', ['--dns-server', at(ns)]);

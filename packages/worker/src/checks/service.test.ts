@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { formatHostPort } from '../config.js';
+import { closedPort } from '../testing/blackhole.js';
 import { startDnsServer, zone, type TestDnsServer } from '../testing/dns-server.js';
 import { aService, aSlice } from '../testing/fake-api.js';
 import { runCheck, startTestCluster, type TestCluster } from '../testing/harness.js';
@@ -80,6 +81,18 @@ describe('service check', () => {
     const outcome = await run();
     expect(outcome.error).toBe(
       `Service kube-system/kube-dns: DNS kube-dns.kube-system.svc.cluster.local @${formatHostPort(dns.server)}: NXDOMAIN: the name does not exist`,
+    );
+  });
+
+  it('states once, for every Service, that no nameserver answered, leaving the cause to the dns check', async () => {
+    healthy();
+    const dead = formatHostPort(await closedPort());
+    const withDns = await runCheck('service', ['--checks', 'dns,service', '--dns-server', dead], c.env);
+    expect(withDns.error).toBe('DNS not compared for Services default/kubernetes, kube-system/kube-dns: no nameserver answered (the dns check says why)');
+    // Without the dns check, the service check says why itself (once).
+    const alone = await runCheck('service', ['--dns-server', dead], c.env);
+    expect(alone.error).toBe(
+      `DNS not compared for Services default/kubernetes, kube-system/kube-dns: no nameserver answered (@${dead}: connection refused: nothing listens on udp ${dead})`,
     );
   });
 });

@@ -6,7 +6,7 @@ import type { HostPort } from '../config.js';
 const { Packet, UDPServer, TCPServer } = dns2;
 
 /** How the test server answers one question: an rcode and addresses, or silence. */
-export type Reply = { rcode?: number; addresses?: string[] } | 'drop';
+export type Reply = { rcode?: number; addresses?: string[]; delayMs?: number } | 'drop';
 export type Handler = (question: { name: string; type: number }, transport: 'udp' | 'tcp') => Reply;
 
 export interface TestDnsServer {
@@ -34,8 +34,14 @@ export async function startDnsServer(handler: Handler, opts: { host?: string; po
       const type = isIP(address) === 6 ? Packet.TYPE.AAAA : Packet.TYPE.A;
       if (type === question.type) response.answers.push({ name: question.name, type, class: Packet.CLASS.IN, ttl: 30, address } as dns2.Packet.Resource);
     }
-    send(response);
+    if (reply.delayMs === undefined) return send(response);
+    const timer = setTimeout(() => {
+      timers.delete(timer);
+      send(response);
+    }, reply.delayMs);
+    timers.add(timer);
   };
+  const timers = new Set<NodeJS.Timeout>();
 
   const udp = new UDPServer(respond('udp'));
   await udp.listen(opts.port ?? 0, host);
@@ -57,6 +63,7 @@ export async function startDnsServer(handler: Handler, opts: { host?: string; po
     server: { host, port },
     queries,
     close: async () => {
+      for (const t of timers) clearTimeout(t);
       udp.close();
       for (const s of sockets) s.destroy();
       if (tcp) await new Promise<void>((resolve) => tcp?.close(() => resolve()));
