@@ -168,6 +168,22 @@ describe('helm template: what is created', () => {
     expect(parseYaml((custom.data as Record<string, string>)['worker.yaml'] ?? '')).toEqual(checks);
   });
 
+  it('passes the mtu, egress and slowness keys to the worker ConfigMap, and the schema rejects bad ones', async () => {
+    const checks = {
+      enabled: ['dns', 'api', 'tcp', 'service', 'podnet', 'mtu', 'egress'],
+      onSlow: 'fail',
+      dns: { externalNames: ['registry.example.com'], slowAfter: '500ms' },
+      api: { endpoints: ['10.0.0.5:6443'] },
+      mtu: { mtu: 1450, largeName: 'large.kube-node-ready.svc.cluster.local' },
+      egress: { port: 8443, tls: false },
+    };
+    const custom = find(await template({ config: { worker: { checks } } }), 'ConfigMap', 'kube-node-ready-worker');
+    expect(parseYaml((custom.data as Record<string, string>)['worker.yaml'] ?? '')).toEqual(checks);
+    const bad = await tryTemplate({ config: { worker: { checks: { onSlow: 'panic' } } } });
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('onSlow');
+  });
+
   it('remediation on renders its ledger ConfigMap without data, so the release owns it and uninstall removes it', async () => {
     expect(findAll(defaults, 'ConfigMap').map((c) => c.metadata.name)).not.toContain('kube-node-ready-controller-remediation');
     const ledger = find(everything, 'ConfigMap', 'kube-node-ready-controller-remediation');

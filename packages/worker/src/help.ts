@@ -7,7 +7,8 @@ and a summary, writes the summary to the termination log, and exits:
 Flags (a flag wins over the config file and the environment):
   --config PATH              YAML file: the worker section, or a controller config whose
                              worker.checks holds it
-  --checks LIST              checks to run, comma-separated (default dns,api,tcp,service,podnet)
+  --checks LIST              checks to run, comma-separated
+                             (default dns,api,tcp,service,podnet,mtu,egress)
   --dns-server HOST[:PORT]   nameserver to test instead of resolv.conf's; repeatable or
                              comma-separated; IPv6 as [addr]:port
   --dns-names LIST           names to resolve (default kubernetes.default.svc.<cluster-domain>)
@@ -17,6 +18,16 @@ Flags (a flag wins over the config file and the environment):
                              (default default/kubernetes)
   --dns-service NS/NAME      the cluster DNS Service (default kube-system/kube-dns)
   --podnet-mode any|all      podnet passes when any / all DNS pods answer (default any)
+  --mtu BYTES                packet size the mtu check sends (default: the MTU of the pod's
+                             default-route interface)
+  --large-dns-name NAME      a name whose answer is larger than 1500 bytes, for the mtu check's
+                             large answers (default none: not tested)
+  --egress-port PORT         port the egress check connects to on each address of the external
+                             names (default 443)
+  --api-endpoints LIST       API server IP:PORT to read through when the kubernetes Service does
+                             not connect (reported as kube-proxy / Service routing)
+  --on-slow warn|fail        what a latency over a check's slowAfter does (default warn)
+  --dns-slow-after DURATION  a DNS answer slower than this is slow (default 1s)
   --cluster-domain DOMAIN    cluster DNS domain (default cluster.local)
   --check-timeout DURATION   timeout of each check (default 5s)
   --timeout DURATION         overall deadline of the run (default 30s)
