@@ -33,6 +33,8 @@ export const DEFAULTS = {
   procNetRoute: '/proc/net/route',
   procNetIpv6Route: '/proc/net/ipv6_route',
   sysClassNet: '/sys/class/net',
+  /** Interface indexes of this network namespace (sysfs can belong to another one, see net/pod-link.ts). */
+  procNetIgmp: '/proc/net/igmp',
   /** 0 (the default): UDP datagrams that fit the path MTU are sent with don't-fragment. */
   noPmtuDisc: '/proc/sys/net/ipv4/ip_no_pmtu_disc',
 } as const;

@@ -29,13 +29,17 @@ afterEach(() => {
   pair = undefined;
 });
 
-async function verify(options: PairOptions, extra: string[] = []): Promise<{ summary: WorkerSummary; logs: Array<Record<string, unknown>> }> {
+async function verify(
+  options: PairOptions,
+  extra: string[] = [],
+  spawnOptions: { hostSysfs?: boolean } = {},
+): Promise<{ summary: WorkerSummary; logs: Array<Record<string, unknown>> }> {
   pair = createPair(bundle.file, options);
   await readyLine(pair.spawnIn(pair.node, ['dns', pair.nodeIp, '53', LARGE, String(LARGE_RECORDS)]));
   const terminationLog = join(dir, `termination-${pair.pod}`);
   writeFileSync(terminationLog, '');
   const run = await exited(
-    pair.spawnIn(pair.pod, ['worker', '--checks', 'dns,mtu', '--dns-server', pair.nodeIp, '--large-dns-name', LARGE, '--check-timeout', '2s', '--termination-log', terminationLog, ...extra]),
+    pair.spawnIn(pair.pod, ['worker', '--checks', 'dns,mtu', '--dns-server', pair.nodeIp, '--large-dns-name', LARGE, '--check-timeout', '2s', '--termination-log', terminationLog, ...extra], spawnOptions),
   );
   const parsed = parseSummary(readFileSync(terminationLog, 'utf8'));
   if (!parsed.ok) throw new Error(`no summary (exit ${String(run.code)}): ${parsed.reason}\n${run.stderr}\n${run.stdout}`);
@@ -88,6 +92,13 @@ describe('mtu check in network namespaces', () => {
     expect(error).toMatch(/replies to: a small query \(\d+ bytes\), a 1472-byte query \(1500-byte packets, the pod MTU\) \(1472 bytes\)$/);
   }, 30_000);
 
+  it('when /sys belongs to another network namespace, tests 1500-byte packets and warns that the pod MTU was not read', async () => {
+    const { summary, logs } = await verify({ podMtu: 1500, nodeMtu: 1500 }, [], { hostSysfs: true });
+    expect(check(summary, 'mtu')).toMatchObject({ ok: true });
+    expect(details(logs)).toMatchObject({ mtu: 1500, mtuFrom: 'fallback (the pod MTU could not be read)' });
+    expect(summary.warnings).toEqual([expect.stringMatching(/^mtu: \/sys\/class\/net shows another network namespace \(eth0 is interface \d+ here, \d+ there\): cannot read the pod MTU \(set mtu\.mtu\); tested with 1500-byte packets$/)]);
+  }, 30_000);
+
   it('with mtu.mtu set, pads to that size instead of the interface MTU', async () => {
     const { logs } = await verify({ podMtu: 1500, nodeMtu: 1500 }, ['--mtu', '1280']);
     expect(details(logs)).toMatchObject({ mtu: 1280, mtuFrom: 'mtu.mtu' });
@@ -116,12 +127,19 @@ describe('readPodLink', () => {
       mkdirSync(join(sys, name as string), { recursive: true });
       writeFileSync(join(sys, name as string, 'mtu'), `${mtu}\n`);
     }
-    expect(readPodLink({ procNetRoute, procNetIpv6Route: '/nonexistent', sysClassNet: sys })).toEqual({ interface: 'eth0', mtu: 8951 });
+    const procNetIgmp = write('igmp', 'Idx\tDevice    : Count Querier\tGroup    Users Timer\tReporter\n1\tlo        :     1      V3\n\t\t\t\t010000E0     1 0:00000000\t\t0\n3\teth0      :     1      V3\n');
+    writeFileSync(join(sys, 'eth0', 'ifindex'), '3\n');
+    expect(readPodLink({ procNetRoute, procNetIpv6Route: '/nonexistent', sysClassNet: sys, procNetIgmp })).toEqual({ interface: 'eth0', mtu: 8951 });
+    // sysfs mounted in another network namespace (nsenter --net keeps the host's /sys): its eth0 is another interface.
+    writeFileSync(join(sys, 'eth0', 'ifindex'), '4\n');
+    expect(readPodLink({ procNetRoute, procNetIpv6Route: '/nonexistent', sysClassNet: sys, procNetIgmp })).toEqual({
+      error: `${sys} shows another network namespace (eth0 is interface 3 here, 4 there): cannot read the pod MTU (set mtu.mtu)`,
+    });
   });
 
   it('says how to set it when there is no default route', () => {
     const procNetRoute = write('empty-route', 'Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n');
-    expect(readPodLink({ procNetRoute, procNetIpv6Route: '/nonexistent', sysClassNet: fixture })).toEqual({
+    expect(readPodLink({ procNetRoute, procNetIpv6Route: '/nonexistent', sysClassNet: fixture, procNetIgmp: '/nonexistent' })).toEqual({
       error: `no default route in ${procNetRoute} or /nonexistent: cannot tell the pod's interface (set mtu.mtu)`,
     });
   });

@@ -8,6 +8,8 @@ import { verdict, type Check, type CheckContext } from './types.js';
 
 /** An answer larger than this does not fit one packet of the usual 1500-byte MTU. */
 export const LARGE_ANSWER_BYTES = 1500;
+/** The MTU tested when the pod's cannot be read. */
+export const FALLBACK_MTU = 1500;
 
 const IP_HEADER = { 4: 20, 6: 40 } as const;
 const UDP_HEADER = 8;
@@ -43,10 +45,14 @@ interface Probe {
  */
 export const mtuCheck: Check = async (ctx) => {
   const { config, signal } = ctx;
-  const link = config.mtu.mtu !== undefined ? { interface: undefined, mtu: config.mtu.mtu } : readPodLink();
-  if ('error' in link) return verdict([link.error]);
-  const noPmtuDisc = readNoPmtuDisc();
   const warnings: string[] = [];
+  const read = config.mtu.mtu !== undefined ? { interface: undefined, mtu: config.mtu.mtu } : readPodLink();
+  // Without the pod's own MTU the common Ethernet size is tested: a smaller pod MTU makes the
+  // kernel fragment the query (don't-fragment is only set on datagrams that fit), so it cannot
+  // fail a healthy node; the warning says what was not tested.
+  if ('error' in read) warnings.push(`${read.error}; tested with ${FALLBACK_MTU}-byte packets`);
+  const link = 'error' in read ? { interface: undefined, mtu: FALLBACK_MTU } : read;
+  const noPmtuDisc = readNoPmtuDisc();
   if (noPmtuDisc !== undefined && noPmtuDisc !== 0) {
     warnings.push(`don't-fragment is off for UDP (net.ipv4.ip_no_pmtu_disc=${noPmtuDisc}): a large query may have passed in fragments`);
   }
@@ -54,7 +60,7 @@ export const mtuCheck: Check = async (ctx) => {
   const question = config.dns.names[0] ?? `kubernetes.default.svc.${config.clusterDomain}`;
   const details: Record<string, unknown> = {
     mtu: link.mtu,
-    mtuFrom: link.interface ? `/sys/class/net/${link.interface}/mtu` : 'mtu.mtu',
+    mtuFrom: link.interface ? `/sys/class/net/${link.interface}/mtu` : config.mtu.mtu !== undefined ? 'mtu.mtu' : 'fallback (the pod MTU could not be read)',
     dontFragment: noPmtuDisc === undefined ? 'unknown' : noPmtuDisc === 0 ? 'set when the datagram fits the path MTU (ip_no_pmtu_disc=0)' : `off (ip_no_pmtu_disc=${noPmtuDisc})`,
     largeName: config.mtu.largeName ?? 'not set: answers larger than a small packet are not tested (mtu.largeName)',
     ...(notes.length > 0 ? { notes } : {}),

@@ -13,12 +13,15 @@ export interface LinkPaths {
   procNetRoute: string;
   procNetIpv6Route: string;
   sysClassNet: string;
+  procNetIgmp: string;
 }
 
 /**
  * The interface of the default route (IPv4 from /proc/net/route, else IPv6 from
- * /proc/net/ipv6_route; the lowest metric wins) and its MTU from /sys/class/net/IF/mtu. Both files
- * show the reading process's own network namespace: in a pod, the pod's.
+ * /proc/net/ipv6_route; the lowest metric wins) and its MTU from /sys/class/net/IF/mtu. /proc/net
+ * always shows the reading process's network namespace; /sys shows the namespace of whoever
+ * mounted it (a container runtime mounts one per pod, `nsenter --net` does not), so the interface
+ * index in sysfs is compared with the one /proc/net/igmp gives, and a mismatch is an error.
  */
 export function readPodLink(paths: LinkPaths = DEFAULTS): PodLink | { error: string } {
   const name = defaultRouteInterface(paths);
@@ -32,7 +35,23 @@ export function readPodLink(paths: LinkPaths = DEFAULTS): PodLink | { error: str
   }
   const mtu = Number(text);
   if (!Number.isInteger(mtu) || mtu < 68) return { error: `${file} holds ${JSON.stringify(text)}, not an MTU (set mtu.mtu)` };
+  const own = igmpIndex(paths.procNetIgmp, name.interface);
+  const seen = readLines(join(paths.sysClassNet, name.interface, 'ifindex'))[0]?.trim();
+  if (own !== undefined && seen !== undefined && Number(seen) !== own) {
+    return {
+      error: `${paths.sysClassNet} shows another network namespace (${name.interface} is interface ${own} here, ${seen} there): cannot read the pod MTU (set mtu.mtu)`,
+    };
+  }
   return { interface: name.interface, mtu };
+}
+
+/** The index of `name` in /proc/net/igmp ("4\teth0      :     1      V3"), if listed. */
+function igmpIndex(file: string, name: string): number | undefined {
+  for (const line of readLines(file)) {
+    const m = /^(\d+)\s+(\S+)\s*:/.exec(line);
+    if (m && m[2] === name) return Number(m[1]);
+  }
+  return undefined;
 }
 
 function defaultRouteInterface(paths: LinkPaths): { interface: string } | { error: string } {

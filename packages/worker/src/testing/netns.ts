@@ -17,8 +17,12 @@ export interface NetnsPair {
   node: string;
   podIp: string;
   nodeIp: string;
-  /** Runs `node BUNDLE ARGS` inside `ns`. */
-  spawnIn(ns: string, args: string[]): ChildProcess;
+  /**
+   * Runs `node BUNDLE ARGS` inside `ns` with `ip netns exec` (which mounts the namespace's own
+   * /sys, as a container runtime does), or with `nsenter --net` (`hostSysfs`: /sys stays the
+   * machine's, as in the sandbox's simulated kubelet).
+   */
+  spawnIn(ns: string, args: string[], options?: { hostSysfs?: boolean }): ChildProcess;
   exec(ns: string, command: string[]): string;
   cleanup(): void;
 }
@@ -83,8 +87,9 @@ export function createPair(bundle: string, options: PairOptions): NetnsPair {
     podIp,
     nodeIp,
     exec,
-    spawnIn: (ns, args) => {
-      const child = spawn('ip', ['netns', 'exec', ns, process.execPath, bundle, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    spawnIn: (ns, args, spawnOptions = {}) => {
+      const command = spawnOptions.hostSysfs ? ['nsenter', `--net=/run/netns/${ns}`, '--'] : ['ip', 'netns', 'exec', ns];
+      const child = spawn(command[0] as string, [...command.slice(1), process.execPath, bundle, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
       children.push(child);
       return child;
     },
