@@ -111,8 +111,10 @@ export interface CheckOutcome extends CheckResult {
 export async function runChecks(config: WorkerConfig, log: Logger, registry: CheckRegistry): Promise<{ summary: WorkerSummary; exitCode: ExitCode; outcomes: CheckOutcome[] }> {
   const started = performance.now();
   const run = deadline(config.timeout, 'overall --timeout');
-  const usesApi = config.enabled.some((name) => name !== 'dns');
-  const apiTimeouts = config.enabled.filter((name) => name !== 'dns').map((name) => config.checkTimeouts[name]);
+  // dns and egress never read the API; mtu reads the DNS pods from it when it is in use anyway.
+  const apiChecks = config.enabled.filter((name) => name !== 'dns' && name !== 'egress');
+  const usesApi = apiChecks.length > 0;
+  const apiTimeouts = apiChecks.map((name) => config.checkTimeouts[name]);
   const cluster = usesApi ? new ClusterApi(config.pod, run.signal, Math.max(...apiTimeouts), config.api.endpoints) : undefined;
   const needsNameservers = config.enabled.some((name) => name === 'dns' || name === 'service' || name === 'mtu' || name === 'egress');
   const nameservers: Nameservers = needsNameservers ? resolveNameservers(config.dns.servers, config.pod.resolvConf) : { error: 'no check needs a nameserver' };
