@@ -230,6 +230,15 @@ describe('decide: following an attempt', () => {
     });
   });
 
+  it('names the node\'s taints that kept an unscheduled worker off it', () => {
+    const node = aNode().tainted().tainted({ key: 'node.cilium.io/agent-not-ready', value: 'true', effect: 'NoSchedule' }).withState({ attempt: 1, failures: 0, phase: Phase.Verifying }).build();
+    const stuck = aWorkerPod(node, 1).createdAt(T0).unschedulable('0/1 nodes are available: 1 node(s) had untolerated taint(s).').build();
+    const action = run(node, [stuck], { now: T0 + 120 * S });
+    expect(action.kind === 'Complete' && action.result.message).toBe(
+      'the worker pod was not scheduled within 2m: the node has taint node.cilium.io/agent-not-ready=true:NoSchedule, which the worker does not tolerate (scheduler: 0/1 nodes are available: 1 node(s) had untolerated taint(s).)',
+    );
+  });
+
   it('counts a worker pod that disappeared as a failed attempt', () => {
     const node = verifying(1);
     expect(run(node, [])).toMatchObject({

@@ -176,7 +176,7 @@ function follow(
   }
 
   // 5b. Still scheduling, starting or running: wait for its next deadline.
-  const progress = evaluateWorkerPod(pod, now, config.worker);
+  const progress = evaluateWorkerPod(pod, now, config.worker, nodeTaints(node));
   if (!progress.done) {
     return {
       kind: 'Wait',

@@ -36,7 +36,10 @@ describe('attempts that never run', () => {
     expect(a['kube-node-ready.io/attempt']).toBe('2'); // 1 + maxRetries
     expect(a['kube-node-ready.io/failures']).toBe('2');
     expect(a['kube-node-ready.io/last-outcome']).toBe('NotScheduled');
-    expect(a['kube-node-ready.io/last-message']).toMatch(/^the worker pod was not scheduled within 8s: 0\/\d+ nodes are available/);
+    // The scheduler's message does not name the taint; the controller does, from the node.
+    expect(a['kube-node-ready.io/last-message']).toMatch(
+      /^the worker pod was not scheduled within 8s: the node has taint node\.example\.com\/cni-not-ready=true:NoSchedule, which the worker does not tolerate \(scheduler: 0\/\d+ nodes are available: .*untolerated taint/,
+    );
     // Taints: ours and the CNI's stay, in place; no verified label.
     expect(failed.spec?.taints?.map((t) => t.key)).toEqual([h.taint.key, cni.key]);
     expect(failed.metadata?.labels?.[h.verifiedLabel.key]).toBeUndefined();

@@ -4,6 +4,7 @@ import type { ControllerConfig } from '../../../config/schema.js';
 import { annotation, nodeTaints, toMillis } from '../../../kube/objects.js';
 import { isVerificationTaint } from './decide.js';
 import { stateAnnotations } from './state.js';
+import { formatTaint } from './taints.js';
 import type { VerificationState } from './types.js';
 
 /**
@@ -67,7 +68,7 @@ export function nodePatch({ node, config, state, open }: NodePatchInput): JsonPa
 export function taintsToRemove(node: V1Node, config: ControllerConfig): string[] {
   return nodeTaints(node)
     .filter((t) => isVerificationTaint(t, config))
-    .map((t) => `${t.key}${t.value ? `=${t.value}` : ''}:${t.effect}`);
+    .map(formatTaint);
 }
 
 /**

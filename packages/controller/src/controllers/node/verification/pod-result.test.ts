@@ -55,6 +55,44 @@ describe('evaluateWorkerPod: outcomes', () => {
     expect(outcome(evaluateWorkerPod(p, now, config.worker))).toEqual({ outcome: expected, message });
   });
 
+  describe('not scheduled: the taints the worker does not tolerate', () => {
+    const scheduler = '0/1 nodes are available: 1 node(s) had untolerated taint(s). preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.';
+    const cilium = { key: 'node.cilium.io/agent-not-ready', value: 'true', effect: 'NoSchedule' };
+    const unschedulable = { key: 'node.kubernetes.io/unschedulable', effect: 'NoSchedule' };
+    const notScheduled = (taints: Array<{ key: string; value?: string; effect: string }>, message = scheduler) =>
+      outcome(evaluateWorkerPod(pod().unschedulable(message).build(), T0 + 120 * S, config.worker, taints));
+
+    it('names the node\'s taint the worker does not tolerate, then quotes the scheduler', () => {
+      expect(notScheduled([{ key: 'node-ready/unverified', value: 'true', effect: 'NoSchedule' }, cilium])).toEqual({
+        outcome: Outcome.NotScheduled,
+        message: `the worker pod was not scheduled within 2m: the node has taint node.cilium.io/agent-not-ready=true:NoSchedule, which the worker does not tolerate (scheduler: ${scheduler})`,
+      });
+    });
+
+    it('names every such taint; the verification taint, not-ready and unreachable are tolerated', () => {
+      const taints = [
+        { key: 'node-ready/unverified', value: 'true', effect: 'NoSchedule' },
+        { key: 'node.kubernetes.io/not-ready', effect: 'NoSchedule' },
+        { key: 'node.kubernetes.io/unreachable', effect: 'NoSchedule' },
+        cilium,
+        unschedulable,
+      ];
+      expect(notScheduled(taints, '')).toEqual({
+        outcome: Outcome.NotScheduled,
+        message: 'the worker pod was not scheduled within 2m: the node has taints node.cilium.io/agent-not-ready=true:NoSchedule, node.kubernetes.io/unschedulable:NoSchedule, which the worker does not tolerate',
+      });
+    });
+
+    it('a taint tolerated through worker.tolerations is not named', () => {
+      const tolerant = testConfig({ worker: { tolerations: [{ key: cilium.key, operator: 'Exists' }] } });
+      const p = aWorkerPod(node, 1, tolerant).createdAt(T0).unschedulable(scheduler).build();
+      expect(outcome(evaluateWorkerPod(p, T0 + 120 * S, tolerant.worker, [cilium]))).toEqual({
+        outcome: Outcome.NotScheduled,
+        message: `the worker pod was not scheduled within 2m: ${scheduler}`,
+      });
+    });
+  });
+
   it('reports failed check names and every check for metrics', () => {
     const progress = evaluateWorkerPod(pod().checksFailed({ dns: 'timeout', podnet: 'no answer' }, ['api', 'tcp']).build(), T0, config.worker);
     expect(progress.done && progress.result.failedChecks).toEqual(['dns', 'podnet']);

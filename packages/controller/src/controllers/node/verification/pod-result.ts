@@ -1,14 +1,16 @@
-import type { V1ContainerStateTerminated, V1Pod } from '@kubernetes/client-node';
+import type { V1ContainerStateTerminated, V1Pod, V1Taint } from '@kubernetes/client-node';
 import { ExitCode, formatDuration } from '@kube-node-ready/core';
 import { WorkerContainer } from '../../../api/well-known.js';
 import type { WorkerConfig } from '../../../config/schema.js';
 import { toMillis } from '../../../kube/objects.js';
 import { parseSummary } from './summary.js';
+import { formatTaint, untoleratedTaints } from './taints.js';
 import { Outcome, type AttemptResult } from './types.js';
 
 /**
  * Reads a worker pod: still in progress (and until when we wait), or finished with an outcome.
- * Pure: every deadline comes from timestamps on the pod and the injected `now`.
+ * Pure: every deadline comes from timestamps on the pod and the injected `now`; `nodeTaints` (the
+ * node's current taints) name what kept an unscheduled pod off its node.
  */
 export type PodProgress =
   | { done: false; stage: 'Scheduling' | 'Starting' | 'Running'; requeueAfterMs: number }
@@ -22,7 +24,7 @@ export const MAX_MESSAGE = 1024;
 /** Pod-level reasons (status.reason) that mean the pod was taken away rather than failing on its own. */
 const EVICTION_REASONS = new Set(['Evicted', 'Preempting', 'NodeShutdown', 'Terminated', 'NodeLost', 'Shutdown']);
 
-export function evaluateWorkerPod(pod: V1Pod, now: number, worker: WorkerConfig): PodProgress {
+export function evaluateWorkerPod(pod: V1Pod, now: number, worker: WorkerConfig, nodeTaints: readonly V1Taint[] = []): PodProgress {
   const status = pod.status ?? {};
   const container = status.containerStatuses?.find((c) => c.name === WorkerContainer.Name);
   const terminated = container?.state?.terminated;
@@ -54,8 +56,7 @@ export function evaluateWorkerPod(pod: V1Pod, now: number, worker: WorkerConfig)
   if (scheduled?.status !== 'True') {
     const deadline = created + worker.scheduleTimeout;
     if (now < deadline) return { done: false, stage: 'Scheduling', requeueAfterMs: deadline - now };
-    const why = scheduled?.message ? `: ${scheduled.message}` : '';
-    return finished(Outcome.NotScheduled, `the worker pod was not scheduled within ${formatDuration(worker.scheduleTimeout)}${why}`);
+    return finished(Outcome.NotScheduled, `the worker pod was not scheduled within ${formatDuration(worker.scheduleTimeout)}${notScheduledWhy(pod, scheduled?.message, nodeTaints)}`);
   }
 
   const running = container?.state?.running;
@@ -77,6 +78,17 @@ export function evaluateWorkerPod(pod: V1Pod, now: number, worker: WorkerConfig)
     undefined,
     { startedAt },
   );
+}
+
+/**
+ * The scheduler's message says "node(s) had untolerated taint(s)" without naming them; the taints
+ * of the node that the pod's tolerations do not match are the answer, so they come first.
+ */
+function notScheduledWhy(pod: V1Pod, schedulerMessage: string | undefined, nodeTaints: readonly V1Taint[]): string {
+  const blocking = untoleratedTaints(nodeTaints, pod.spec?.tolerations ?? []);
+  if (blocking.length === 0) return suffix(schedulerMessage);
+  const taints = `the node has ${blocking.length === 1 ? 'taint' : 'taints'} ${blocking.map(formatTaint).join(', ')}, which the worker does not tolerate`;
+  return `: ${taints}${schedulerMessage ? ` (scheduler: ${schedulerMessage})` : ''}`;
 }
 
 const EXIT_MEANING: Record<number, string> = {
