@@ -22,6 +22,8 @@ export const Reason = {
   VerificationDeadlineExceeded: 'VerificationDeadlineExceeded',
   /** The worker pod was deleted or evicted before reporting. */
   VerificationWorkerPodDeleted: 'VerificationWorkerPodDeleted',
+  /** The worker reported warnings (findings that do not fail the node, e.g. a slow nameserver): one per attempt, naming each check and finding. */
+  VerificationWarning: 'VerificationWarning',
   /** Retries exhausted: the node stays tainted and is marked failed. */
   VerificationFailed: 'VerificationFailed',
   /** Passed, but waiting for karpenter.sh/registered=true before removing the taint. */

@@ -30,6 +30,8 @@ describe('ControllerMetrics', () => {
       'kube_node_ready_check_duration_seconds_count{check="podnet",result="fail"} 0',
       'kube_node_ready_check_failures_total{check="mtu"} 0',
       'kube_node_ready_check_failures_total{check="egress"} 0',
+      'kube_node_ready_worker_warnings_total{check="dns"} 0',
+      'kube_node_ready_worker_warnings_total{check="egress"} 0',
       'kube_node_ready_check_duration_seconds_count{check="egress",result="pass"} 0',
       'kube_node_ready_controller_healthy 0',
       'kube_node_ready_controller_reconcile_errors_total 0',
@@ -79,6 +81,15 @@ describe('ControllerMetrics', () => {
     expect(out).toContain('kube_node_ready_check_failures_total{check="api"} 0');
     expect(out).toContain('kube_node_ready_check_duration_seconds_bucket{le="2.5",check="dns",result="fail"} 1');
     expect(out).toContain('kube_node_ready_verification_duration_seconds_sum{status="failed"} 4');
+  });
+
+  it('counts worker warnings by check', async () => {
+    const { metrics, text } = setup();
+    metrics.recordAttempt({ outcome: 'Passed', checks: [], warnings: [{ check: 'dns' }, { check: 'dns' }, { check: 'mtu' }] });
+    const out = await text();
+    expect(out).toContain('kube_node_ready_worker_warnings_total{check="dns"} 2');
+    expect(out).toContain('kube_node_ready_worker_warnings_total{check="mtu"} 1');
+    expect(out).toContain('kube_node_ready_worker_warnings_total{check="api"} 0');
   });
 
   it('counts worker pods at scrape time', async () => {

@@ -41,6 +41,7 @@ export class ControllerMetrics {
   readonly creationToTaintRemoval: Histogram;
   readonly checkFailuresTotal: Counter<typeof L.Check>;
   readonly checkDuration: Histogram<typeof L.Check | typeof L.Result>;
+  readonly workerWarningsTotal: Counter<typeof L.Check>;
   readonly activeVerifications: Gauge;
   readonly reconcileDuration: Histogram<typeof L.Result>;
   readonly queueDepth: Gauge;
@@ -131,6 +132,12 @@ export class ControllerMetrics {
       buckets: [...Buckets.checkSeconds],
       registers,
     });
+    this.workerWarningsTotal = new Counter({
+      name: MetricName.WorkerWarningsTotal,
+      help: 'Warnings reported by workers (findings that do not fail the node, such as slow answers), by check.',
+      labelNames: [L.Check],
+      registers,
+    });
     this.activeVerifications = new Gauge({
       name: MetricName.ActiveVerifications,
       help: 'Worker attempts in flight (bounded by reconciliation.maxConcurrentVerifications).',
@@ -200,6 +207,7 @@ export class ControllerMetrics {
     for (const status of WorkerPodStatus) this.workerPods.set({ status }, 0);
     for (const check of KNOWN_CHECKS) {
       this.checkFailuresTotal.inc({ check }, 0);
+      this.workerWarningsTotal.inc({ check }, 0);
       for (const result of CheckResult) this.checkDuration.zero({ check, result });
     }
     for (const resource of WatchedResource) this.watchRestartsTotal.inc({ resource }, 0);
@@ -233,6 +241,8 @@ export class ControllerMetrics {
     outcome: string;
     durationSeconds?: number;
     checks: ReadonlyArray<{ name: string; ok: boolean; durationMs: number }>;
+    /** The summary's warnings, by check. */
+    warnings?: ReadonlyArray<{ check: string }>;
   }): void {
     const status: AttemptStatus = attempt.outcome === 'Passed' ? 'success' : 'failed';
     this.verificationsTotal.inc({ status });
@@ -245,6 +255,7 @@ export class ControllerMetrics {
       if (!check.ok) this.checkFailuresTotal.inc({ check: check.name });
       this.checkDuration.observe({ check: check.name, result }, check.durationMs / 1000);
     }
+    for (const warning of attempt.warnings ?? []) this.workerWarningsTotal.inc({ check: warning.check });
   }
 
   recordRetry(node: string): void {

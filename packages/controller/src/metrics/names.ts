@@ -19,6 +19,7 @@ export const MetricName = {
   CreationToTaintRemoval: 'kube_node_ready_creation_to_taint_removal_seconds',
   CheckFailuresTotal: 'kube_node_ready_check_failures_total',
   CheckDuration: 'kube_node_ready_check_duration_seconds',
+  WorkerWarningsTotal: 'kube_node_ready_worker_warnings_total',
   ActiveVerifications: 'kube_node_ready_active_verifications',
   // Controller machinery
   ReconcileDuration: 'kube_node_ready_reconcile_duration_seconds',

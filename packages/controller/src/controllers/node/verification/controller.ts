@@ -324,10 +324,12 @@ export class VerificationController {
       outcome: action.result.outcome,
       ...(podCreated !== undefined ? { durationSeconds: (finished - podCreated) / 1000 } : {}),
       checks: action.result.checks,
+      warnings: action.result.warnings,
     });
     const created = toMillis(node.metadata?.creationTimestamp);
     if (action.open && !config.dryRun && removedTaints.length > 0 && created !== undefined) metrics.recordOpened((now - created) / 1000);
-    const fields = { attempt: action.attempt, outcome: action.result.outcome, failedChecks: action.result.failedChecks, phase: action.state.phase };
+    const warnings = action.result.warnings.map((w) => w.message);
+    const fields = { attempt: action.attempt, outcome: action.result.outcome, failedChecks: action.result.failedChecks, phase: action.state.phase, ...(warnings.length > 0 ? { warnings } : {}) };
     if (action.open) log.info({ ...fields, removedTaints, dryRun: config.dryRun }, config.dryRun ? 'node passed (dry run: not opened)' : 'node passed and was opened');
     else log.warn({ ...fields, message: action.result.message, requeueAfterMs: action.requeueAfterMs }, 'verification attempt failed');
 

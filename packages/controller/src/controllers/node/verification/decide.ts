@@ -171,6 +171,7 @@ function follow(
       message: 'the worker pod disappeared before it reported a result',
       failedChecks: [],
       checks: [],
+      warnings: [],
     };
     return complete(attempt, undefined, result, base, pods, now, config);
   }

@@ -12,7 +12,7 @@ function complete(result: Partial<AttemptResult>, state: Partial<VerificationSta
   return {
     kind: 'Complete',
     attempt: 3,
-    result: { outcome: Outcome.ChecksFailed, message: 'check failed: dns: timeout', failedChecks: ['dns'], checks: [], ...result },
+    result: { outcome: Outcome.ChecksFailed, message: 'check failed: dns: timeout', failedChecks: ['dns'], checks: [], warnings: [], ...result },
     state: { uid: 'u', attempt: 3, failures: 2, phase: Phase.Backoff, nextAttemptAt: T0, ...state },
     open: result.outcome === Outcome.Passed,
     deletePod: false,
@@ -52,11 +52,45 @@ describe('events', () => {
   });
 });
 
+describe('warning events', () => {
+  const slow = { check: 'dns', message: 'dns: kubernetes.default.svc.cluster.local @10.96.0.10:53: slow: 3.5s (over dns.slowAfter 1s)' };
+  const mtu = { check: 'mtu', message: 'mtu: the pod MTU could not be read: tested 1500-byte packets' };
+  const pod = { namespace: 'kube-system', name: 'knr-n-1234abcd-a3' };
+
+  it('one Warning Event after the outcome, naming each check and finding, for a pass', () => {
+    const passed = { ...complete({ outcome: Outcome.Passed, message: 'all checks passed with warnings in 4s (dns, mtu): ...', warnings: [slow, mtu] }, { phase: Phase.Passed, failures: 0 }), pod };
+    expect(completedEvents(passed, config, { dryRun: false, removedTaints: [] }).map((e) => [e.type, e.reason])).toEqual([
+      ['Normal', 'VerificationPassed'],
+      ['Warning', 'VerificationWarning'],
+    ]);
+    expect(completedEvents(passed, config, { dryRun: false, removedTaints: [] })[1]?.message).toBe(
+      `worker pod kube-system/knr-n-1234abcd-a3 reported 2 warnings: ${slow.message}; ${mtu.message}`,
+    );
+    expect(completedEvents(passed, config, { dryRun: true, removedTaints: [] }).map((e) => e.reason)).toEqual(['DryRunWouldOpenNode', 'VerificationWarning']);
+  });
+
+  it('also for a failed attempt, before the verdict', () => {
+    const last = { ...complete({ warnings: [slow] }, { failures: 6, phase: Phase.Failed }), pod };
+    const events = completedEvents(last, config, { dryRun: false, removedTaints: [] });
+    expect(events.map((e) => e.reason)).toEqual(['VerificationChecksFailed', 'VerificationWarning', 'VerificationFailed']);
+    expect(events[1]?.message).toBe(`worker pod kube-system/knr-n-1234abcd-a3 reported 1 warning: ${slow.message}`);
+  });
+
+  it('none without warnings', () => {
+    expect(completedEvents(complete({}, {}, 1_000), config, { dryRun: false, removedTaints: [] }).map((e) => e.reason)).toEqual(['VerificationChecksFailed']);
+  });
+});
+
 describe('desiredCondition', () => {
   const type = 'kube-node-ready.io/NetworkVerified';
   it.each<[string, VerificationState, object]>([
     ['verifying', { uid: 'u', attempt: 4, failures: 1, phase: Phase.Verifying }, { type, status: 'Unknown', reason: 'Verifying', message: 'attempt 2 of 6 in progress' }],
     ['passed', { uid: 'u', attempt: 4, failures: 0, phase: Phase.Passed, lastMessage: 'all checks passed in 1s (dns)' }, { type, status: 'True', reason: 'Passed', message: 'all checks passed in 1s (dns)' }],
+    [
+      'passed with warnings',
+      { uid: 'u', attempt: 4, failures: 0, phase: Phase.Passed, lastMessage: 'all checks passed with warnings in 4s (dns): dns: slow: 3.5s' },
+      { type, status: 'True', reason: 'Passed', message: 'all checks passed with warnings in 4s (dns): dns: slow: 3.5s' },
+    ],
     [
       'backing off',
       { uid: 'u', attempt: 4, failures: 2, phase: Phase.Backoff, nextAttemptAt: T0 + 20_000, lastOutcome: Outcome.ChecksFailed, lastMessage: 'check failed: dns: timeout' },

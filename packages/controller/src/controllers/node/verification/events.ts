@@ -34,8 +34,9 @@ export function startedEvent(action: Extract<Action, { kind: 'Launch' }>, config
 }
 
 /**
- * Events for a finished attempt: its outcome, and when it was the last one, the verdict.
- * `removedTaints` names what the open removed (or would remove in dry run).
+ * Events for a finished attempt: its outcome, the worker's warnings if it had any (one Event for
+ * all of them), and when it was the last attempt, the verdict. `removedTaints` names what the open
+ * removed (or would remove in dry run).
  */
 export function completedEvents(
   action: Extract<Action, { kind: 'Complete' }>,
@@ -47,18 +48,19 @@ export function completedEvents(
   const { key, value } = config.nodeManagement.verifiedLabel;
   const label = `${key}=${value}`;
 
+  const warnings = warningEvent(action);
   if (result.outcome === Outcome.Passed) {
     const taints = opts.removedTaints.length > 0 ? `removed taint ${opts.removedTaints.join(', ')} and ` : '';
     if (opts.dryRun) {
       const would = opts.removedTaints.length > 0 ? `remove taint ${opts.removedTaints.join(', ')} and ` : '';
-      return [{ type: EventType.Normal, reason: Reason.DryRunWouldOpenNode, message: `${result.message}; dry run: would ${would}add label ${label}` }];
+      return [{ type: EventType.Normal, reason: Reason.DryRunWouldOpenNode, message: `${result.message}; dry run: would ${would}add label ${label}` }, ...warnings];
     }
-    return [{ type: EventType.Normal, reason: Reason.VerificationPassed, message: `${result.message}; ${taints}added label ${label}` }];
+    return [{ type: EventType.Normal, reason: Reason.VerificationPassed, message: `${result.message}; ${taints}added label ${label}` }, ...warnings];
   }
 
   const attempt = `attempt ${state.failures} of ${max}`;
   const next = state.phase === Phase.Backoff && action.requeueAfterMs !== undefined ? `; retrying in ${Math.round(action.requeueAfterMs / 1000)}s` : '';
-  const events: NodeEvent[] = [{ type: EventType.Warning, reason: outcomeReason(result.outcome), message: `${attempt} failed: ${result.message}${next}` }];
+  const events: NodeEvent[] = [{ type: EventType.Warning, reason: outcomeReason(result.outcome), message: `${attempt} failed: ${result.message}${next}` }, ...warnings];
   if (state.phase === Phase.Failed) {
     events.push({
       type: EventType.Warning,
@@ -67,6 +69,15 @@ export function completedEvents(
     });
   }
   return events;
+}
+
+/** The worker's warnings, each naming its check (`dns: ... slow: 3.5s ...`), in one Event; none without warnings. */
+function warningEvent(action: Extract<Action, { kind: 'Complete' }>): NodeEvent[] {
+  const { warnings } = action.result;
+  if (warnings.length === 0) return [];
+  const who = action.pod ? `worker pod ${action.pod.namespace}/${action.pod.name}` : 'the worker';
+  const count = warnings.length === 1 ? '1 warning' : `${warnings.length} warnings`;
+  return [{ type: EventType.Warning, reason: Reason.VerificationWarning, message: `${who} reported ${count}: ${warnings.map((w) => w.message).join('; ')}` }];
 }
 
 export function awaitingRegistrationEvent(): NodeEvent {

@@ -100,6 +100,48 @@ describe('evaluateWorkerPod: outcomes', () => {
     expect(progress.done && progress.result.exitCode).toBe(1);
   });
 
+  describe('warnings', () => {
+    const slow = 'dns: kubernetes.default.svc.cluster.local @10.96.0.10:53: slow: 3.5s, the UDP query was sent 4 times (over dns.slowAfter 1s)';
+    const mtu = "mtu: don't-fragment is off for UDP (net.ipv4.ip_no_pmtu_disc=1): a large query may have passed in fragments";
+    const checks = ['dns', 'mtu'].map((name) => ({ name, ok: true, durationMs: 12 }));
+
+    it('a pass with warnings says so, then each warning with its check', () => {
+      const progress = evaluateWorkerPod(pod().exited(0, summaryText(checks, { warnings: [slow, mtu] })).build(), T0, config.worker);
+      expect(outcome(progress)).toEqual({ outcome: Outcome.Passed, message: `all checks passed with warnings in 24ms (dns, mtu): ${slow}; ${mtu}` });
+      expect(progress.done && progress.result.warnings).toEqual([
+        { check: 'dns', message: slow },
+        { check: 'mtu', message: mtu },
+      ]);
+    });
+
+    it('a failed attempt keeps its message and carries the warnings', () => {
+      const failed = [{ name: 'dns', ok: true, durationMs: 5 }, { name: 'tcp', ok: false, durationMs: 5, error: 'connection refused' }];
+      const progress = evaluateWorkerPod(pod().exited(1, summaryText(failed, { warnings: [slow] })).build(), T0, config.worker);
+      expect(outcome(progress)).toEqual({ outcome: Outcome.ChecksFailed, message: 'check failed: tcp: connection refused' });
+      expect(progress.done && progress.result.warnings).toEqual([{ check: 'dns', message: slow }]);
+    });
+
+    it('a warning whose prefix is no check of the summary counts as unknown, on one line', () => {
+      const progress = evaluateWorkerPod(pod().exited(0, summaryText(checks, { warnings: ['a\nb: c', 'egress: slow', 'no prefix'] })).build(), T0, config.worker);
+      expect(progress.done && progress.result.warnings).toEqual([
+        { check: 'unknown', message: 'a b: c' },
+        { check: 'unknown', message: 'egress: slow' },
+        { check: 'unknown', message: 'no prefix' },
+      ]);
+    });
+
+    it('none without the field (an older worker)', () => {
+      const progress = evaluateWorkerPod(pod().passed(['dns']).build(), T0, config.worker);
+      expect(progress.done && progress.result).toMatchObject({ message: 'all checks passed in 12ms (dns)', warnings: [] });
+    });
+
+    it('the verdict survives when the warnings fill the message', () => {
+      const progress = evaluateWorkerPod(pod().exited(0, summaryText(checks, { warnings: [`dns: ${'x'.repeat(2000)}`] })).build(), T0, config.worker);
+      expect(progress.done && progress.result.message).toMatch(/^all checks passed with warnings in 24ms \(dns, mtu\): dns: x+\.\.\.$/);
+      expect(progress.done && progress.result.message.length).toBe(MAX_MESSAGE);
+    });
+  });
+
   it('keeps the container start and finish times', () => {
     const progress = evaluateWorkerPod(pod().passed(['dns'], { startedAt: T0 + 5 * S, finishedAt: T0 + 8 * S }).build(), T0, config.worker);
     expect(progress.done && [progress.result.startedAt, progress.result.finishedAt]).toEqual([T0 + 5 * S, T0 + 8 * S]);

@@ -3,9 +3,9 @@ import { ExitCode, formatDuration } from '@kube-node-ready/core';
 import { WorkerContainer } from '../../../api/well-known.js';
 import type { WorkerConfig } from '../../../config/schema.js';
 import { toMillis } from '../../../kube/objects.js';
-import { parseSummary } from './summary.js';
+import { parseSummary, type WorkerSummary } from './summary.js';
 import { formatTaint, untoleratedTaints } from './taints.js';
-import { Outcome, type AttemptResult } from './types.js';
+import { Outcome, type AttemptResult, type WorkerWarning } from './types.js';
 
 /**
  * Reads a worker pod: still in progress (and until when we wait), or finished with an outcome.
@@ -106,20 +106,25 @@ function fromTermination(t: V1ContainerStateTerminated): PodProgress {
   if (code === ExitCode.OK || code === ExitCode.CHECK_FAILED) {
     if (!parsed.ok) return finished(Outcome.WorkerError, `the worker exited with code ${code} but its summary is unusable: ${parsed.reason}`, t);
     const { summary } = parsed;
+    const warnings = warningsOf(summary);
     const failed = summary.checks.filter((c) => !c.ok);
     const passed = code === ExitCode.OK && summary.ok && failed.length === 0;
     const failedVerdict = code === ExitCode.CHECK_FAILED && !summary.ok;
     if (passed) {
       const names = summary.checks.map((c) => c.name).join(', ') || 'no checks';
-      return finished(Outcome.Passed, `all checks passed in ${formatDuration(summary.durationMs)} (${names})`, t, { checks: summary.checks });
+      const took = `in ${formatDuration(summary.durationMs)} (${names})`;
+      // The warnings go last: when the message is cut to MAX_MESSAGE, the verdict stays whole.
+      const message = warnings.length > 0 ? `all checks passed with warnings ${took}: ${warnings.map((w) => w.message).join('; ')}` : `all checks passed ${took}`;
+      return finished(Outcome.Passed, message, t, { checks: summary.checks, warnings });
     }
     if (!failedVerdict) {
-      return finished(Outcome.WorkerError, `the worker's exit code ${code} contradicts its summary (ok: ${summary.ok})`, t, { checks: summary.checks });
+      return finished(Outcome.WorkerError, `the worker's exit code ${code} contradicts its summary (ok: ${summary.ok})`, t, { checks: summary.checks, warnings });
     }
     const detail = failed.length > 0 ? failed.map((c) => `${c.name}: ${c.error ?? 'failed'}`).join('; ') : (summary.error ?? 'no check reported the failure');
     return finished(Outcome.ChecksFailed, `${failed.length === 1 ? 'check' : 'checks'} failed: ${detail}`, t, {
       checks: summary.checks,
       failedChecks: failed.map((c) => c.name),
+      warnings,
     });
   }
 
@@ -128,6 +133,20 @@ function fromTermination(t: V1ContainerStateTerminated): PodProgress {
   const detail = parsed.ok ? (parsed.summary.error ?? '') : firstLine(t.message ?? '');
   return finished(Outcome.WorkerError, `the worker exited with code ${code} (${meaning})${suffix(detail)}`, t, {
     checks: parsed.ok ? parsed.summary.checks : [],
+    warnings: parsed.ok ? warningsOf(parsed.summary) : [],
+  });
+}
+
+/**
+ * The summary's warnings, each with the check its prefix names. A prefix that is no check of this
+ * summary is counted as `unknown`, so a worker cannot grow the metric's label set at will.
+ */
+function warningsOf(summary: WorkerSummary): WorkerWarning[] {
+  const checks = new Set(summary.checks.map((c) => c.name));
+  return (summary.warnings ?? []).map((text) => {
+    const message = oneLine(text);
+    const prefix = /^([^:\s]+):/.exec(message)?.[1];
+    return { check: prefix !== undefined && checks.has(prefix) ? prefix : 'unknown', message };
   });
 }
 
@@ -135,9 +154,9 @@ function finished(
   outcome: Outcome,
   message: string,
   t?: V1ContainerStateTerminated,
-  extra: Partial<Pick<AttemptResult, 'checks' | 'failedChecks' | 'startedAt'>> = {},
+  extra: Partial<Pick<AttemptResult, 'checks' | 'failedChecks' | 'warnings' | 'startedAt'>> = {},
 ): PodProgress {
-  const result: AttemptResult = { outcome, message: bounded(message), failedChecks: [], checks: [], ...extra };
+  const result: AttemptResult = { outcome, message: bounded(message), failedChecks: [], checks: [], warnings: [], ...extra };
   if (t) {
     result.exitCode = t.exitCode;
     const startedAt = toMillis(t.startedAt);
@@ -156,7 +175,11 @@ function firstLine(text: string): string {
   return text.split('\n', 1)[0]?.trim() ?? '';
 }
 
+function oneLine(text: string): string {
+  return text.replace(/\s+/g, ' ').trim();
+}
+
 function bounded(text: string): string {
-  const line = text.replace(/\s+/g, ' ').trim();
+  const line = oneLine(text);
   return line.length <= MAX_MESSAGE ? line : `${line.slice(0, MAX_MESSAGE - 3)}...`;
 }

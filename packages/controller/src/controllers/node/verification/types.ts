@@ -28,10 +28,20 @@ export interface AttemptResult {
   failedChecks: string[];
   /** Every check of the summary, for per-check metrics (empty when there is no summary). */
   checks: CheckSummary[];
+  /** The summary's warnings: findings that did not fail the node (slow answers...), in the worker's order. */
+  warnings: WorkerWarning[];
   exitCode?: number;
   /** When the worker container started / finished (ms), where known. */
   startedAt?: number;
   finishedAt?: number;
+}
+
+/** One entry of the summary's `warnings[]`. */
+export interface WorkerWarning {
+  /** The check it belongs to (its prefix), or `unknown` when the prefix names no check of the summary. */
+  check: string;
+  /** As the worker wrote it: `dns: ... slow: 3.5s ...`. */
+  message: string;
 }
 
 /** Where a node is in its verification. Persisted in annotations (api/well-known.ts). */
