@@ -85,6 +85,7 @@ const BASE_PERMISSIONS = [
   'Role/kube-system/kube-node-ready-controller core/configmaps create',
   'Role/kube-system/kube-node-ready-controller core/configmaps/kube-node-ready-worker get',
   'Role/kube-system/kube-node-ready-controller core/configmaps/kube-node-ready-worker update',
+  'Role/default/kube-node-ready-api-endpoints discovery.k8s.io/endpointslices list',
   'Role/kube-system/kube-node-ready-leader-election coordination.k8s.io/leases create',
   'Role/kube-system/kube-node-ready-leader-election coordination.k8s.io/leases/kube-node-ready-controller get',
   'Role/kube-system/kube-node-ready-leader-election coordination.k8s.io/leases/kube-node-ready-controller update',
@@ -148,8 +149,10 @@ describe('helm template: what is created', () => {
         'ConfigMap/kube-node-ready-worker',
         'Deployment/kube-node-ready-controller',
         'PodDisruptionBudget/kube-node-ready-controller',
+        'Role/kube-node-ready-api-endpoints',
         'Role/kube-node-ready-controller',
         'Role/kube-node-ready-leader-election',
+        'RoleBinding/kube-node-ready-api-endpoints',
         'RoleBinding/kube-node-ready-controller',
         'RoleBinding/kube-node-ready-leader-election',
         'Service/kube-node-ready-metrics',
@@ -207,7 +210,7 @@ describe('helm template: what is created', () => {
     expect(find(everything, 'PrometheusRule').apiVersion).toBe('monitoring.coreos.com/v1');
   });
 
-  it('every object carries the standard app.kubernetes.io labels and the namespaced ones the release namespace', () => {
+  it('every object carries the standard app.kubernetes.io labels and the namespaced ones the release namespace (the kubernetes Service\'s, default)', () => {
     for (const o of everything) {
       const labels = o.metadata.labels ?? {};
       expect(labels['app.kubernetes.io/name'], `${o.kind}/${o.metadata.name}`).toBe('kube-node-ready');
@@ -217,7 +220,9 @@ describe('helm template: what is created', () => {
       expect(labels['app.kubernetes.io/component']).toMatch(/^(controller|worker)$/);
       expect(labels['helm.sh/chart']).toBe('kube-node-ready-0.1.0');
       expect(labels['example.com/team']).toBe('platform'); // commonLabels
-      if (!o.kind.startsWith('Cluster')) expect(o.metadata.namespace).toBe(NAMESPACE);
+      // The API server endpoints are the EndpointSlices of default/kubernetes: that Role lives beside them.
+      const namespace = o.metadata.name === 'kube-node-ready-api-endpoints' ? 'default' : NAMESPACE;
+      if (!o.kind.startsWith('Cluster')) expect(o.metadata.namespace, `${o.kind}/${o.metadata.name}`).toBe(namespace);
     }
   });
 
@@ -227,6 +232,8 @@ describe('helm template: what is created', () => {
     expect(config.worker.namespace).toBe('node-ready');
     expect(find(objects, 'Role', 'kube-node-ready-controller').metadata.namespace).toBe('node-ready');
     expect(find(objects, 'Role', 'kube-node-ready-leader-election').metadata.namespace).toBe('node-ready');
+    expect(find(objects, 'Role', 'kube-node-ready-api-endpoints').metadata.namespace).toBe('default');
+    expect((find(objects, 'RoleBinding', 'kube-node-ready-api-endpoints').subjects as Array<{ namespace: string }>)[0]?.namespace).toBe('node-ready');
     const workerSa = find(objects, 'ServiceAccount', 'kube-node-ready-worker');
     expect(workerSa.metadata.namespace).toBe('node-ready');
   });
@@ -267,6 +274,7 @@ describe('RBAC', () => {
     expect(subjects('ClusterRoleBinding', 'kube-node-ready-controller')).toEqual(['kube-system/kube-node-ready-controller']);
     expect(subjects('RoleBinding', 'kube-node-ready-controller')).toEqual(['kube-system/kube-node-ready-controller']);
     expect(subjects('RoleBinding', 'kube-node-ready-leader-election')).toEqual(['kube-system/kube-node-ready-controller']);
+    expect(subjects('RoleBinding', 'kube-node-ready-api-endpoints')).toEqual(['kube-system/kube-node-ready-controller']);
     expect(subjects('ClusterRoleBinding', 'kube-node-ready-worker')).toEqual(['kube-system/kube-node-ready-worker']);
     // The controller names this ServiceAccount in every worker pod.
     expect(withTempFile(configOf(defaults), (p) => loadConfig(p)).worker.serviceAccountName).toBe('kube-node-ready-worker');
@@ -274,7 +282,7 @@ describe('RBAC', () => {
 
   it('leader election off: no Lease role (and a single replica is required)', async () => {
     const objects = await template({ controller: { replicas: 1 }, config: { leaderElection: { enabled: false } } });
-    expect(findAll(objects, 'Role').map((r) => r.metadata.name)).toEqual(['kube-node-ready-controller']);
+    expect(findAll(objects, 'Role').map((r) => r.metadata.name)).toEqual(['kube-node-ready-controller', 'kube-node-ready-api-endpoints']);
     const twoReplicas = await tryTemplate({ config: { leaderElection: { enabled: false } } });
     expect(twoReplicas.code).not.toBe(0);
     expect(twoReplicas.stderr).toContain('controller.replicas must be 1 when config.leaderElection.enabled is false');

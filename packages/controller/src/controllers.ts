@@ -7,6 +7,7 @@ import { PodAnnotation, PodLabelValue, PodLabel } from './api/well-known.js';
 import { withDeadline, type Clock, type Timer } from './clock.js';
 import type { ControllerConfig } from './config/schema.js';
 import { RemediationController } from './controllers/node/remediation/controller.js';
+import { ApiEndpoints } from './controllers/node/verification/api-endpoints.js';
 import { KubeRemediationEvents } from './controllers/node/remediation/events.js';
 import { Remediator } from './controllers/node/remediation/remediator.js';
 import { nodeFingerprint, VerificationController } from './controllers/node/verification/controller.js';
@@ -111,6 +112,8 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   const eventSink: EventSink = { create: (ns, e) => kube.createEvent(ns, e), bump: (ns, name, count, at) => kube.bumpEvent(ns, name, count, at) };
   const events = new KubeEventRecorder({ sink: eventSink, clock, log, component: PodLabelValue.ManagedBy, instance: opts.identity });
   const store = config.dryRun ? new MemoryProgressStore() : new AnnotationProgressStore(kube, config);
+  // The API server addresses for the worker pods, read by the leader (started in lead()).
+  const apiEndpoints = new ApiEndpoints({ kube, clock, log: log.child({ component: 'api-endpoints' }) });
   const verification = new VerificationController({
     config,
     clock,
@@ -122,7 +125,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     events,
     metrics,
     slots,
-    worker: { image: workerImage(config.worker.image, opts.version), configHash: configHash(workerConfig) },
+    worker: { image: workerImage(config.worker.image, opts.version), configHash: configHash(workerConfig), apiEndpoints: () => apiEndpoints.current() },
     enqueue: (name) => queue.add(name),
   });
 
@@ -227,10 +230,13 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   const lead = async (): Promise<void> => {
     metrics.leader.set(1);
     leading = true;
-    const written = await kube.applyConfigMap(workerNamespace, config.worker.configMapName, { 'worker.yaml': workerConfig }, {
-      [PodLabel.Name]: PodLabelValue.Name,
-      [PodLabel.ManagedBy]: PodLabelValue.ManagedBy,
-    });
+    const [written] = await Promise.all([
+      kube.applyConfigMap(workerNamespace, config.worker.configMapName, { 'worker.yaml': workerConfig }, {
+        [PodLabel.Name]: PodLabelValue.Name,
+        [PodLabel.ManagedBy]: PodLabelValue.ManagedBy,
+      }),
+      apiEndpoints.start(),
+    ]);
     log.info({ configMap: `${workerNamespace}/${config.worker.configMapName}`, result: written }, 'worker configuration in place; starting to reconcile');
     for (const node of nodeInformer.list()) queue.add(node.metadata?.name ?? '');
     workers = runWorkers({
@@ -282,6 +288,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
           'abort',
           () => {
             leading = false;
+            apiEndpoints.stop();
             queue.shutDown();
             remediationQueue.shutDown();
           },
@@ -315,6 +322,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       stopElection.abort();
       await finished.catch(() => undefined);
       for (const timer of timers) timer.cancel();
+      apiEndpoints.stop();
       await Promise.all([nodeInformer.stop(), pods.stop()]);
       await Promise.all(servers.map((s) => s.close()));
       metrics.leader.set(0);

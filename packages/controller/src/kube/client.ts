@@ -1,12 +1,14 @@
 import {
   CoordinationV1Api,
   CoreV1Api,
+  DiscoveryV1Api,
   KubeConfig,
   PatchStrategy,
   setHeaderOptions,
   VersionApi,
   type CoreV1Event,
   type V1ConfigMap,
+  type V1EndpointSlice,
   type V1Node,
   type V1NodeList,
   type V1Pod,
@@ -39,6 +41,7 @@ export interface KubeClientOptions {
 export class KubeClient {
   readonly core: CoreV1Api;
   readonly coordination: CoordinationV1Api;
+  private readonly discovery: DiscoveryV1Api;
   private readonly version: VersionApi;
   private readonly limiter: PriorityTokenBucket;
   /** Events have their own budget: they are best effort and must not slow node writes down. */
@@ -50,6 +53,7 @@ export class KubeClient {
   ) {
     this.core = kubeConfig.makeApiClient(CoreV1Api);
     this.coordination = kubeConfig.makeApiClient(CoordinationV1Api);
+    this.discovery = kubeConfig.makeApiClient(DiscoveryV1Api);
     this.version = kubeConfig.makeApiClient(VersionApi);
     this.limiter = new PriorityTokenBucket(opts.qps, opts.burst, opts.clock);
     this.eventLimiter = new PriorityTokenBucket(EVENT_QPS, EVENT_BURST, opts.clock);
@@ -187,6 +191,14 @@ export class KubeClient {
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
+  }
+
+  // -- API server endpoints -------------------------------------------------------------------
+
+  /** EndpointSlices matching `labelSelector` in one namespace (the `kubernetes` Service's: a handful of objects). */
+  async listEndpointSlices(namespace: string, labelSelector: string): Promise<V1EndpointSlice[]> {
+    const list = await this.call('list endpointslices', () => this.discovery.listNamespacedEndpointSlice({ namespace, labelSelector }));
+    return list.items;
   }
 
   // -- Worker ConfigMap ------------------------------------------------------------------------

@@ -42,7 +42,8 @@ export interface VerificationDeps {
   events: EventRecorder;
   metrics: ControllerMetrics;
   slots: VerificationSlots;
-  worker: { image: string; configHash: string };
+  /** `apiEndpoints`: the API server addresses new worker pods get (`--api-endpoints`), as known now. */
+  worker: { image: string; configHash: string; apiEndpoints?: () => readonly string[] };
   /** Puts a node back on the work queue (to wake nodes waiting for a verification slot). */
   enqueue: (name: string) => void;
 }
@@ -282,7 +283,15 @@ export class VerificationController {
     this.waitingForSlot.delete(name);
 
     // 1. The pod first: its deterministic name makes a repeat (after a crash or a conflict) a no-op.
-    const pod = buildWorkerPod({ node, attempt: action.attempt, podName: action.podName, config, image: worker.image, configHash: worker.configHash });
+    const pod = buildWorkerPod({
+      node,
+      attempt: action.attempt,
+      podName: action.podName,
+      config,
+      image: worker.image,
+      configHash: worker.configHash,
+      apiEndpoints: worker.apiEndpoints?.() ?? [],
+    });
     const created = await kube.createPod(pod);
     const now = this.deps.clock.now();
     for (const [podName, entry] of this.recentlyCreated) if (now - entry.at >= RECENTLY_CREATED_TTL_MS) this.recentlyCreated.delete(podName);

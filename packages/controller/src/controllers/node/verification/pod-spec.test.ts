@@ -117,6 +117,20 @@ describe('buildWorkerPod', () => {
     expect(pod.spec?.volumes).toContainEqual({ name: 'config', configMap: { name: 'kube-node-ready-worker', items: [{ key: 'worker.yaml', path: 'worker.yaml' }] } });
   });
 
+  it('passes the API server endpoints as --api-endpoints, unless there are none or worker.checks sets api.endpoints', () => {
+    const endpoints = ['10.0.0.1:6443', '[fd00::1]:6443'];
+    expect(workerArgs(config.worker, endpoints).slice(-2)).toEqual(['--api-endpoints', '10.0.0.1:6443,[fd00::1]:6443']);
+    expect(workerArgs(config.worker, [])).not.toContain('--api-endpoints');
+    for (const configured of [['192.0.2.1:443'], []]) {
+      const own = testConfig({ worker: { checks: { api: { endpoints: configured } } } });
+      expect(workerArgs(own.worker, endpoints)).not.toContain('--api-endpoints');
+    }
+    expect(workerArgs(testConfig({ worker: { checks: { api: { slowAfter: '1s' } } } }).worker, endpoints)).toContain('--api-endpoints');
+    const node = aNode('n1').tainted().build();
+    const pod = buildWorkerPod({ node, attempt: 1, podName: workerPodName('n1', 'u', 1), config, image: 'img:1', configHash: 'abc', apiEndpoints: endpoints });
+    expect(container(pod)?.args?.slice(-2)).toEqual(['--api-endpoints', '10.0.0.1:6443,[fd00::1]:6443']);
+  });
+
   it('labels the pod so `kubectl get pods -l` finds the workers of a node, and annotates the full identity', () => {
     const pod = build();
     expect(pod.metadata?.labels).toEqual({

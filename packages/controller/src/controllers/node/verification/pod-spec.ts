@@ -28,13 +28,15 @@ export interface WorkerPodInput {
   image: string;
   /** configHash() of the worker ConfigMap content the pod will read. */
   configHash: string;
+  /** API server `IP:PORT`s for `--api-endpoints` (api-endpoints.ts); none: the flag is left out. */
+  apiEndpoints?: readonly string[];
 }
 
 const CONFIG_VOLUME = 'config';
 const TMP_VOLUME = 'tmp';
 
 export function buildWorkerPod(input: WorkerPodInput): V1Pod {
-  const { node, attempt, podName, config, image, configHash } = input;
+  const { node, attempt, podName, config, image, configHash, apiEndpoints = [] } = input;
   const worker = config.worker;
   const name = nodeName(node);
 
@@ -84,7 +86,7 @@ export function buildWorkerPod(input: WorkerPodInput): V1Pod {
           name: WorkerContainer.Name,
           image,
           imagePullPolicy: worker.imagePullPolicy,
-          args: workerArgs(worker),
+          args: workerArgs(worker, apiEndpoints),
           env: [
             { name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
             { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
@@ -153,8 +155,14 @@ export function activeDeadlineSeconds(worker: WorkerConfig): number {
   return Math.ceil((worker.startTimeout + worker.timeout + RUN_GRACE_MS) / 1000);
 }
 
-/** `kube-node-ready worker ...` (the image's entrypoint is the kube-node-ready binary). */
-export function workerArgs(worker: WorkerConfig): string[] {
+/**
+ * `kube-node-ready worker ...` (the image's entrypoint is the kube-node-ready binary), with
+ * `--api-endpoints` when there are endpoints, unless `worker.checks` sets `api.endpoints` itself
+ * (the flag would override it; an explicit empty list there turns the fallback off).
+ */
+export function workerArgs(worker: WorkerConfig, apiEndpoints: readonly string[] = []): string[] {
+  const api = worker.checks['api'];
+  const configured = typeof api === 'object' && api !== null && 'endpoints' in api;
   return [
     'worker',
     '--config',
@@ -165,6 +173,7 @@ export function workerArgs(worker: WorkerConfig): string[] {
     WorkerContainer.TerminationMessagePath,
     '--log-format',
     'json',
+    ...(apiEndpoints.length > 0 && !configured ? ['--api-endpoints', apiEndpoints.join(',')] : []),
   ];
 }
 

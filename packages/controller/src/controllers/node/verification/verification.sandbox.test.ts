@@ -4,7 +4,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { k8s } from '@kube-node-ready/sandbox';
 import { annotations, harness, nodeEvents, nodeEventsWhen, readNode, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
-import { core } from '../../../../../../test/sandbox.js';
+import { core, sandbox } from '../../../../../../test/sandbox.js';
 
 let h: Harness;
 
@@ -148,6 +148,16 @@ describe('verification', () => {
     expect(pod.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms?.[0]?.matchFields).toEqual([
       { key: 'metadata.name', operator: 'In', values: [node] },
     ]);
+    // The worker is told the API server addresses: the ready endpoints of default/kubernetes.
+    const slices = await sandbox()
+      .kc.makeApiClient(k8s.DiscoveryV1Api)
+      .listNamespacedEndpointSlice({ namespace: 'default', labelSelector: 'kubernetes.io/service-name=kubernetes' });
+    const apiServers = slices.items.flatMap((sl) =>
+      (sl.endpoints ?? []).filter((e) => e.conditions?.ready !== false).flatMap((e) => e.addresses.map((a) => `${a}:${sl.ports?.find((p) => p.name === 'https')?.port}`)),
+    );
+    expect(apiServers.length).toBeGreaterThan(0);
+    const args = pod.spec?.containers[0]?.args ?? [];
+    expect(args.slice(args.indexOf('--api-endpoints'))).toEqual(['--api-endpoints', apiServers.sort().join(',')]);
 
     // The CNI agent comes up and removes its taint (index 0): ours moves to index 0.
     await patchNode(node, [{ op: 'test', path: '/spec/taints/0/key', value: cni.key }, { op: 'remove', path: '/spec/taints/0' }]);
