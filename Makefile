@@ -39,7 +39,7 @@ system-deps:
 	fi
 
 .PHONY: sandbox-bins
-sandbox-bins: ## Build etcd, kube-apiserver, kube-scheduler, kubectl and helm from Go modules (cached in ~/.cache/kube-node-ready)
+sandbox-bins: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, helm and Karpenter from Go modules (each cached under its own key in ~/.cache/kube-node-ready)
 	@bash packages/sandbox/go/build.sh >/dev/null
 
 dist/kube-node-ready.mjs dist/sandbox.mjs: $(STAMP) $(SRC) scripts/bundle.mjs
