@@ -64,7 +64,7 @@ export class Cluster {
   ) {}
 
   static async start(env: ChaosEnv, scenario: string): Promise<Cluster> {
-    const state = await startSandbox({ dir: env.dir, slot: env.slot, leaseRenewMs: 300_000, progress: () => {} });
+    const state = await startSandbox({ dir: env.dir, slot: env.slot, leaseRenewMs: 30_000, progress: () => {} });
     const kc = loadKubeConfig(state.kubeconfig);
     // The chart's RBAC with remediation on (nodes delete, NodeClaims), as the suite's config has it.
     await applyChartRbac(state, ['config.nodeManagement.deleteFailedNodes=true']);

@@ -7,7 +7,8 @@ import { certPaths, ensureCerts, kubeconfigYaml, type SandboxCerts } from './cer
 import type { SandboxLayout } from './layout.js';
 import { sleep, startLogged, stopProcess } from './proc.js';
 
-export type Component = 'etcd' | 'kube-apiserver' | 'kube-scheduler';
+export type Component = 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'kube-scheduler' | 'karpenter';
+export const COMPONENTS: readonly Component[] = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'karpenter'];
 
 export interface ControlPlane {
   certs: SandboxCerts;
@@ -25,15 +26,18 @@ export interface ControlPlane {
 interface ComponentSpec {
   bin: string;
   args: string[];
+  env?: Record<string, string>;
   health: () => Promise<void>;
   proc?: ChildProcess;
 }
 
 /**
- * Starts etcd, kube-apiserver (RBAC, service-account issuer, secure serving) and kube-scheduler
- * as child processes of the caller, which runs inside the sandbox's network namespace.
+ * Starts etcd, kube-apiserver (RBAC, service-account issuer, secure serving), kube-controller-manager,
+ * kube-scheduler and Karpenter (its kwok cloud provider) as child processes of the caller, which runs
+ * inside the sandbox's network namespace. `beforeKarpenter` runs once the API is up and before
+ * Karpenter starts (it installs Karpenter's CRDs).
  */
-export async function startControlPlane(layout: SandboxLayout, binDir: string, log: Logger): Promise<ControlPlane> {
+export async function startControlPlane(layout: SandboxLayout, binDir: string, log: Logger, beforeKarpenter: () => Promise<void>): Promise<ControlPlane> {
   const L = layout;
   for (const d of [L.paths.logs, L.paths.etcdData]) mkdirSync(d, { recursive: true });
   const certs = await ensureCerts(L);
@@ -96,12 +100,45 @@ export async function startControlPlane(layout: SandboxLayout, binDir: string, l
         '--requestheader-username-headers=X-Remote-User',
         '--requestheader-group-headers=X-Remote-Group',
         '--requestheader-extra-headers-prefix=X-Remote-Extra-',
+        // kubectl logs/exec: the apiserver dials the simulated kubelet's API on each node's InternalIP.
+        '--kubelet-preferred-address-types=InternalIP',
+        `--kubelet-client-certificate=${certs.adminCert}`,
+        `--kubelet-client-key=${certs.adminKey}`,
         '--profiling=false',
         '--max-requests-inflight=800',
         '--max-mutating-requests-inflight=400',
         '--v=0',
       ],
       health: () => waitHealthy(`https://127.0.0.1:${L.apiPort}/readyz`, certs, 90_000, 'kube-apiserver'),
+    },
+    // Every controller that makes sense without a cloud: garbage collection, Deployments and
+    // ReplicaSets, DaemonSets, Jobs, EndpointSlices, namespace deletion, ServiceAccounts and
+    // kube-root-ca.crt, the node lifecycle controller (Unknown nodes, not-ready/unreachable
+    // taints, evictions), PodDisruptionBudget status.
+    'kube-controller-manager': {
+      bin: join(binDir, 'kube-controller-manager'),
+      args: [
+        `--kubeconfig=${L.paths.kubeconfig}`,
+        `--authentication-kubeconfig=${L.paths.kubeconfig}`,
+        `--authorization-kubeconfig=${L.paths.kubeconfig}`,
+        '--controllers=*,-node-ipam-controller,-node-route-controller,-service-lb-controller,-cloud-node-lifecycle-controller',
+        '--use-service-account-credentials=false',
+        '--leader-elect=false',
+        `--service-account-private-key-file=${certs.saKey}`,
+        `--root-ca-file=${certs.caCert}`,
+        `--cluster-signing-cert-file=${certs.caCert}`,
+        `--cluster-signing-key-file=${certs.caKey}`,
+        '--bind-address=127.0.0.1',
+        `--secure-port=${L.controllerManagerPort}`,
+        // The node lifecycle controller's defaults, stated: a node whose kubelet posted nothing
+        // (Lease or status) for 50 s goes Unknown; checked every 5 s.
+        '--node-monitor-grace-period=50s',
+        '--node-monitor-period=5s',
+        '--kube-api-qps=100',
+        '--kube-api-burst=200',
+        '--v=0',
+      ],
+      health: () => waitHealthy(`https://127.0.0.1:${L.controllerManagerPort}/healthz`, undefined, 60_000, 'kube-controller-manager'),
     },
     'kube-scheduler': {
       bin: join(binDir, 'kube-scheduler'),
@@ -115,15 +152,37 @@ export async function startControlPlane(layout: SandboxLayout, binDir: string, l
       ],
       health: () => waitHealthy(`https://127.0.0.1:${L.schedulerPort}/healthz`, undefined, 60_000, 'kube-scheduler'),
     },
+    // Karpenter with its in-tree kwok cloud provider: NodeClaims become Node objects (no VM); the
+    // simulated kubelet plays the nodes of NodePools whose template carries the simulated label.
+    karpenter: {
+      bin: join(binDir, 'karpenter'),
+      args: [],
+      env: {
+        KUBECONFIG: L.paths.kubeconfig,
+        DISABLE_LEADER_ELECTION: 'true',
+        METRICS_PORT: String(L.karpenterMetricsPort),
+        HEALTH_PROBE_PORT: String(L.karpenterHealthPort),
+        LOG_LEVEL: 'info',
+        // Batch pending pods for 1 s (idle) up to 10 s, Karpenter's defaults.
+        BATCH_IDLE_DURATION: '1s',
+        BATCH_MAX_DURATION: '10s',
+      },
+      health: () => waitHealthy(`http://127.0.0.1:${L.karpenterHealthPort}/healthz`, undefined, 90_000, 'karpenter'),
+    },
   };
-  const order: Component[] = ['etcd', 'kube-apiserver', 'kube-scheduler'];
+  const order: Component[] = [...COMPONENTS];
   let stopping = false;
+  let karpenterReady = false;
 
   const startComponent = async (name: Component) => {
     const c = components[name];
     if (c.proc && c.proc.exitCode === null && c.proc.signalCode === null) return;
     log.info(`starting ${name}`);
-    const proc = startLogged(c.bin, c.args, join(L.paths.logs, `${name}.log`));
+    if (name === 'karpenter' && !karpenterReady) {
+      await beforeKarpenter();
+      karpenterReady = true;
+    }
+    const proc = startLogged(c.bin, c.args, join(L.paths.logs, `${name}.log`), c.env ? { env: { ...process.env, ...c.env } } : {});
     c.proc = proc;
     proc.once('exit', (code, signal) => {
       if (!stopping && c.proc === proc) log.error({ component: name, code, signal }, `${name} exited; see ${join(L.paths.logs, `${name}.log`)}`);

@@ -1,6 +1,8 @@
 import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Logger } from '@kube-node-ready/core';
-import { startControlPlane, type Component } from './control-plane.js';
+import { COMPONENTS, startControlPlane, type Component } from './control-plane.js';
+import { installKarpenterCrds, installKwokNodeClass } from './karpenter.js';
 import { NotFound, startControlServer } from './control.js';
 import { ServiceCatalog } from './catalog.js';
 import { ClusterDns, DNS_CONFIGMAP } from './dns.js';
@@ -24,7 +26,7 @@ export interface DaemonOptions {
  * on SIGTERM/SIGINT.
  */
 export async function runDaemon(layout: SandboxLayout, opts: DaemonOptions, log: Logger): Promise<void> {
-  const cp = await startControlPlane(layout, opts.binDir, log);
+  const cp = await startControlPlane(layout, opts.binDir, log, () => installKarpenterCrds(loadKubeConfig(layout.paths.kubeconfig), join(opts.binDir, 'karpenter-crds')));
   const kc = loadKubeConfig(cp.kubeconfig);
   const parts: Array<{ stop: () => unknown }> = [];
   let stopping = false;
@@ -43,6 +45,7 @@ export async function runDaemon(layout: SandboxLayout, opts: DaemonOptions, log:
   try {
     log.info('bootstrapping cluster objects');
     await bootstrap(layout, kc);
+    await installKwokNodeClass(kc);
     const catalog = new ServiceCatalog(kc);
     catalog.start();
     parts.push(catalog);
@@ -62,11 +65,13 @@ export async function runDaemon(layout: SandboxLayout, opts: DaemonOptions, log:
     const control = startControlServer(layout.dir, async (method, path) => {
       const [, action, arg] = path.split('/');
       const component = arg as Component;
-      const known = ['etcd', 'kube-apiserver', 'kube-scheduler'].includes(component);
+      const known = COMPONENTS.includes(component);
       if (method === 'POST' && action === 'restart' && known) return cp.restart(component);
       if (method === 'POST' && action === 'stop' && known) return cp.stopComponent(component);
       if (method === 'POST' && action === 'start' && known) return cp.startComponent(component);
       if (method === 'POST' && action === 'compact') return { revision: await cp.compact() };
+      // A node's kubelet stops (its Lease is no longer renewed) or comes back.
+      if (method === 'POST' && (action === 'stop-kubelet' || action === 'start-kubelet') && arg) return kubelet.agent.setKubeletStopped(arg, action === 'stop-kubelet');
       if (method === 'GET' && action === 'stats') return { processes: kubelet.runningProcesses(), dnsQueries: dns.queries };
       throw new NotFound(`unknown control action ${method} ${path}`);
     });
@@ -107,13 +112,17 @@ export function readState(layout: SandboxLayout): SandboxState | undefined {
   }
 }
 
-/** What kube-controller-manager and addons would have created: SAs, the kube-dns Service and its endpoints. */
+/**
+ * What a cluster's add-ons would have created: the kube-dns Service and its endpoints. Waits for
+ * what kube-controller-manager creates (the `default` ServiceAccounts, `kube-root-ca.crt`) and the
+ * apiserver's own `kubernetes` EndpointSlice, so tests start on a settled cluster.
+ */
 async function bootstrap(layout: SandboxLayout, kc: k8s.KubeConfig): Promise<void> {
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const discovery = kc.makeApiClient(k8s.DiscoveryV1Api);
   for (const ns of ['default', 'kube-system', 'kube-public', 'kube-node-lease']) {
-    await waitFor(async () => (await core.readNamespace({ name: ns }), true), `namespace ${ns}`);
-    await createIgnoreExists(() => core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name: 'default' } } }));
+    await waitFor(async () => (await core.readNamespacedServiceAccount({ namespace: ns, name: 'default' }), true), `the default ServiceAccount of ${ns} (kube-controller-manager)`);
+    await waitFor(async () => (await core.readNamespacedConfigMap({ namespace: ns, name: 'kube-root-ca.crt' }), true), `kube-root-ca.crt in ${ns} (kube-controller-manager)`);
   }
   // The apiserver's own endpoint reconciler publishes the kubernetes Service's endpoints.
   await waitFor(async () => {
@@ -125,9 +134,10 @@ async function bootstrap(layout: SandboxLayout, kc: k8s.KubeConfig): Promise<voi
       namespace: 'kube-system',
       body: {
         metadata: { name: 'kube-dns', labels: { 'k8s-app': 'kube-dns', 'kubernetes.io/name': 'CoreDNS' } },
+        // No selector: the DNS "pods" are servers of the sandbox, not Pods, so their EndpointSlice
+        // is the sandbox's (kube-controller-manager would add an empty one of its own for a selector).
         spec: {
           clusterIP: layout.clusterDnsIp,
-          selector: { 'k8s-app': 'kube-dns' },
           ports: [
             { name: 'dns', port: 53, protocol: 'UDP', targetPort: 53 as unknown as k8s.IntOrString },
             { name: 'dns-tcp', port: 53, protocol: 'TCP', targetPort: 53 as unknown as k8s.IntOrString },

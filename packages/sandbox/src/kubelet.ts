@@ -1,25 +1,36 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import type { Server as HttpsServer } from 'node:https';
 import { join } from 'node:path';
 import { parseDuration, type Logger } from '@kube-node-ready/core';
 import type { SandboxLayout } from './layout.js';
 import { k8s, listWatch, statusCode } from './kube.js';
+import { NodeAgent } from './node-agent.js';
 import { FAULT, SIMULATED_LABEL } from './node-registry.js';
+import { bringUpPlan } from './bring-up.js';
+import { certPaths } from './certs.js';
+import { ContainerLogFile } from './kubelet/container-log.js';
+import { containerFieldPath, KubeletEvents, REASON, type EventType } from './kubelet/events.js';
+import { goDuration, ImageCache, type PullPolicy } from './kubelet/images.js';
+import { podStatus, type ConditionMemory, type TerminatedView } from './kubelet/pod-status.js';
+import { ContainerProbes, runExecProcess, type ProbeKind } from './kubelet/probes.js';
+import { ensureKubeletCerts, KUBELET_PORT, startKubeletServer, type LogLookup, type LogSource } from './kubelet/server.js';
+import { ContainerRuntime, type PodSandbox, type PreparedContainer } from './runtime/runtime.js';
+import { POD_MTU_ANNOTATION } from './runtime/pod-network.js';
 
 /** How an image becomes a local command: the image's entrypoint, by image name without registry and tag. */
 export type ImageTable = Record<string, string[]>;
 
 export interface KubeletOptions {
   images: ImageTable;
-  /** Node lease renewal period (a real kubelet renews every 10s; the sandbox defaults to 30s to stay light at 1000 nodes). */
+  /** Node lease renewal period (default 10 s, as a real kubelet). */
   leaseRenewMs?: number;
   /** Fallback CA for projected kube-root-ca.crt when the ConfigMap does not exist (no controller-manager). */
   caFile: string;
 }
 
 const SA_MOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
-const NOT_READY_TAINT = 'node.kubernetes.io/not-ready';
 const MAX_TERMINATION_MESSAGE = 4096;
 
 interface ContainerRun {
@@ -32,6 +43,18 @@ interface ContainerRun {
   message?: string;
   restartCount: number;
   waiting?: { reason: string; message?: string };
+  /** An init container ('sidecar': one with restartPolicy Always); absent for a regular container. */
+  init?: 'init' | 'sidecar';
+  /** Readiness and startup of the current run, as its probes say (see kubelet/probes.ts). */
+  ready?: boolean;
+  started?: boolean;
+  probes?: ContainerProbes;
+  /** Resolves when the current run's process has exited and been accounted for. */
+  exited?: Promise<void>;
+  /** The run before the current one, reported as lastState. */
+  lastTerminated?: TerminatedView;
+  /** The logs of the current run and the one before (kubectl logs, --previous). */
+  logs?: ContainerLogFile[];
 }
 
 interface PodRun {
@@ -53,6 +76,12 @@ interface PodRun {
   /** Fault: the termination message containers report instead of their own ('garbage': random bytes); exit code kept. */
   forcedMessage: string | undefined;
   statusChain: Promise<void>;
+  /** The pod sandbox exists (its network is set up): containers can start. */
+  sandboxReady?: boolean;
+  /** The pod's network namespace and container cgroups (runtime/runtime.ts). */
+  sandbox?: PodSandbox;
+  /** The pod conditions last reported, for their transition times. */
+  conditions?: ConditionMemory;
 }
 
 /**
@@ -60,22 +89,34 @@ interface PodRun {
  * It keeps the node's Lease fresh, runs each container of the pods bound to those nodes as a
  * local process (image -> command through the image table), gives it what a kubelet gives
  * (env with fieldRef values, a service-account token from TokenRequest, mounted volumes, a
- * resolv.conf, a termination-message file) and reports real pod status transitions.
+ * resolv.conf, a termination-message file) and reports real pod status transitions. It runs a
+ * pod as a kubelet does: the pod sandbox (after the node's CNI delay), image pulls (the node's
+ * pull delay, then cached), init containers in order, then the containers with their probes
+ * (kubelet/probes.ts); it writes the pod Events a kubelet writes (kubelet/events.ts) and serves
+ * container logs on the kubelet API (kubelet/server.ts).
  *
  * Where a container would see a file at an absolute path, the process gets a per-pod directory
  * instead: volume mount paths in args/env are rewritten to it, and KNR_SERVICEACCOUNT_DIR,
  * KNR_RESOLV_CONF and KNR_TERMINATION_LOG point at the service-account directory, the resolv.conf
  * and the termination-message file (see docs/sandbox.md).
  */
-export class SimulatedKubelet {
+export class SimulatedKubelet implements LogSource {
   private nodes = new Map<string, k8s.V1Node>();
   private pods = new Map<string, PodRun>();
   private watches: Array<{ stop: () => void }> = [];
-  private leaseTimer?: NodeJS.Timeout;
+  /** The node side: registration status, Lease, bring-up. */
+  readonly agent: NodeAgent;
   private nextPodIp = 2;
   private readonly core: k8s.CoreV1Api;
-  private readonly coord: k8s.CoordinationV1Api;
   private stopped = false;
+  /** Pod Events (Pulling, Created, Started, Unhealthy, ...), written as a kubelet writes them. */
+  private readonly events: KubeletEvents;
+  /** The images each node has pulled. */
+  private readonly images = new ImageCache();
+  /** The kubelet API (container logs) on :10250. */
+  private server?: Promise<HttpsServer | undefined>;
+  /** Pod network namespaces and container cgroups (runtime/). */
+  private readonly runtime: ContainerRuntime;
 
   constructor(
     private readonly layout: SandboxLayout,
@@ -84,7 +125,9 @@ export class SimulatedKubelet {
     private readonly opts: KubeletOptions,
   ) {
     this.core = kc.makeApiClient(k8s.CoreV1Api);
-    this.coord = kc.makeApiClient(k8s.CoordinationV1Api);
+    this.agent = new NodeAgent(kc, log.child({ component: 'node-agent' }), opts.leaseRenewMs);
+    this.events = new KubeletEvents(this.core, log.child({ component: 'events' }));
+    this.runtime = new ContainerRuntime(layout, log.child({ component: 'runtime' }));
   }
 
   start(): void {
@@ -115,15 +158,19 @@ export class SimulatedKubelet {
         (err) => this.log.debug({ err: String(err) }, 'pod watch restarted'),
       ),
     );
-    const renew = this.opts.leaseRenewMs ?? 30_000;
-    this.leaseTimer = setInterval(() => void this.renewLeases(), renew);
+    this.agent.start();
+    this.server = this.startServer();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     for (const w of this.watches) w.stop();
-    clearInterval(this.leaseTimer);
+    this.agent.stop();
+    const server = await this.server;
+    server?.close();
+    server?.closeAllConnections();
     await Promise.all([...this.pods.values()].map((run) => this.kill(run, 'sandbox stopping')));
+    await this.runtime.stop();
   }
 
   /** Number of container processes running now (for status output). */
@@ -138,81 +185,14 @@ export class SimulatedKubelet {
   private onNode(type: string, node: k8s.V1Node): void {
     const name = node.metadata?.name;
     if (!name) return;
+    this.agent.onNode(type === 'DELETED' ? 'DELETED' : 'MODIFIED', node);
     if (type === 'DELETED') {
       this.nodes.delete(name);
+      this.images.forgetNode(node.metadata?.uid ?? '');
       for (const run of this.pods.values()) if (run.node === name) this.kill(run, 'node deleted');
       return;
     }
-    const known = this.nodes.get(name);
     this.nodes.set(name, node);
-    if (!known || known.metadata?.uid !== node.metadata?.uid) void this.renewLease(node);
-    void this.syncReadyCondition(node);
-    void this.syncNotReadyTaint(node);
-  }
-
-  /**
-   * Plays kube-controller-manager's node lifecycle controller: the apiserver's admission adds
-   * node.kubernetes.io/not-ready:NoSchedule to every new Node; it is removed once Ready=True
-   * (and added back when the node turns NotReady). JSON patch guarded by a test on the taint list.
-   */
-  private async syncNotReadyTaint(node: k8s.V1Node): Promise<void> {
-    const ready = node.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
-    const taints = node.spec?.taints ?? [];
-    const idx = taints.findIndex((t) => t.key === NOT_READY_TAINT && t.effect === 'NoSchedule');
-    if (ready === (idx < 0)) return;
-    const patch = ready
-      ? [
-          { op: 'test', path: `/spec/taints/${idx}`, value: taints[idx] },
-          { op: 'remove', path: `/spec/taints/${idx}` },
-        ]
-      : taints.length
-        ? [{ op: 'add', path: '/spec/taints/-', value: { key: NOT_READY_TAINT, effect: 'NoSchedule' } }]
-        : [{ op: 'add', path: '/spec/taints', value: [{ key: NOT_READY_TAINT, effect: 'NoSchedule' }] }];
-    await this.core
-      .patchNode({ name: node.metadata!.name!, body: patch }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch))
-      .catch((err) => this.log.debug({ err: String(err), node: node.metadata?.name }, 'not-ready taint update conflicted; next event retries'));
-  }
-
-  private async syncReadyCondition(node: k8s.V1Node): Promise<void> {
-    const wantReady = node.metadata?.annotations?.[FAULT.notReady] !== 'true';
-    const ready = node.status?.conditions?.find((c) => c.type === 'Ready');
-    if (ready && (ready.status === 'True') === wantReady) return;
-    const now = new Date().toISOString();
-    const condition = wantReady
-      ? { type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'kubelet is posting ready status', lastHeartbeatTime: now, lastTransitionTime: now }
-      : { type: 'Ready', status: 'False', reason: 'KubeletNotReady', message: 'container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized', lastHeartbeatTime: now, lastTransitionTime: now };
-    await this.core
-      .patchNodeStatus(
-        { name: node.metadata!.name!, body: { status: { conditions: [condition] } } },
-        k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.StrategicMergePatch),
-      )
-      .catch((err) => this.log.debug({ err: String(err), node: node.metadata?.name }, 'node status update failed'));
-  }
-
-  private async renewLeases(): Promise<void> {
-    for (const node of this.nodes.values()) {
-      if (this.stopped) return;
-      await this.renewLease(node);
-    }
-  }
-
-  private async renewLease(node: k8s.V1Node): Promise<void> {
-    const name = node.metadata!.name!;
-    const body: k8s.V1Lease = {
-      metadata: {
-        name,
-        namespace: 'kube-node-lease',
-        ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name, uid: node.metadata!.uid! }],
-      },
-      spec: { holderIdentity: name, leaseDurationSeconds: 40, renewTime: new k8s.V1MicroTime() },
-    };
-    try {
-      await this.coord.replaceNamespacedLease({ name, namespace: 'kube-node-lease', body });
-    } catch (err) {
-      if (statusCode(err) === 404) {
-        await this.coord.createNamespacedLease({ namespace: 'kube-node-lease', body }).catch(() => undefined);
-      }
-    }
   }
 
   // ---- pods ----------------------------------------------------------------------------------
@@ -253,6 +233,7 @@ export class SimulatedKubelet {
   private async terminate(pod: k8s.V1Pod, run: PodRun | undefined): Promise<void> {
     if (run) {
       if (run.killing) return;
+      for (const c of run.containers) if (c.proc && c.proc.exitCode === null && c.proc.signalCode === null) this.containerEvent(run, c, 'Normal', REASON.killing, `Stopping container ${c.name}`);
       await this.kill(run, 'pod deleted', (pod.metadata?.deletionGracePeriodSeconds ?? 30) * 1000);
       this.forget(run);
     }
@@ -266,6 +247,7 @@ export class SimulatedKubelet {
 
   private forget(run: PodRun): void {
     this.pods.delete(run.uid);
+    this.events.forgetPod(run.uid);
     rmSync(run.dir, { recursive: true, force: true });
   }
 
@@ -284,7 +266,11 @@ export class SimulatedKubelet {
       name: pod.metadata!.name!,
       node: node.metadata!.name!,
       dir: join(this.layout.paths.pods, pod.metadata!.uid!),
-      containers: (pod.spec?.containers ?? []).map((c) => ({ name: c.name, restartCount: 0 })),
+      // Init containers first; names are unique across both lists.
+      containers: [
+        ...(pod.spec?.initContainers ?? []).map((c) => ({ name: c.name, restartCount: 0, init: c.restartPolicy === 'Always' ? ('sidecar' as const) : ('init' as const) })),
+        ...(pod.spec?.containers ?? []).map((c) => ({ name: c.name, restartCount: 0 })),
+      ],
       mounts: [],
       finished: false,
       killing: false,
@@ -298,19 +284,16 @@ export class SimulatedKubelet {
 
     const neverStart = ann[FAULT.neverStart] === 'true';
     const delayMs = ann[FAULT.startDelay] ? parseDuration(ann[FAULT.startDelay]!) : 0;
-    if (neverStart || delayMs > 0) {
-      for (const c of run.containers) c.waiting = { reason: 'ContainerCreating' };
-      this.writeStatus(pod, run);
-    }
+    if (neverStart || delayMs > 0) this.writeStatus(pod, run); // Pending, ContainerCreating
     if (neverStart) {
       log.info('node never starts containers (fault): pod stays Pending');
       return;
     }
     if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
     if (run.killing || this.stopped) return;
+    if (!(await this.createPodSandbox(pod, run, log))) return;
 
     run.startTime = new Date().toISOString();
-    run.podIP = this.allocatePodIp();
     mkdirSync(run.dir, { recursive: true });
     try {
       run.mounts = await this.materializeVolumes(pod, run);
@@ -330,6 +313,7 @@ export class SimulatedKubelet {
         void this.kill(run, 'deadline exceeded', 0).then(() => this.writeStatus(pod, run));
       }, deadline * 1000);
     }
+    if (!(await this.runInitContainers(pod, run, log))) return;
     await Promise.all(
       (pod.spec?.containers ?? []).map((spec) => this.startContainer(pod, run, spec, run.containers.find((x) => x.name === spec.name)!, log)),
     );
@@ -337,31 +321,42 @@ export class SimulatedKubelet {
   }
 
   private async startContainer(pod: k8s.V1Pod, run: PodRun, spec: k8s.V1Container, c: ContainerRun, log: Logger): Promise<void> {
+    if (!(await this.pullImage(pod, run, spec, c))) return;
+    if (run.killing || this.stopped) return;
     // The termination-message file is "mounted" at terminationMessagePath like the volumes are.
     const terminationFile = join(run.dir, `${c.name}.termination-log`);
     writeFileSync(terminationFile, '');
     const mounts = [...run.mounts, { mountPath: spec.terminationMessagePath ?? '/dev/termination-log', hostPath: terminationFile }];
     let argv: string[];
     let env: Record<string, string>;
+    let prepared: PreparedContainer;
     try {
       env = await this.containerEnv(pod, run, spec, mounts);
       argv = this.commandFor(spec, env, mounts);
+      // In the pod's network namespace, in a cgroup with the container's limits.
+      prepared = this.runtime.prepareContainer(run.sandbox!, c.name, spec.resources, argv, { PATH: env.PATH, cwd: run.dir });
     } catch (err) {
       c.waiting = { reason: 'CreateContainerError', message: String(err) };
+      this.containerEvent(run, c, 'Warning', REASON.failed, `Error: ${String(err)}`);
       log.warn({ container: c.name, err: String(err) }, 'container cannot start');
       return;
     }
     env.KNR_TERMINATION_LOG = terminationFile;
     const logFile = join(run.dir, `${c.name}.log`);
     const out = createWriteStream(logFile, { flags: 'a' });
+    const runLog = this.openRunLog(run, c);
+    if (c.exitCode !== undefined) c.lastTerminated = { exitCode: c.exitCode, reason: c.reason, message: c.message, startedAt: c.startedAt, finishedAt: c.finishedAt };
     c.waiting = undefined;
     c.exitCode = undefined;
     c.finishedAt = undefined;
     c.startedAt = new Date().toISOString();
-    const proc = spawn(argv[0]!, argv.slice(1), { env, cwd: run.dir, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const proc = spawn(prepared.argv[0]!, prepared.argv.slice(1), { env, cwd: run.dir, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     c.proc = proc;
     proc.stdout?.pipe(out, { end: false });
     proc.stderr?.pipe(out, { end: false });
+    runLog.attach('stdout', proc.stdout);
+    runLog.attach('stderr', proc.stderr);
+    this.containerStarted(pod, run, spec, c, env, mounts, log);
     log.debug({ container: c.name, argv }, 'container started');
     proc.on('error', (err) => {
       c.exitCode = 128;
@@ -370,18 +365,23 @@ export class SimulatedKubelet {
     });
     proc.on('close', (code, signal) => {
       out.end();
+      this.containerStopped(c);
       c.finishedAt = new Date().toISOString();
       c.exitCode = code ?? (signal ? 128 + (signal === 'SIGKILL' ? 9 : 15) : 1);
-      c.reason = c.exitCode === 0 ? 'Completed' : 'Error';
+      // OOMKilled when the kernel's OOM killer killed a process of the container's cgroup (as containerd reports it).
+      c.reason = prepared.exited().oomKilled ? 'OOMKilled' : c.exitCode === 0 ? 'Completed' : 'Error';
       const forced = run.forcedMessage === 'garbage' ? garbage() : run.forcedMessage;
       c.message = forced ?? this.terminationMessage(spec, terminationFile, logFile, c.exitCode);
       log.debug({ container: c.name, exitCode: c.exitCode }, 'container exited');
       if (run.killing || this.stopped) return;
-      const policy = pod.spec?.restartPolicy ?? 'Always';
+      if (c.init === 'init') return; // runInitContainers decides what comes next
+      if (c.init === 'sidecar' && run.finished) return; // stopped because the pod is done
+      const policy = c.init === 'sidecar' ? 'Always' : (pod.spec?.restartPolicy ?? 'Always');
       if (policy === 'Always' || (policy === 'OnFailure' && c.exitCode !== 0)) {
         c.restartCount++;
         const backoff = Math.min(10_000 * 2 ** Math.max(0, c.restartCount - 1), 300_000);
         c.waiting = { reason: 'CrashLoopBackOff', message: `back-off ${backoff / 1000}s restarting failed container=${c.name} pod=${run.name}` };
+        this.containerEvent(run, c, 'Warning', REASON.backOff, `Back-off restarting failed container ${c.name} in pod ${run.name}_${run.namespace}(${run.uid})`);
         this.writeStatus(pod, run);
         setTimeout(() => {
           if (!run.killing && !this.stopped) {
@@ -392,6 +392,7 @@ export class SimulatedKubelet {
       }
       this.writeStatus(pod, run);
     });
+    c.exited = new Promise((resolve) => proc.once('close', () => resolve()));
   }
 
   private terminationMessage(spec: k8s.V1Container, file: string, logFile: string, exitCode: number): string | undefined {
@@ -431,6 +432,265 @@ export class SimulatedKubelet {
           }),
       ),
     );
+    await this.releasePodSandbox(run);
+  }
+
+  // ---- pod lifecycle: sandbox, image pulls, init containers, probes, events, logs -------------
+
+  /**
+   * Creates the pod sandbox. Until the node's CNI is ready (bring-up knob cni-delay), the CNI ADD
+   * fails: the pod stays ContainerCreating and gets a FailedCreatePodSandBox Warning each attempt,
+   * retried every SANDBOX_RETRY_MS as a kubelet's pod worker does. Host-network pods need no CNI.
+   * False when the pod went away meanwhile.
+   */
+  private async createPodSandbox(pod: k8s.V1Pod, run: PodRun, log: Logger): Promise<boolean> {
+    const cniReadyAt = () => {
+      const node = this.nodes.get(run.node);
+      if (!node || pod.spec?.hostNetwork) return 0;
+      const plan = bringUpPlan(node);
+      if (plan.invalid) log.warn({ invalid: plan.invalid }, 'bad bring-up annotation; ignored');
+      return plan.cniReadyAt ?? 0;
+    };
+    if (Date.now() < cniReadyAt()) {
+      this.writeStatus(pod, run); // Pending, ContainerCreating
+      const sandboxId = createHash('sha256').update(`sandbox/${run.uid}`).digest('hex');
+      do {
+        this.podEvent(run, 'Warning', REASON.failedCreatePodSandBox, cniAddFailure(sandboxId));
+        await new Promise((r) => setTimeout(r, SANDBOX_RETRY_MS));
+        if (run.killing || this.stopped) return false;
+      } while (Date.now() < cniReadyAt());
+      log.debug('CNI ready: pod sandbox created');
+    }
+    if (!(await this.setUpPodNetwork(pod, run, log))) return false;
+    run.sandboxReady = true;
+    return true;
+  }
+
+  /**
+   * The CNI ADD: a network namespace with the pod IP (runtime/pod-network.ts), or the node's
+   * address for a hostNetwork pod. False when it failed (a FailedCreatePodSandBox Warning) or the
+   * pod went away meanwhile.
+   */
+  private async setUpPodNetwork(pod: k8s.V1Pod, run: PodRun, log: Logger): Promise<boolean> {
+    const nodeIP = this.agent.nodeIp(run.node) ?? this.layout.advertiseAddress;
+    const hostNetwork = !!pod.spec?.hostNetwork;
+    const mtuAnnotation = this.nodes.get(run.node)?.metadata?.annotations?.[POD_MTU_ANNOTATION];
+    const mtu = mtuAnnotation && /^\d+$/.test(mtuAnnotation) ? Number(mtuAnnotation) : undefined;
+    if (mtuAnnotation && mtu === undefined) log.warn({ [POD_MTU_ANNOTATION]: mtuAnnotation }, 'bad pod MTU annotation; ignored');
+    const podIP = hostNetwork ? nodeIP : this.allocatePodIp();
+    try {
+      run.sandbox = await this.runtime.createPodSandbox(run.uid, { podIP, hostNetwork, mtu, nodeIP });
+    } catch (err) {
+      this.podEvent(run, 'Warning', REASON.failedCreatePodSandBox, `Failed to create pod sandbox: ${String(err)}`);
+      this.writeStatus(pod, run);
+      log.warn({ err: String(err) }, 'pod network set-up failed');
+      return false;
+    }
+    run.podIP = podIP;
+    if (run.killing || this.stopped) {
+      await this.runtime.removePodSandbox(run.sandbox);
+      return false;
+    }
+    return true;
+  }
+
+  /** Removes the pod's network and cgroups once every container process of the pod has exited. */
+  private async releasePodSandbox(run: PodRun): Promise<void> {
+    await Promise.all(run.containers.map((c) => c.exited));
+    await this.runtime.removePodSandbox(run.sandbox);
+  }
+
+  /**
+   * Makes the container's image available on its node (bring-up knob image-pull-delay, see
+   * kubelet/images.ts), with the kubelet's Pulling/Pulled Events. False when it cannot be (pull
+   * policy Never and the image is not on the node).
+   */
+  private async pullImage(pod: k8s.V1Pod, run: PodRun, spec: k8s.V1Container, c: ContainerRun): Promise<boolean> {
+    const node = this.nodes.get(run.node);
+    const image = spec.image ?? '';
+    const firstPullMs = node ? (bringUpPlan(node).imagePullMs ?? 0) : 0;
+    const outcome = await this.images.ensure(node?.metadata?.uid ?? run.node, image, spec.imagePullPolicy as PullPolicy | undefined, firstPullMs, {
+      onPulling: () => {
+        this.containerEvent(run, c, 'Normal', REASON.pulling, `Pulling image "${image}"`);
+        // A pull that takes time shows in the API as ContainerCreating (the first status of the pod otherwise waits for its start).
+        if (firstPullMs > 0 && !c.startedAt) this.writeStatus(pod, run);
+      },
+    });
+    if (outcome.kind === 'present') this.containerEvent(run, c, 'Normal', REASON.pulled, `Container image "${image}" already present on machine`);
+    else if (outcome.kind === 'pulled')
+      this.containerEvent(run, c, 'Normal', REASON.pulled, `Successfully pulled image "${image}" in ${goDuration(outcome.pullMs)} (${goDuration(outcome.waitedMs)} including waiting). Image size: ${outcome.sizeBytes} bytes.`);
+    else {
+      const message = `Container image "${image}" is not present with pull policy of Never`;
+      c.waiting = { reason: 'ErrImageNeverPull', message };
+      this.containerEvent(run, c, 'Warning', REASON.errImageNeverPull, message);
+      this.writeStatus(pod, run);
+      return false;
+    }
+    return true;
+  }
+
+  /**
+   * Runs the init containers in order, each to completion, before any container starts. A failed
+   * one is run again after a back-off (restartPolicy Always or OnFailure) or fails the pod (Never).
+   * A sidecar (an init container with restartPolicy Always) is started, and the next one runs once
+   * it has started (its startup probe passed); it keeps running beside the containers.
+   * False when the containers must not start (the pod failed, went away or cannot start).
+   */
+  private async runInitContainers(pod: k8s.V1Pod, run: PodRun, log: Logger): Promise<boolean> {
+    const policy = pod.spec?.restartPolicy ?? 'Always';
+    const gone = () => run.killing || this.stopped;
+    for (const spec of pod.spec?.initContainers ?? []) {
+      const c = run.containers.find((x) => x.name === spec.name)!;
+      if (c.init === 'sidecar') {
+        await this.startContainer(pod, run, spec, c, log);
+        while (!c.started && !c.waiting?.reason.startsWith('Create') && !c.waiting?.reason.startsWith('ErrImage') && !gone()) await new Promise((r) => setTimeout(r, 100));
+        if (gone() || !c.started) return false;
+        continue;
+      }
+      for (;;) {
+        await this.startContainer(pod, run, spec, c, log);
+        if (gone()) return false;
+        if (c.waiting || !c.exited) {
+          this.writeStatus(pod, run); // it cannot start: Init:CreateContainerError and the like
+          return false;
+        }
+        this.writeStatus(pod, run); // Init:i/N
+        await c.exited;
+        if (gone()) return false;
+        if (c.exitCode === 0) break;
+        if (policy === 'Never') {
+          log.info({ container: c.name, exitCode: c.exitCode }, 'init container failed: pod failed');
+          this.writeStatus(pod, run);
+          return false;
+        }
+        c.restartCount++;
+        const backoff = Math.min(10_000 * 2 ** Math.max(0, c.restartCount - 1), 300_000);
+        c.waiting = { reason: 'CrashLoopBackOff', message: `back-off ${backoff / 1000}s restarting failed container=${c.name} pod=${run.name}` };
+        this.containerEvent(run, c, 'Warning', REASON.backOff, `Back-off restarting failed container ${c.name} in pod ${run.name}_${run.namespace}(${run.uid})`);
+        this.writeStatus(pod, run);
+        await new Promise((r) => setTimeout(r, backoff));
+        if (gone()) return false;
+      }
+    }
+    return true;
+  }
+
+  /** A container's run has begun: the Created and Started Events, and its probes. */
+  private containerStarted(pod: k8s.V1Pod, run: PodRun, spec: k8s.V1Container, c: ContainerRun, env: Record<string, string>, mounts: Mount[], log: Logger): void {
+    this.containerEvent(run, c, 'Normal', REASON.created, `Created container: ${c.name}`);
+    this.containerEvent(run, c, 'Normal', REASON.started, `Started container ${c.name}`);
+    c.started = !spec.startupProbe;
+    c.ready = c.started && !spec.readinessProbe;
+    // Regular init containers cannot have probes (the API server refuses them).
+    if (c.init === 'init' || !ContainerProbes.needed(spec)) return;
+    const target = {
+      get podIP() {
+        return run.podIP ?? '127.0.0.1';
+      },
+      ports: spec.ports ?? [],
+      exec: (command: string[], timeoutMs: number) => this.execInContainer(run, spec, env, mounts, command, timeoutMs),
+    };
+    const probes: ContainerProbes = new ContainerProbes(spec, target, {
+      onReady: (ready) => {
+        c.ready = ready;
+        this.writeStatus(pod, run);
+      },
+      onStarted: () => {
+        c.started = true;
+        c.ready = probes.ready;
+        this.writeStatus(pod, run);
+      },
+      onUnhealthy: (kind, output) => this.containerEvent(run, c, 'Warning', REASON.unhealthy, `${PROBE_NAME[kind]} probe failed: ${output}`),
+      onFailed: (kind) => {
+        log.info({ container: c.name, probe: kind }, 'probe failed: restarting container');
+        this.containerEvent(run, c, 'Normal', REASON.killing, `Container ${c.name} failed ${kind} probe, will be restarted`);
+        const probe = kind === 'liveness' ? spec.livenessProbe : spec.startupProbe;
+        const graceS = probe?.terminationGracePeriodSeconds ?? pod.spec?.terminationGracePeriodSeconds ?? 30;
+        this.stopContainer(c, graceS * 1000);
+      },
+    });
+    c.probes = probes;
+    probes.start(Date.now());
+  }
+
+  /** A container's run has ended: its probes stop; it is neither started nor ready. */
+  private containerStopped(c: ContainerRun): void {
+    c.probes?.stop();
+    c.probes = undefined;
+    c.ready = false;
+    c.started = false;
+  }
+
+  /** Stops one container's process (SIGTERM, SIGKILL after graceMs); its exit is handled as any exit (restart policy). */
+  private stopContainer(c: ContainerRun, graceMs: number): void {
+    const p = c.proc;
+    if (!p || p.exitCode !== null || p.signalCode !== null) return;
+    const t = setTimeout(() => killGroup(p, 'SIGKILL'), graceMs);
+    p.once('close', () => clearTimeout(t));
+    killGroup(p, 'SIGTERM');
+  }
+
+  /** An exec probe: the command runs as the container's process does (its env, its directory, its mount paths). */
+  private execInContainer(run: PodRun, spec: k8s.V1Container, env: Record<string, string>, mounts: Mount[], command: string[], timeoutMs: number) {
+    const argv = this.commandFor({ ...spec, command, args: [] }, env, mounts);
+    const inPod = run.sandbox ? this.runtime.execArgv(run.sandbox, argv) : argv;
+    return runExecProcess(() => spawn(inPod[0]!, inPod.slice(1), { env, cwd: run.dir, stdio: ['ignore', 'pipe', 'pipe'], detached: true }), timeoutMs);
+  }
+
+  /** Opens the CRI-format log of a container's next run; keeps the previous run's (kubectl logs --previous). */
+  private openRunLog(run: PodRun, c: ContainerRun): ContainerLogFile {
+    const dir = join(run.dir, 'logs', c.name);
+    mkdirSync(dir, { recursive: true });
+    const file = new ContainerLogFile(join(dir, `${c.restartCount}.log`));
+    const logs = [...(c.logs ?? []), file];
+    for (const old of logs.splice(0, Math.max(0, logs.length - 2))) rmSync(old.path, { force: true });
+    c.logs = logs;
+    return file;
+  }
+
+  /** The kubelet API's container logs (kubelet/server.ts): which run's log, as a kubelet picks it. */
+  containerLog(namespace: string, name: string, container: string, previous: boolean): LogLookup {
+    let run: PodRun | undefined;
+    for (const r of this.pods.values()) if (r.namespace === namespace && r.name === name && (!run || run.killing)) run = r;
+    if (!run) return { ok: false, status: 404, message: `pod "${name}" does not exist` };
+    const c = run.containers.find((x) => x.name === container);
+    if (!c) return { ok: false, status: 404, message: `container "${container}" not found in pod "${name}"` };
+    const logs = c.logs ?? [];
+    const current = logs[logs.length - 1];
+    const crashed = c.waiting !== undefined && c.exitCode !== undefined; // between runs, in back-off
+    if (previous) {
+      const prev = crashed ? current : c.lastTerminated ? logs[logs.length - 2] : undefined;
+      if (!prev) return { ok: false, status: 400, message: `previous terminated container "${container}" in pod "${name}" not found` };
+      return { ok: true, path: prev.path };
+    }
+    if (!current) return { ok: false, status: 400, message: `container "${container}" in pod "${name}" is waiting to start: ${c.waiting?.reason ?? 'ContainerCreating'}` };
+    return { ok: true, path: current.path, live: current };
+  }
+
+  private async startServer(): Promise<HttpsServer | undefined> {
+    try {
+      const certs = await ensureKubeletCerts(this.layout);
+      const server = await startKubeletServer({
+        certFile: certs.serverCert,
+        keyFile: certs.serverKey,
+        caFile: certPaths(this.layout.paths.certs).caCert,
+        logs: this,
+        log: this.log.child({ component: 'kubelet-api' }),
+      });
+      this.log.debug({ port: KUBELET_PORT }, 'kubelet API listening');
+      return server;
+    } catch (err) {
+      this.log.warn({ err: String(err) }, 'kubelet API not started: kubectl logs will not work');
+      return undefined;
+    }
+  }
+
+  private containerEvent(run: PodRun, c: ContainerRun, type: EventType, reason: string, message: string): void {
+    this.events.record({ namespace: run.namespace, name: run.name, uid: run.uid, node: run.node, fieldPath: containerFieldPath(c.name, c.init !== undefined) }, type, reason, message);
+  }
+
+  private podEvent(run: PodRun, type: EventType, reason: string, message: string): void {
+    this.events.record({ namespace: run.namespace, name: run.name, uid: run.uid, node: run.node }, type, reason, message);
   }
 
   // ---- what a container gets -----------------------------------------------------------------
@@ -494,7 +754,7 @@ export class SimulatedKubelet {
       case 'status.podIP':
         return run.podIP ?? '';
       case 'status.hostIP':
-        return this.layout.advertiseAddress;
+        return this.agent.nodeIp(run.node) ?? this.layout.advertiseAddress;
       default:
         throw new Error(`fieldRef ${path} is not supported by the sandbox kubelet`);
     }
@@ -517,7 +777,7 @@ export class SimulatedKubelet {
     const volumes = new Map((pod.spec?.volumes ?? []).map((v) => [v.name, v]));
     const ns = run.namespace;
     const written = new Map<string, string>();
-    for (const spec of pod.spec?.containers ?? []) {
+    for (const spec of [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])]) {
       for (const vm of spec.volumeMounts ?? []) {
         const vol = volumes.get(vm.name);
         if (!vol) throw new Error(`volume ${vm.name} not found in pod spec`);
@@ -605,61 +865,38 @@ export class SimulatedKubelet {
   private writeStatus(pod: k8s.V1Pod, run: PodRun, retry = 0): void {
     run.statusChain = run.statusChain.then(() => this.sendStatus(pod, run, retry > 0)).catch((err) => {
       if (statusCode(err) === 404 || this.stopped || run.killing) return;
-      this.log.debug({ err: String(err), pod: run.name, retry }, 'pod status update failed; retrying');
+      // Invalid (422) is a bug in the status the kubelet builds, not a passing outage: make it seen.
+      this.log[statusCode(err) === 422 ? 'warn' : 'debug']({ err: String(err), pod: run.name, retry }, 'pod status update failed; retrying');
       if (retry < 120) setTimeout(() => this.writeStatus(pod, run, retry + 1), 1000).unref();
     });
   }
 
   private async sendStatus(pod: k8s.V1Pod, run: PodRun, resend = false): Promise<void> {
     if (run.finishedElsewhere || (run.finished && !resend)) return;
-    const policy = pod.spec?.restartPolicy ?? 'Always';
-    const cs = run.containers;
-    const allDone = cs.every((c) => c.exitCode !== undefined && !c.waiting);
-    let phase: string;
-    let reason: string | undefined;
-    let message: string | undefined;
-    if (run.deadlineExceeded) {
-      phase = 'Failed';
-      reason = 'DeadlineExceeded';
-      message = `Pod was active on the node longer than the specified deadline`;
-    } else if (!run.startTime || cs.some((c) => c.waiting?.reason === 'ContainerCreating')) phase = 'Pending';
-    else if (policy !== 'Always' && allDone) phase = cs.every((c) => c.exitCode === 0) ? 'Succeeded' : 'Failed';
-    else if (cs.some((c) => c.waiting && !c.startedAt)) phase = 'Pending';
-    else phase = 'Running';
+    const now = new Date().toISOString();
+    const s = podStatus(pod, { uid: run.uid, sandboxReady: !!run.sandboxReady, deadlineExceeded: run.deadlineExceeded, containers: run.containers }, run.conditions ?? {}, now);
+    run.conditions = s.memory;
+    const phase = s.phase;
     if (phase === 'Succeeded' || phase === 'Failed') {
       run.finished = true;
       clearTimeout(run.deadlineTimer);
+      // Sidecars (restartable init containers) are stopped once the pod's containers are done.
+      for (const c of run.containers) if (c.init === 'sidecar' && c.proc && c.proc.exitCode === null && c.proc.signalCode === null) killGroup(c.proc, 'SIGTERM');
+      // A finished pod's network and cgroups go once its last process has (the pod IP is released).
+      void this.releasePodSandbox(run);
     }
-    const running = phase === 'Running' && cs.every((c) => c.proc && c.exitCode === undefined);
-    const now = new Date().toISOString();
-    const containerStatuses = (pod.spec?.containers ?? []).map((spec) => {
-      const c = cs.find((x) => x.name === spec.name)!;
-      let state: k8s.V1ContainerState;
-      if (c.waiting) state = { waiting: c.waiting };
-      else if (c.exitCode !== undefined)
-        state = { terminated: { exitCode: c.exitCode, reason: run.deadlineExceeded && c.exitCode !== 0 ? 'Error' : c.reason, message: c.message, startedAt: c.startedAt as unknown as Date, finishedAt: c.finishedAt as unknown as Date } };
-      else if (c.startedAt) state = { running: { startedAt: c.startedAt as unknown as Date } };
-      else state = { waiting: { reason: 'ContainerCreating' } };
-      return {
-        name: spec.name,
-        image: spec.image ?? '',
-        imageID: `sandbox://${spec.image}`,
-        containerID: c.startedAt ? `sandbox://${run.uid}/${c.name}` : undefined,
-        ready: state.running !== undefined,
-        started: state.running !== undefined,
-        restartCount: c.restartCount,
-        state,
-      };
-    });
-    const cond = (type: string, ok: boolean) => ({ type, status: ok ? 'True' : 'False', lastTransitionTime: now, lastProbeTime: null });
+    // The node's InternalIP, known to the node agent from the node's first sight on (before the Node
+    // object shows it), so a pod's hostIP never changes.
+    const hostIP = this.agent.nodeIp(run.node) ?? this.layout.advertiseAddress;
     const status: Record<string, unknown> = {
       phase,
-      reason,
-      message,
-      hostIP: this.layout.advertiseAddress,
-      hostIPs: [{ ip: this.layout.advertiseAddress }],
-      conditions: [cond('PodReadyToStartContainers', !!run.startTime), cond('Initialized', true), cond('ContainersReady', running), cond('Ready', running)],
-      containerStatuses,
+      reason: s.reason,
+      message: s.message,
+      hostIP,
+      hostIPs: [{ ip: hostIP }],
+      conditions: s.conditions,
+      containerStatuses: s.containerStatuses,
+      ...(s.initContainerStatuses.length ? { initContainerStatuses: s.initContainerStatuses } : {}),
     };
     if (run.startTime) status.startTime = run.startTime;
     if (run.podIP) {
@@ -676,6 +913,20 @@ export class SimulatedKubelet {
 interface Mount {
   mountPath: string;
   hostPath: string;
+}
+
+/** How often a kubelet retries creating a pod sandbox while the CNI fails. */
+const SANDBOX_RETRY_MS = 5000;
+
+const PROBE_NAME: Record<ProbeKind, string> = { liveness: 'Liveness', readiness: 'Readiness', startup: 'Startup' };
+
+/** What a kubelet reports while the AWS VPC CNI's ipamd is not up yet. */
+function cniAddFailure(sandboxId: string): string {
+  return (
+    `Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox "${sandboxId}": ` +
+    'plugin type="aws-cni" name="aws-cni" failed (add): add cmd: Error received from AddNetwork gRPC call: rpc error: code = Unavailable ' +
+    'desc = connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:50051: connect: connection refused"'
+  );
 }
 
 /**

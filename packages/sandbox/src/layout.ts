@@ -2,11 +2,12 @@ import { join, resolve } from 'node:path';
 
 /**
  * Where a sandbox lives and which addresses it uses. Everything runs inside a network
- * namespace the sandbox creates (`knr-sandbox-<slot>`): there the whole 10.0.0.0/8 range is
- * routed to the namespace's own loopback, so the apiserver, Service ClusterIPs, pod IPs and
+ * namespace the sandbox creates (`knr-sandbox-<slot>`): there all of 10.0.0.0/8 but the pod
+ * CIDR is routed to the namespace's own loopback, so the apiserver, Service ClusterIPs, node and
  * DNS servers have ordinary cluster addresses (the apiserver rejects loopback addresses in
- * EndpointSlices) while no packet ever leaves the namespace. The host reaches the apiserver
- * only through a veth pair whose far end (169.254.<100+slot>.2) lives in that namespace.
+ * EndpointSlices) while no packet ever leaves the namespace; pod IPs live in per-pod namespaces
+ * behind veth pairs (runtime/pod-network.ts). The host reaches the apiserver only through a veth
+ * pair whose far end (169.254.<100+slot>.2) lives in that namespace.
  */
 export interface SandboxLayout {
   slot: number;
@@ -37,6 +38,9 @@ export interface SandboxLayout {
   etcdClientPort: number;
   etcdPeerPort: number;
   schedulerPort: number;
+  controllerManagerPort: number;
+  karpenterMetricsPort: number;
+  karpenterHealthPort: number;
   paths: {
     kubeconfig: string;
     state: string;
@@ -74,6 +78,10 @@ export function sandboxLayout(dir: string, slot = 0): SandboxLayout {
     etcdClientPort: 2379,
     etcdPeerPort: 2380,
     schedulerPort: 10259,
+    controllerManagerPort: 10257,
+    // Karpenter's defaults (8080/8081, all interfaces) are ports workloads use.
+    karpenterMetricsPort: 18080,
+    karpenterHealthPort: 18081,
     paths: {
       kubeconfig: join(abs, 'kubeconfig'),
       state: join(abs, 'state.json'),

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -37,7 +37,11 @@ describe('sandbox lifecycle', () => {
     await core.createNode({ body: simulatedNode({ name: 'lifecycle-node' }) });
     await core.createNamespacedPod({
       namespace: 'default',
-      body: { metadata: { name: 'sleeper' }, spec: { nodeName: 'lifecycle-node', restartPolicy: 'Never', containers: [{ name: 'main', image: 'sandbox-shell', command: ['/bin/sh', '-c', 'exec sleep 303'] }] } },
+      body: {
+        metadata: { name: 'sleeper' },
+        // With a memory limit, so a container cgroup exists too.
+        spec: { nodeName: 'lifecycle-node', restartPolicy: 'Never', containers: [{ name: 'main', image: 'sandbox-shell', command: ['/bin/sh', '-c', 'exec sleep 303'], resources: { limits: { memory: '64Mi' } } }] },
+      },
     });
     let phase: string | undefined;
     for (const deadline = Date.now() + 30_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 100))) {
@@ -46,7 +50,11 @@ describe('sandbox lifecycle', () => {
     }
     expect(phase, 'the sleeper pod to run').toBe('Running');
     const pids = await run('ip', ['netns', 'pids', `knr-sandbox-${slot}`]);
-    expect(pids.stdout.trim().split(/\s+/).length).toBeGreaterThanOrEqual(5); // daemon, etcd, apiserver, scheduler, the pod
+    expect(pids.stdout.trim().split(/\s+/).length).toBeGreaterThanOrEqual(4); // daemon, etcd, apiserver, scheduler
+    const podNetns = (await run('ip', ['netns', 'list'])).stdout.split('\n').filter((l) => l.startsWith(`knr${slot}-p`));
+    expect(podNetns, 'the pod runs in a network namespace of its own').toHaveLength(1);
+    const cgroupRoots = (JSON.parse(readFileSync(join(dir, 'cgroups.json'), 'utf8')) as { roots: string[] }).roots;
+    expect(cgroupRoots.some((r) => readdirSync(r).some((d) => d.startsWith('pod'))), 'the container runs in a cgroup').toBe(true);
 
     await faultInjection(dir, core);
 
@@ -59,6 +67,8 @@ describe('sandbox lifecycle', () => {
     expect(sleeping.stdout.trim()).toBe('');
     const link = await run('ip', ['link', 'show', `knr${slot}h`]);
     expect(link.code).not.toBe(0);
+    expect((await run('ip', ['netns', 'list'])).stdout).not.toContain(`knr${slot}-p`);
+    for (const root of cgroupRoots) expect(existsSync(root), root).toBe(false);
   });
 });
 

@@ -88,7 +88,7 @@ export async function startSandbox(opts: StartOptions): Promise<SandboxState> {
 
   const started = Date.now();
   let lastReport = 0;
-  progress(`sandbox: starting etcd, kube-apiserver, kube-scheduler, DNS and simulated kubelet (logs: ${layout.paths.logs})`);
+  progress(`sandbox: starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, Karpenter, DNS and the simulated kubelet (logs: ${layout.paths.logs})`);
   for (;;) {
     const state = readStateFile(layout);
     if (state?.ready) {

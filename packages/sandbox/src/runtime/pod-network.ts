@@ -1,0 +1,192 @@
+import { readdirSync, readlinkSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import type { SandboxLayout } from '../layout.js';
+import { run, runOk } from '../proc.js';
+import { IpBatcher } from './ip.js';
+
+/** Node annotation: the MTU of the pod network interfaces of pods started on the node (e.g. "1400"). */
+export const POD_MTU_ANNOTATION = 'sandbox.kube-node-ready.io/pod-mtu';
+
+/** Where `ip netns` keeps named network namespaces. */
+export const NETNS_DIR = '/run/netns';
+
+/**
+ * Every pod's default gateway: a local address of the sandbox namespace (as Calico's 169.254.1.1),
+ * so a pod resolves one neighbour and the sandbox namespace routes everything it sends: an
+ * unallocated pod IP gets "no route to host" at once instead of an ARP timeout.
+ */
+export const POD_GATEWAY = '169.254.1.1';
+
+/** Pod-side commands that run at once (one `ip` process each); the sandbox side is batched. */
+const POD_SIDE_CONCURRENCY = 4;
+
+/** A pod's network: its namespace and the veth pair into the sandbox namespace. */
+export interface PodNetns {
+  /** Namespace name under /run/netns: `knr<slot>-p<n>`. */
+  name: string;
+  path: string;
+  /** The veth end in the sandbox namespace (`knr<slot>p<n>`, at most 15 characters); the pod's end is `eth0`. */
+  hostVeth: string;
+  ip: string;
+  mtu?: number;
+}
+
+/** The pod CIDR (`10.244.0.0/14`) the kubelet hands pod IPs out of. */
+export function podCidr(layout: SandboxLayout): string {
+  const [a, b] = layout.podIpBase;
+  return `${a}.${b}.0.0/14`;
+}
+
+/** Prefix of the names of the slot's pod namespaces (unique per sandbox slot). */
+export function podNetnsPrefix(slot: number): string {
+  return `knr${slot}-p`;
+}
+
+/**
+ * The sandbox namespace's pod network: one network namespace per pod, joined to the sandbox
+ * namespace by a veth pair. In the pod: `lo` up, the pod IP as a /32 on `eth0`, default route via
+ * POD_GATEWAY. In the sandbox namespace: a /32 route to the pod IP through the veth, with the
+ * node's address as source, so the service proxy, probes and the kubelet reach the pod from a
+ * node address. Runs in the sandbox daemon, which lives in the sandbox namespace.
+ */
+export class PodNetwork {
+  private readonly sandboxSide = new IpBatcher();
+  private podSideRunning = 0;
+  private podSideWaiting: Array<() => void> = [];
+
+  constructor(
+    private readonly layout: SandboxLayout,
+    /** The nsenter binary (resolved once: a container's PATH may not have it). */
+    private readonly nsenter = 'nsenter',
+  ) {}
+
+  /**
+   * Creates the pod's namespace and veth pair for a pod IP from the pod CIDR. `nodeIP` (a local
+   * address of the sandbox namespace, default the advertise address) is the source of traffic
+   * from the sandbox namespace to the pod, as a node's own address is on a real node.
+   */
+  async create(ip: string, opts: { mtu?: number; nodeIP?: string } = {}): Promise<PodNetns> {
+    const mtu = opts.mtu;
+    const n = podIndex(this.layout, ip);
+    const slot = this.layout.slot;
+    const ns: PodNetns = { name: `${podNetnsPrefix(slot)}${n}`, path: '', hostVeth: `knr${slot}p${n}`, ip, mtu };
+    ns.path = join(NETNS_DIR, ns.name);
+    const mtuArg = mtu ? ` mtu ${mtu}` : '';
+    try {
+      await this.sandboxSide.run([
+        `netns add ${ns.name}`,
+        `link add ${ns.hostVeth} up${mtuArg} type veth peer name eth0 netns ${ns.name}${mtuArg}`,
+        `route add ${ip}/32 dev ${ns.hostVeth} src ${opts.nodeIP ?? this.layout.advertiseAddress}`,
+      ]);
+      const podSide = ['link set lo up', `addr add ${ip}/32 dev eth0`, 'link set eth0 up', `route add default via ${POD_GATEWAY} dev eth0 onlink`];
+      await this.podSideSlot(() => runOk('ip', ['-n', ns.name, '-force', '-b', '-'], { input: podSide.join('\n') + '\n' }));
+    } catch (err) {
+      await this.remove(ns).catch(() => undefined);
+      throw new Error(`pod network ${ns.name} (${ip}): ${(err as Error).message}`, { cause: err });
+    }
+    return ns;
+  }
+
+  /**
+   * Removes the pod's namespace. Its veth pair goes with it (the kernel deletes both ends when the
+   * namespace is gone), and with the veth the route to the pod IP, which then fails fast again.
+   */
+  remove(ns: PodNetns): Promise<void> {
+    return this.sandboxSide.run([`netns del ${ns.name}`]);
+  }
+
+  /** argv that runs a command in the pod's network namespace. */
+  execArgv(ns: PodNetns, argv: string[]): string[] {
+    return [this.nsenter, `--net=${ns.path}`, '--', ...argv];
+  }
+
+  private async podSideSlot<T>(fn: () => Promise<T>): Promise<T> {
+    while (this.podSideRunning >= POD_SIDE_CONCURRENCY) await new Promise<void>((r) => this.podSideWaiting.push(r));
+    this.podSideRunning++;
+    try {
+      return await fn();
+    } finally {
+      this.podSideRunning--;
+      this.podSideWaiting.shift()?.();
+    }
+  }
+}
+
+/** The pod's number within the pod CIDR (0 .. 2^18-1): names its namespace and veth. */
+export function podIndex(layout: SandboxLayout, ip: string): number {
+  const [a, b] = layout.podIpBase;
+  const o = ip.split('.').map(Number);
+  if (o.length !== 4 || o[0] !== a || o[1]! < b || o[1]! > b + 3) throw new Error(`${ip} is not in the pod CIDR ${podCidr(layout)}`);
+  return ((o[1]! - b) << 16) | (o[2]! << 8) | o[3]!;
+}
+
+/**
+ * Removes every pod namespace of the slot, after killing the processes still in them (a crashed
+ * daemon's pods). Used when the sandbox stops and before it starts.
+ */
+export async function removePodNetworks(slot: number): Promise<void> {
+  const prefix = podNetnsPrefix(slot);
+  let names: string[];
+  try {
+    names = readdirSync(NETNS_DIR).filter((n) => n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length)));
+  } catch {
+    return;
+  }
+  if (!names.length) return;
+  killProcessesInNamespaces(names.map((n) => join(NETNS_DIR, n)));
+  await run('ip', ['-force', '-b', '-'], { input: names.map((n) => `netns del ${n}`).join('\n') + '\n' });
+}
+
+/** SIGKILLs every process whose network namespace is one of `paths` (what `ip netns pids` does, in one pass). */
+function killProcessesInNamespaces(paths: string[]): void {
+  const inodes = new Set<string>();
+  for (const p of paths) {
+    try {
+      inodes.add(`net:[${statSync(p).ino}]`);
+    } catch {
+      /* not a mounted namespace (left over from a crash): nothing runs in it */
+    }
+  }
+  if (!inodes.size) return;
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      if (inodes.has(readlinkSync(`/proc/${pid}/ns/net`))) process.kill(Number(pid), 'SIGKILL');
+    } catch {
+      /* gone, or not ours to see */
+    }
+  }
+}
+
+/**
+ * `outer` without `inner` as a list of CIDRs (inner must lie inside outer): the sandbox namespace
+ * keeps all of 10.0.0.0/8 local except the pod CIDR, which is routed.
+ */
+export function cidrsExcept(outer: string, inner: string): string[] {
+  const [oAddr, oLen] = parseCidr(outer);
+  const [iAddr, iLen] = parseCidr(inner);
+  if (iLen < oLen || (iAddr & prefixMask(oLen)) >>> 0 !== oAddr) throw new Error(`${inner} is not inside ${outer}`);
+  const out: string[] = [];
+  for (let len = oLen + 1; len <= iLen; len++) {
+    // The sibling of inner's ancestor at this length: same prefix, last bit flipped.
+    const ancestor = (iAddr & prefixMask(len)) >>> 0;
+    const sibling = (ancestor ^ (1 << (32 - len))) >>> 0;
+    out.push(`${formatIp(sibling)}/${len}`);
+  }
+  return out;
+}
+
+function parseCidr(cidr: string): [number, number] {
+  const [ip, len] = cidr.split('/');
+  const n = ip!.split('.').reduce((acc, o) => (acc << 8) + Number(o), 0) >>> 0;
+  const l = Number(len);
+  return [(n & prefixMask(l)) >>> 0, l];
+}
+
+function prefixMask(len: number): number {
+  return len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0;
+}
+
+function formatIp(n: number): string {
+  return [n >>> 24, (n >>> 16) & 255, (n >>> 8) & 255, n & 255].join('.');
+}

@@ -1,0 +1,167 @@
+import { accessSync, constants } from 'node:fs';
+import { delimiter, isAbsolute, join } from 'node:path';
+import type { Logger } from '@kube-node-ready/core';
+import type { SandboxLayout } from '../layout.js';
+import { sleep } from '../proc.js';
+import { Cgroups, containerLimits, type ContainerCgroup } from './cgroups.js';
+import { PodNetwork, removePodNetworks, type PodNetns } from './pod-network.js';
+
+/** What the runtime holds for one pod: its network and the cgroups of its containers. */
+export interface PodSandbox {
+  uid: string;
+  podIP: string;
+  /** Undefined for hostNetwork pods, which run in the sandbox namespace. */
+  netns?: PodNetns;
+  /** Container cgroups being removed; the pod's own cgroup goes after them. */
+  removals: Set<Promise<void>>;
+  released: boolean;
+}
+
+/** How to start one run of a container, and what to do once it has exited. */
+export interface PreparedContainer {
+  argv: string[];
+  /** Call once the process has exited: reads whether the kernel OOM-killed it and removes its cgroup. Idempotent. */
+  exited(): { oomKilled: boolean };
+}
+
+export interface RuntimeStats {
+  podNetworks: number;
+  setupMsMean: number;
+  setupMsMax: number;
+  cgroups: string;
+}
+
+/**
+ * Joins the container's cgroup(s), then runs the command: `sh -c SCRIPT knr-container
+ * <cgroup.procs files> -- <argv>`. The shell writes its own pid before exec, so the command and
+ * everything it forks are limited from their first instruction.
+ */
+const JOIN_CGROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
+
+/**
+ * The simulated kubelet's container runtime: a network namespace per pod (PodNetwork) and a
+ * cgroup per container run with the container's limits (Cgroups). The kubelet creates a sandbox
+ * when a pod starts, asks for the argv of each container run, reports OOM kills from `exited()`
+ * and removes the sandbox when the pod is killed, finished or forgotten.
+ */
+export class ContainerRuntime {
+  private readonly network: PodNetwork;
+  private readonly cgroups: Cgroups;
+  private readonly sandboxes = new Set<PodSandbox>();
+  private setups = { count: 0, totalMs: 0, maxMs: 0 };
+
+  constructor(
+    private readonly layout: SandboxLayout,
+    private readonly log: Logger,
+  ) {
+    this.network = new PodNetwork(layout, findExecutable('nsenter', process.env.PATH ?? '/usr/bin:/bin', '/'));
+    this.cgroups = Cgroups.detect(layout, log);
+  }
+
+  /**
+   * Creates the pod's network: a namespace with `podIP` unless `hostNetwork` (then `podIP` is the
+   * node's address and the pod runs in the sandbox namespace). `mtu` sets the pod interfaces' MTU;
+   * `nodeIP` is the address the node's own traffic to the pod comes from.
+   */
+  async createPodSandbox(uid: string, opts: { podIP: string; hostNetwork: boolean; mtu?: number; nodeIP?: string }): Promise<PodSandbox> {
+    const sb: PodSandbox = { uid, podIP: opts.podIP, removals: new Set(), released: false };
+    this.sandboxes.add(sb);
+    if (opts.hostNetwork) return sb;
+    const started = performance.now();
+    for (let attempt = 1; ; attempt++) {
+      try {
+        sb.netns = await this.network.create(opts.podIP, { mtu: opts.mtu, nodeIP: opts.nodeIP });
+        break;
+      } catch (err) {
+        if (attempt >= 3) {
+          this.sandboxes.delete(sb);
+          throw err;
+        }
+        this.log.warn({ err: String(err), attempt }, 'pod network set-up failed; retrying');
+        await sleep(500 * attempt);
+      }
+    }
+    const ms = performance.now() - started;
+    this.setups = { count: this.setups.count + 1, totalMs: this.setups.totalMs + ms, maxMs: Math.max(this.setups.maxMs, ms) };
+    this.log.debug({ uid, netns: sb.netns.name, ip: opts.podIP, ms: Math.round(ms * 10) / 10 }, 'pod network ready');
+    return sb;
+  }
+
+  /**
+   * The argv to spawn for one run of a container (in the pod's namespace and its own cgroup with
+   * the limits of `resources`). A command that cannot be found is returned unwrapped, so spawning
+   * it fails the way it always did (a StartError), not as a wrapper's exit code.
+   */
+  prepareContainer(sb: PodSandbox, name: string, resources: { limits?: Record<string, string> } | undefined, argv: string[], env: { PATH?: string; cwd: string }): PreparedContainer {
+    if (sb.released) throw new Error(`the sandbox of pod ${sb.uid} is gone`);
+    if (!findExecutable(argv[0] ?? '', env.PATH ?? '', env.cwd)) return { argv, exited: () => ({ oomKilled: false }) };
+    const cg = this.cgroups.create(sb.uid, name, containerLimits(resources?.limits));
+    let full = argv;
+    if (cg) full = ['/bin/sh', '-c', JOIN_CGROUPS, 'knr-container', ...cg.procsFiles, '--', ...full];
+    if (sb.netns) full = this.network.execArgv(sb.netns, full);
+    let result: { oomKilled: boolean } | undefined;
+    return {
+      argv: full,
+      exited: () => {
+        if (result) return result;
+        result = { oomKilled: !!cg && cg.oomKills() > 0 };
+        if (cg) this.track(sb, cg);
+        return result;
+      },
+    };
+  }
+
+  /** argv that runs a command in the pod's network namespace (exec probes). */
+  execArgv(sb: PodSandbox, argv: string[]): string[] {
+    return sb.netns ? this.network.execArgv(sb.netns, argv) : argv;
+  }
+
+  /** Removes the pod's namespace (with its veth pair and route) and cgroups. Idempotent. */
+  async removePodSandbox(sb: PodSandbox | undefined): Promise<void> {
+    if (!sb || sb.released) return;
+    sb.released = true;
+    try {
+      await Promise.allSettled([...sb.removals]);
+      await Promise.all([sb.netns ? this.network.remove(sb.netns) : undefined, this.cgroups.removePod(sb.uid)]);
+    } catch (err) {
+      this.log.warn({ err: String(err), uid: sb.uid }, 'pod sandbox clean-up failed');
+    } finally {
+      this.sandboxes.delete(sb);
+    }
+  }
+
+  /** Removes every pod sandbox and the sandbox's cgroups (the kubelet has stopped every container). */
+  async stop(): Promise<void> {
+    await Promise.all([...this.sandboxes].map((sb) => this.removePodSandbox(sb)));
+    await this.cgroups.removeAll().catch((err) => this.log.warn({ err: String(err) }, 'cgroup clean-up failed'));
+    await removePodNetworks(this.layout.slot);
+  }
+
+  stats(): RuntimeStats {
+    const { count, totalMs, maxMs } = this.setups;
+    return { podNetworks: count, setupMsMean: count ? Math.round((totalMs / count) * 10) / 10 : 0, setupMsMax: Math.round(maxMs * 10) / 10, cgroups: this.cgroups.summary };
+  }
+
+  private track(sb: PodSandbox, cg: ContainerCgroup): void {
+    const p = cg
+      .remove()
+      .catch((err) => this.log.warn({ err: String(err), uid: sb.uid }, 'container cgroup clean-up failed'))
+      .finally(() => sb.removals.delete(p));
+    sb.removals.add(p);
+  }
+}
+
+/** The path `cmd` would be executed from (PATH lookup as execvp does), or undefined. */
+function findExecutable(cmd: string, path: string, cwd: string): string | undefined {
+  if (!cmd) return undefined;
+  const candidates = cmd.includes('/') ? [isAbsolute(cmd) ? cmd : join(cwd, cmd)] : path.split(delimiter).filter(Boolean).map((d) => join(d, cmd));
+  for (const c of candidates) {
+    try {
+      accessSync(c, constants.X_OK);
+      return c;
+    } catch {
+      /* next */
+    }
+  }
+  return undefined;
+}
