@@ -1,15 +1,15 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { createWriteStream, writeFileSync } from 'node:fs';
 import { join as joinPath } from 'node:path';
 import { stringify } from 'yaml';
 import { collectStatus, renderStatus, type StatusReport } from '@kube-node-ready/cli/status';
 import { loadConfig } from '@kube-node-ready/controller';
 import { createIgnoreExists, k8s, loadKubeConfig } from './kube.js';
-import { simulatedNode } from './node-registry.js';
+import { BRING_UP } from './bring-up.js';
+import { FAULT } from './node-registry.js';
 import { sleep } from './proc.js';
 import { repoRoot, startSandbox, stopSandbox } from './sandbox.js';
-import { createNodeClaim, installNodeClaimCrd, KARPENTER_MODULE, nodeClaimNames } from './karpenter.js';
+import { createNodePool, listNodeClaims } from './karpenter.js';
 
 export interface DemoOptions {
   dir: string;
@@ -22,34 +22,19 @@ export interface DemoOptions {
 
 const TAINT = { key: 'node-ready/unverified', value: 'true', effect: 'NoSchedule' };
 const NAMESPACE = 'kube-system';
-
-interface DemoNode {
-  name: string;
-  karpenter?: boolean;
-  brokenDns?: boolean;
-  /** Joins once the first wave is verified. */
-  late?: boolean;
-  /** Remediated: fails its retries and its NodeClaim is deleted (Karpenter would replace the machine). */
-  expect: 'Verified' | 'Remediated';
-}
-
-const NODES: DemoNode[] = [
-  { name: 'ip-10-0-1-11.ec2.internal', karpenter: true, expect: 'Verified' },
-  { name: 'ip-10-0-1-12.ec2.internal', karpenter: true, expect: 'Verified' },
-  { name: 'ip-10-0-1-13.ec2.internal', karpenter: true, expect: 'Verified' },
-  { name: 'ip-10-0-2-21.ec2.internal', karpenter: true, brokenDns: true, expect: 'Remediated' },
-  { name: 'worker-pool-b-7f3k2', expect: 'Verified' },
-  { name: 'worker-pool-b-9x8m1', expect: 'Verified' },
-  { name: 'worker-pool-b-q2w4e', expect: 'Verified' },
-  { name: 'ip-10-0-3-31.ec2.internal', karpenter: true, late: true, expect: 'Verified' },
-];
+const APPS = 'demo';
+/** The healthy pool and the broken one (its nodes' pods get a dead nameserver: DNS fails there). */
+const GENERAL = 'general';
+const BROKEN = 'broken-dns';
 
 /**
- * `make demo`: a fresh sandbox, the controller from the bundle users get, and a wave of tainted
- * nodes (some from Karpenter, with NodeClaims). Most pass and open within seconds; one has a broken
- * DNS server, fails its retries, keeps its taint and is remediated through its NodeClaim; one joins
- * later and is verified too. A live table
- * shows the state; the exit code says whether the scenario ended as expected.
+ * `make demo`, the story users live: workloads are pending, real Karpenter creates NodeClaims and
+ * nodes for them (the verification taint comes from the NodePool's startupTaints), the nodes come up
+ * as on a cloud (NotReady for a while, CNI and image pulls that take time), kube-node-ready verifies
+ * and opens them and the workloads run. One NodePool is broken: its node fails verification, keeps
+ * its taint, kube-node-ready deletes its NodeClaim and Karpenter launches a replacement. Then the
+ * workload scales up and one more node joins. A live table shows it; the exit code says whether the
+ * story ended as expected.
  */
 export async function runDemo(opts: DemoOptions): Promise<number> {
   const { out } = opts;
@@ -59,16 +44,14 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
   try {
     const kc = loadKubeConfig(state.kubeconfig);
     await workerRbac(kc);
-    out(`demo: installing the karpenter.sh/v1 NodeClaim CRD (${KARPENTER_MODULE.module} ${KARPENTER_MODULE.version})`);
-    await installNodeClaimCrd(kc);
 
     const configFile = joinPath(opts.dir, 'controller.yaml');
     const config = {
       worker: { image: { repository: 'ghcr.io/kube-node-ready/kube-node-ready', tag: 'dev' }, namespace: NAMESPACE, timeout: '20s' },
-      reconciliation: { maxRetries: 2, initialBackoff: '1s', maxBackoff: '4s' },
+      reconciliation: { maxRetries: 2, initialBackoff: '2s', maxBackoff: '4s' },
       nodeManagement: {
         taints: [TAINT],
-        // Remediation on (it is off by default), with guards sized for a 10-node demo.
+        // Remediation on (it is off by default), with guards sized for a demo.
         deleteFailedNodes: true,
         remediation: { minNodeAge: '0s', maxInFlight: 1, maxPerHour: 2 },
       },
@@ -88,52 +71,57 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
     controller.stdout!.pipe(log);
     controller.stderr!.pipe(log);
 
-    const wave = NODES.filter((n) => !n.late);
-    out(`demo: ${wave.length} nodes join with the startup taint ${TAINT.key}=${TAINT.value}:${TAINT.effect} (${wave.filter((n) => n.karpenter).length} from Karpenter)`);
-    for (const n of wave) await join(kc, n);
+    out(`demo: two Karpenter NodePools with startupTaints [${TAINT.key}=${TAINT.value}:${TAINT.effect}] and realistic bring-up: "${GENERAL}", and "${BROKEN}" (its nodes' DNS is dead)`);
+    const bringUp = { [BRING_UP.preset]: 'realistic' };
+    await createNodePool(kc, { name: GENERAL, startupTaints: [TAINT], annotations: bringUp });
+    await createNodePool(kc, { name: BROKEN, startupTaints: [TAINT], annotations: { ...bringUp, [FAULT.dns]: 'dead' } });
+    await createNamespace(kc, APPS);
+    out(`demo: workloads are pending: Deployment web (3 replicas, one per node) on ${GENERAL}, Deployment batch (1) on ${BROKEN}`);
+    await workload(kc, 'web', GENERAL, 3);
+    await workload(kc, 'batch', BROKEN, 1);
 
     const view = new LiveTable(opts);
-    let lateJoined = false;
+    let scaled = false;
     let report: StatusReport | undefined;
-    const deadline = Date.now() + 120_000;
+    let story = { webRunning: 0, brokenClaimsDeleted: 0, brokenClaims: 0, firstBroken: '' };
+    const deadline = Date.now() + 300_000;
     while (Date.now() < deadline) {
       report = await collectStatus(kc, controllerConfig, Date.now());
       view.show(report);
-      const byName = new Map(report.nodes.map((r) => [r.node, r.state]));
-      if (!lateJoined && wave.filter((n) => n.expect === 'Verified').every((n) => byName.get(n.name) === 'Verified')) {
-        lateJoined = true;
-        const late = NODES.filter((n) => n.late);
-        view.note(`demo: the first wave is open; ${late.length} more node joins`);
-        for (const n of late) await join(kc, n);
+      story = await readStory(kc, story.firstBroken);
+      if (!scaled && story.webRunning >= 3) {
+        scaled = true;
+        view.note('demo: web runs on 3 verified nodes; scaling it to 4: Karpenter launches one more node');
+        await scale(kc, 'web', 4);
       }
-      const claims = await nodeClaimNames(kc);
-      const remediated = NODES.filter((n) => n.expect === 'Remediated').every((n) => !claims.has(claimName(n)));
-      if (lateJoined && remediated && NODES.every((n) => n.expect === 'Remediated' || byName.get(n.name) === n.expect)) break;
+      if (scaled && story.webRunning >= 4 && story.brokenClaimsDeleted >= 1 && story.brokenClaims >= 1) break;
       if (controller.exitCode !== null) throw new Error(`the controller exited with ${controller.exitCode}; see ${logFile}`);
-      await sleep(500);
+      await sleep(1000);
     }
     view.finish(report);
 
-    const byName = new Map((report?.nodes ?? []).map((r) => [r.node, r]));
-    const claimsLeft = await nodeClaimNames(kc);
-    const wrong = NODES.filter((n) => (n.expect === 'Remediated' ? claimsLeft.has(claimName(n)) : byName.get(n.name)?.state !== n.expect));
-    const times = (report?.nodes ?? []).map((r) => r.timeToVerifiedSeconds).filter((t): t is number => t !== undefined).sort((a, b) => a - b);
+    const nodes = report?.nodes ?? [];
+    const verified = nodes.filter((r) => r.state === 'Verified');
+    const times = verified.map((r) => r.timeToVerifiedSeconds).filter((t): t is number => t !== undefined).sort((a, b) => a - b);
     out('');
-    out(`summary: ${NODES.filter((n) => n.expect === 'Verified').length - wrong.filter((n) => n.expect === 'Verified').length} nodes verified and opened, ` +
-      `${(report?.nodes ?? []).filter((r) => r.state === 'Failed').length} failed and kept closed, in ${((Date.now() - started) / 1000).toFixed(1)}s`);
-    if (times.length) out(`summary: node creation to taint removal: median ${times[Math.floor(times.length / 2)]!.toFixed(1)}s, max ${times[times.length - 1]!.toFixed(1)}s`);
-    const bad = byName.get(NODES.find((n) => n.brokenDns)!.name);
-    if (bad) out(`summary: ${bad.node}: ${bad.lastOutcome}: ${bad.lastMessage}`);
-    const badClaim = claimName(NODES.find((n) => n.brokenDns)!);
-    out(`summary: NodeClaim ${badClaim} ${claimsLeft.has(badClaim) ? 'still exists' : 'deleted by remediation (Karpenter drains and replaces the machine)'}`);
+    out(`summary: ${verified.length} nodes verified and opened, ${nodes.filter((r) => r.state === 'Failed').length} failed and kept closed, in ${((Date.now() - started) / 1000).toFixed(1)}s`);
+    if (times.length) out(`summary: node creation to taint removal (bring-up included): median ${times[Math.floor(times.length / 2)]!.toFixed(1)}s, max ${times[times.length - 1]!.toFixed(1)}s`);
+    out(`summary: web pods running: ${story.webRunning} of 4`);
+    const failed = nodes.find((r) => r.state === 'Failed' || r.lastOutcome === 'ChecksFailed');
+    if (failed) out(`summary: ${failed.node}: ${failed.lastOutcome}: ${failed.lastMessage}`);
+    out(`summary: NodeClaim ${story.firstBroken || '(none)'} of the broken pool ${story.brokenClaimsDeleted ? 'deleted by remediation; Karpenter launched a replacement' : 'still exists'}`);
     out(`summary: controller metrics: http://127.0.0.1:18080/metrics   leader: ${report?.leader?.identity ?? 'none'}`);
+    const wrong: string[] = [];
+    if (story.webRunning < 4) wrong.push(`only ${story.webRunning} of 4 web pods run on verified nodes`);
+    if (!story.brokenClaimsDeleted) wrong.push(`the broken pool's NodeClaim ${story.firstBroken || '(none)'} was not remediated`);
+    else if (!story.brokenClaims) wrong.push('Karpenter did not launch a replacement for the remediated NodeClaim');
     if (wrong.length) {
-      out(`demo: FAILED: ${wrong.map((n) => `${n.name} is ${byName.get(n.name)?.state ?? 'missing'}, expected ${n.expect}`).join('; ')}`);
+      out(`demo: FAILED: ${wrong.join('; ')}`);
       return 1;
     }
-    out('demo: every healthy node was verified and opened; the broken one kept its taint and was remediated through its NodeClaim');
+    out('demo: every healthy node was verified and opened and its pods run; the broken one kept its taint, its NodeClaim was deleted and Karpenter replaced it');
     if (opts.keep) {
-      out(`demo: sandbox and controller left running (KEEP=1): kubectl --kubeconfig ${state.kubeconfig} get nodes`);
+      out(`demo: sandbox and controller left running (KEEP=1): kubectl --kubeconfig ${state.kubeconfig} get nodes,nodeclaims`);
       out(`demo: node dist/kube-node-ready.mjs status --kubeconfig ${state.kubeconfig}; stop with: node dist/sandbox.mjs down --dir ${opts.dir} --slot ${opts.slot}`);
       controller.unref();
       (controller.stdout as NodeJS.ReadableStream & { unref?: () => void }).unref?.();
@@ -147,25 +135,49 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
   }
 }
 
-const claimName = (n: DemoNode) => `default-${n.name.split('.')[0]}`;
-const providerID = (n: DemoNode) => `aws:///us-east-1a/i-0${createHash('sha256').update(n.name).digest('hex').slice(0, 16)}`;
-
-/** A node joins: Karpenter's NodeClaim first (for Karpenter nodes), then the Node the kubelet registers. */
-async function join(kc: k8s.KubeConfig, n: DemoNode): Promise<void> {
-  if (n.karpenter) await createNodeClaim(kc, { name: claimName(n), nodePool: 'default', nodeName: n.name, providerID: providerID(n) });
-  await createIgnoreExists(() => kc.makeApiClient(k8s.CoreV1Api).createNode({ body: demoNode(n) }));
+/** Where the story stands: web pods running on opened nodes, the broken pool's NodeClaims. */
+async function readStory(kc: k8s.KubeConfig, firstBroken: string): Promise<{ webRunning: number; brokenClaimsDeleted: number; brokenClaims: number; firstBroken: string }> {
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const pods = await core.listNamespacedPod({ namespace: APPS, labelSelector: 'app=web' });
+  const webRunning = pods.items.filter((p) => p.status?.phase === 'Running').length;
+  const claims = (await listNodeClaims(kc, BROKEN)).filter((c) => !c.metadata.deletionTimestamp).map((c) => c.metadata.name);
+  const first = firstBroken || claims[0] || '';
+  const gone = first && !claims.includes(first) ? 1 : 0;
+  return { webRunning, brokenClaimsDeleted: gone, brokenClaims: gone ? claims.length : 0, firstBroken: first };
 }
 
-function demoNode(n: DemoNode): k8s.V1Node {
-  const labels: Record<string, string> = { 'node.kubernetes.io/instance-type': n.karpenter ? 'm7i.large' : 'standard-4' };
-  if (n.karpenter) Object.assign(labels, { 'karpenter.sh/nodepool': 'default', 'karpenter.sh/registered': 'true' });
-  return simulatedNode({
-    name: n.name,
-    labels,
-    taints: [TAINT],
-    providerID: n.karpenter ? providerID(n) : undefined,
-    faults: n.brokenDns ? { dns: 'dead' } : undefined,
+async function createNamespace(kc: k8s.KubeConfig, name: string): Promise<void> {
+  await createIgnoreExists(() => kc.makeApiClient(k8s.CoreV1Api).createNamespace({ body: { metadata: { name } } }));
+}
+
+/** A Deployment of `replicas` sleepers on `pool`, one per node (required anti-affinity), 1 CPU each. */
+async function workload(kc: k8s.KubeConfig, name: string, pool: string, replicas: number): Promise<void> {
+  await kc.makeApiClient(k8s.AppsV1Api).createNamespacedDeployment({
+    namespace: APPS,
+    body: {
+      metadata: { name },
+      spec: {
+        replicas,
+        selector: { matchLabels: { app: name } },
+        template: {
+          metadata: { labels: { app: name } },
+          spec: {
+            nodeSelector: { 'karpenter.sh/nodepool': pool },
+            affinity: { podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { app: name } } }] } },
+            terminationGracePeriodSeconds: 1,
+            containers: [{ name: 'main', image: 'sandbox-shell', command: ['/bin/sh', '-c', 'exec sleep 86400'], resources: { requests: { cpu: '1', memory: '512Mi' } } }],
+          },
+        },
+      },
+    },
   });
+}
+
+async function scale(kc: k8s.KubeConfig, name: string, replicas: number): Promise<void> {
+  await kc.makeApiClient(k8s.AppsV1Api).patchNamespacedDeploymentScale(
+    { name, namespace: APPS, body: { spec: { replicas } } },
+    k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
+  );
 }
 
 /** What the Helm chart grants the worker: read Services and EndpointSlices. */
