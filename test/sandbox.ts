@@ -19,22 +19,33 @@ export function uniqueName(prefix: string): string {
   return `${prefix}-${randomBytes(3).toString('hex')}`;
 }
 
-/** A fresh namespace with its default ServiceAccount (no controller-manager creates it). */
+/** A fresh namespace, once kube-controller-manager has given it its `default` ServiceAccount (pods need it). */
 export async function createNamespace(prefix = 'test'): Promise<string> {
   const name = uniqueName(prefix);
   await core().createNamespace({ body: { metadata: { name } } });
-  await core().createNamespacedServiceAccount({ namespace: name, body: { metadata: { name: 'default' } } });
+  await waitFor(async () => (await core().readNamespacedServiceAccount({ namespace: name, name: 'default' }), true), `the default ServiceAccount of ${name}`);
   return name;
+}
+
+/** Nodes this test file registered and has not deleted, and label selectors of its nodes: described when a wait times out. */
+const testNodes = new Set<string>();
+const testSelectors = new Set<string>();
+
+/** Nodes matching this label selector (say, a harness's own label, on nodes Karpenter creates) are described when a wait times out. */
+export function describeNodesOnTimeout(labelSelector: string): void {
+  testSelectors.add(labelSelector);
 }
 
 /** Registers a simulated node (as its kubelet would) and returns its name. */
 export async function addNode(opts: Partial<NodeSpecOptions> & { prefix?: string } = {}): Promise<string> {
   const name = opts.name ?? uniqueName(opts.prefix ?? 'node');
   await core().createNode({ body: simulatedNode({ ...opts, name }) });
+  testNodes.add(name);
   return name;
 }
 
 export async function deleteNode(name: string): Promise<void> {
+  testNodes.delete(name);
   await core()
     .deleteNode({ name })
     .catch((err) => {
@@ -42,7 +53,11 @@ export async function deleteNode(name: string): Promise<void> {
     });
 }
 
-/** Polls until fn returns a value other than undefined/false, or fails with the last value seen. */
+/**
+ * Polls until fn returns a value other than undefined/false. On timeout it fails with the last value
+ * seen and what the cluster looked like: each node this file registered (Ready, taints, the
+ * verification progress, the condition) and its worker pods, so a CI failure can be read from the log.
+ */
 export async function waitFor<T>(fn: () => Promise<T | undefined | false>, what: string, timeoutMs = 30_000, intervalMs = 100): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
@@ -56,7 +71,51 @@ export async function waitFor<T>(fn: () => Promise<T | undefined | false>, what:
     }
     await new Promise((r) => setTimeout(r, intervalMs));
   }
-  throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}; last: ${last instanceof Error ? last.message : JSON.stringify(last)}`);
+  const seen = await describeTestNodes().catch((err: unknown) => `(could not describe the nodes: ${String(err)})`);
+  throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}; last: ${last instanceof Error ? last.message : JSON.stringify(last)}${seen ? `\n${seen}` : ''}`);
+}
+
+async function describeTestNodes(): Promise<string> {
+  const names = new Set(testNodes);
+  for (const labelSelector of testSelectors) for (const n of (await core().listNode({ labelSelector })).items) names.add(n.metadata!.name!);
+  return describeNodes([...names]);
+}
+
+const PROGRESS_PREFIX = 'kube-node-ready.io/';
+
+/**
+ * One line per node (at most 40): Ready, taints, verified label, the controller's progress
+ * annotations and condition, and each pod bound to it (phase, container state). Empty for no nodes.
+ */
+export async function describeNodes(names: string[]): Promise<string> {
+  const lines: string[] = [];
+  for (const name of names.slice(0, 40)) {
+    let node: k8s.V1Node;
+    try {
+      node = await core().readNode({ name });
+    } catch (err) {
+      lines.push(`  node ${name}: ${statusCode(err) === 404 ? 'gone' : String(err)}`);
+      continue;
+    }
+    const cond = (type: string) => node.status?.conditions?.find((c) => c.type === type);
+    const progress = Object.entries(node.metadata?.annotations ?? {})
+      .filter(([k]) => k.startsWith(PROGRESS_PREFIX))
+      .map(([k, v]) => `${k.slice(PROGRESS_PREFIX.length)}=${v.length > 160 ? `${v.slice(0, 160)}...` : v}`);
+    const verdict = node.status?.conditions?.find((c) => c.type !== 'Ready' && c.type.includes('Network'));
+    const pods = await core().listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${name}` });
+    const podText = pods.items.map((p) => {
+      const c = p.status?.containerStatuses?.[0]?.state;
+      const detail = c?.waiting?.reason ?? (c?.terminated ? `exit ${c.terminated.exitCode} ${c.terminated.reason ?? ''}` : c?.running ? 'running' : '');
+      return `${p.metadata?.namespace}/${p.metadata?.name} ${p.status?.phase}${detail ? ` (${detail})` : ''}`;
+    });
+    lines.push(
+      `  node ${name}: Ready=${cond('Ready')?.status ?? '-'} taints=[${(node.spec?.taints ?? []).map((t) => `${t.key}:${t.effect}`).join(',')}]` +
+        ` labels=[${Object.entries(node.metadata?.labels ?? {}).filter(([k]) => k.includes('verified')).map(([k, v]) => `${k}=${v}`).join(',')}]` +
+        ` progress={${progress.join(' ')}}${verdict ? ` ${verdict.type}=${verdict.status}/${verdict.reason ?? ''}` : ''} pods=[${podText.join('; ')}]`,
+    );
+  }
+  if (names.length > 40) lines.push(`  ... and ${names.length - 40} more nodes`);
+  return lines.length ? `what the cluster looked like:\n${lines.join('\n')}` : '';
 }
 
 export async function readPod(namespace: string, name: string): Promise<k8s.V1Pod | undefined> {

@@ -4,14 +4,14 @@
 import { readFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { createLogger, type Logger } from '@kube-node-ready/core';
-import { k8s, simulatedNode, type NodeSpecOptions } from '@kube-node-ready/sandbox';
+import { k8s, type NodeSpecOptions } from '@kube-node-ready/sandbox';
 import { Registry } from 'prom-client';
 import { realClock } from '../src/clock.js';
 import { parseConfig } from '../src/config/load.js';
 import type { ControllerConfig, ControllerConfigInput } from '../src/config/schema.js';
 import { startController, type RunningController } from '../src/controllers.js';
 import { KubeClient } from '../src/kube/client.js';
-import { core, createNamespace, sandbox, uniqueName, waitFor } from '../../../test/sandbox.js';
+import { addNode, core, createNamespace, describeNodesOnTimeout, sandbox, uniqueName, waitFor } from '../../../test/sandbox.js';
 import { certPaths } from '../../sandbox/src/certs.js';
 import { startFaultProxy, type FaultProxy } from '../../sandbox/src/fault-proxy.js';
 
@@ -70,6 +70,7 @@ export async function harness(prefix = 'ctl'): Promise<Harness> {
   const taint = { key: `test-${id}.kube-node-ready.io/unverified`, value: 'true', effect: 'NoSchedule' as const };
   const verifiedLabel = { key: `test-${id}.kube-node-ready.io/verified`, value: 'true' };
   const selector = { key: 'knr-test', value: id };
+  describeNodesOnTimeout(`${selector.key}=${selector.value}`);
   const conditionType = `test-${id}.kube-node-ready.io/NetworkVerified`;
   const base: ControllerConfigInput = {
     worker: {
@@ -107,10 +108,7 @@ export async function harness(prefix = 'ctl'): Promise<Harness> {
     async addNode(opts = {}) {
       const name = opts.name ?? uniqueName(opts.prefix ?? `n${id}`);
       const taints = opts.taints ?? [taint];
-      await core().createNode({
-        body: simulatedNode({ ...opts, name, taints, labels: { ...opts.labels, [selector.key]: selector.value } }),
-      });
-      return name;
+      return addNode({ ...opts, name, taints, labels: { ...opts.labels, [selector.key]: selector.value } });
     },
     async start(overrides = {}, name = uniqueName('controller'), opts = {}) {
       const logs: Array<Record<string, unknown>> = [];
@@ -218,9 +216,10 @@ export async function workerPods(namespace: string, node: string): Promise<k8s.V
   return list.items;
 }
 
+/** The node's Events written by kube-node-ready (kube-controller-manager and the kubelet write their own about nodes). */
 export async function nodeEvents(node: string): Promise<k8s.CoreV1Event[]> {
   const list = await core().listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.kind=Node,involvedObject.name=${node}` });
-  return list.items;
+  return list.items.filter((e) => (e.reportingComponent ?? e.source?.component ?? '').startsWith('kube-node-ready'));
 }
 
 /**
