@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { addNode, core, createNamespace, deleteNode, readPod, sandbox, waitFor } from '../../../test/sandbox.js';
 import { k8s } from './kube.js';
-import { NETNS_DIR, podIndex, podNetnsPrefix } from './runtime/pod-network.js';
+import { NETNS_DIR, POD_MTU_ANNOTATION, podIndex, podNetnsPrefix } from './runtime/pod-network.js';
 import { execInSandbox } from './sandbox.js';
 
 const nodes: string[] = [];
@@ -182,6 +182,25 @@ describe.sequential('container runtime: pod network', () => {
       return r.startsWith('host-web') ? r : undefined;
     }, `host-web to answer on ${p.status!.podIP}:${port}`, 20_000, 200);
     expect(answer).toBe(`host-web ${p.status!.podIP}`);
+  });
+
+  it('a container sees its own network devices under /sys (eth0 with the node pod-mtu), the rest of /sys and its cgroup unchanged', async () => {
+    const mtuNode = await addNode({ prefix: 'mtu', annotations: { [POD_MTU_ANNOTATION]: '1400' } });
+    nodes.push(mtuNode);
+    const script = 'cat /sys/class/net/eth0/mtu; ls /sys/class/net | tr "\\n" " "; echo; test -d /sys/fs/cgroup && echo cgroup-fs';
+    await core().createNamespacedPod({
+      namespace: ns,
+      body: { metadata: { name: 'sysfs' }, spec: { nodeName: mtuNode, restartPolicy: 'Never', containers: [{ name: 'main', image: 'sandbox-shell', command: ['/bin/sh', '-c', script], resources: { limits: { memory: '64Mi' } } }] } },
+    });
+    const done = await waitFor(async () => {
+      const p = await readPod(ns, 'sysfs');
+      return p?.status?.phase === 'Succeeded' || p?.status?.phase === 'Failed' ? p : undefined;
+    }, 'the sysfs pod to finish', 60_000, 200);
+    expect(done.status?.phase, containerState(done)).toBe('Succeeded');
+    const out = readFileSync(join(sandbox().layout.dir, 'pods', done.metadata!.uid!, 'main.log'), 'utf8').trim().split('\n');
+    expect(out[0]).toBe('1400');
+    expect(out[1]!.trim().split(' ').sort()).toEqual(['eth0', 'lo']);
+    expect(out[2]).toBe('cgroup-fs');
   });
 
   it('deleting the pods removes their network namespaces and veths', async () => {

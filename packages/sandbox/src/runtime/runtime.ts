@@ -39,6 +39,17 @@ export interface RuntimeStats {
 const JOIN_CGROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
 
 /**
+ * In a mount namespace of the container's own (`unshare --mount`), shows the pod's network devices
+ * under /sys (/sys/class/net and /sys/devices/virtual/net from a sysfs mounted inside the pod's network
+ * namespace), as a container sees them: the MTU of its eth0, not the machine's interfaces. The rest
+ * of /sys, /sys/fs/cgroup included, stays as it is. Then joins the cgroups and runs the command.
+ */
+const POD_SYSFS =
+  't=$(mktemp -d) && mount -t sysfs sysfs "$t" && mount --bind "$t/class/net" /sys/class/net && mount --bind "$t/devices/virtual/net" /sys/devices/virtual/net; ' +
+  'umount -l "$t" 2>/dev/null; rmdir "$t" 2>/dev/null; ' +
+  JOIN_CGROUPS;
+
+/**
  * The simulated kubelet's container runtime: a network namespace per pod (PodNetwork) and a
  * cgroup per container run with the container's limits (Cgroups). The kubelet creates a sandbox
  * when a pod starts, asks for the argv of each container run, reports OOM kills from `exited()`
@@ -46,6 +57,7 @@ const JOIN_CGROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift
  */
 export class ContainerRuntime {
   private readonly network: PodNetwork;
+  private readonly unshare: string;
   private readonly cgroups: Cgroups;
   private readonly sandboxes = new Set<PodSandbox>();
   private setups = { count: 0, totalMs: 0, maxMs: 0 };
@@ -55,6 +67,7 @@ export class ContainerRuntime {
     private readonly log: Logger,
   ) {
     this.network = new PodNetwork(layout, findExecutable('nsenter', process.env.PATH ?? '/usr/bin:/bin', '/'));
+    this.unshare = findExecutable('unshare', process.env.PATH ?? '/usr/bin:/bin', '/') ?? 'unshare';
     this.cgroups = Cgroups.detect(layout, log);
   }
 
@@ -97,8 +110,8 @@ export class ContainerRuntime {
     if (!findExecutable(argv[0] ?? '', env.PATH ?? '', env.cwd)) return { argv, exited: () => ({ oomKilled: false }) };
     const cg = this.cgroups.create(sb.uid, name, containerLimits(resources?.limits));
     let full = argv;
-    if (cg) full = ['/bin/sh', '-c', JOIN_CGROUPS, 'knr-container', ...cg.procsFiles, '--', ...full];
-    if (sb.netns) full = this.network.execArgv(sb.netns, full);
+    if (sb.netns) full = this.network.execArgv(sb.netns, [this.unshare, '--mount', '--propagation', 'private', '/bin/sh', '-c', POD_SYSFS, 'knr-container', ...(cg?.procsFiles ?? []), '--', ...full]);
+    else if (cg) full = ['/bin/sh', '-c', JOIN_CGROUPS, 'knr-container', ...cg.procsFiles, '--', ...full];
     let result: { oomKilled: boolean } | undefined;
     return {
       argv: full,
