@@ -318,8 +318,8 @@ describe('the controller under the chart\'s RBAC', () => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// End to end: the controller Deployment's pods run on simulated nodes as real processes (the image
-// is mapped to dist/kube-node-ready.mjs), authenticate with the chart's ServiceAccount token under
+// End to end: kube-controller-manager runs the chart's Deployment, whose pods run on simulated nodes
+// as real processes (the image is mapped to dist/kube-node-ready.mjs), pass their probes, authenticate with the chart's ServiceAccount token under
 // the chart's RBAC, elect a leader and open a tainted node. A missing RBAC rule makes it fail.
 
 async function controllerEntryPoint(): Promise<string | undefined> {
@@ -366,7 +366,7 @@ describe('helm install end to end (controller pods on simulated nodes)', () => {
     const placement = { [`e2e-${id}.kube-node-ready.io/controller`]: 'true' };
     const values = {
       image: { repository: 'kube-node-ready', tag: 'dev' },
-      controller: { nodeSelector: placement, listenOnPodIP: true, priorityClassName: '' },
+      controller: { nodeSelector: placement, priorityClassName: '' },
       config: {
         worker: { priorityClassName: '', timeout: '20s', scheduleTimeout: '20s', startTimeout: '20s', serviceAccountName: `${release}-worker`, configMapName: `${release}-worker` },
         reconciliation: { initialBackoff: '1s', maxBackoff: '4s', resyncInterval: '30s' },
@@ -383,15 +383,27 @@ describe('helm install end to end (controller pods on simulated nodes)', () => {
       const install = await helmKube(['install', release, CHART_DIR, '--namespace', namespace, '--values', join(dir, 'values.json')]);
       expect(install.code, install.stderr).toBe(0);
 
-      // No kube-controller-manager in the sandbox: play the Deployment controller and create the
-      // replicas' pods from the Deployment's own pod template.
+      // kube-controller-manager runs the chart's Deployment: its ReplicaSet creates the pods, the
+      // scheduler spreads them over the two placement nodes, and the simulated kubelet runs them.
       const apps = sandbox().kc.makeApiClient(k8s.AppsV1Api);
-      const deployment = await apps.readNamespacedDeployment({ name: `${release}-kube-node-ready-controller`, namespace });
-      for (let i = 0; i < (deployment.spec?.replicas ?? 0); i++) {
-        const name = `${deployment.metadata?.name}-${i}`;
-        podNames.push(name);
-        await core().createNamespacedPod({ namespace, body: { metadata: { ...deployment.spec?.template.metadata, name, namespace }, spec: deployment.spec?.template.spec } });
-      }
+      const deploymentName = `${release}-kube-node-ready-controller`;
+      const deployment = await waitFor(
+        async () => {
+          const d = await apps.readNamespacedDeployment({ name: deploymentName, namespace });
+          return (d.status?.availableReplicas ?? 0) >= (d.spec?.replicas ?? 1) ? d : undefined;
+        },
+        `the Deployment ${deploymentName} to be available`,
+        90_000,
+        500,
+      ).catch(async (err: Error) => {
+        const pods = await core().listNamespacedPod({ namespace }).catch(() => ({ items: [] as k8s.V1Pod[] }));
+        throw new Error(`${err.message}\n${await controllerLogs(namespace, pods.items.map((p) => p.metadata!.name!))}`, { cause: err });
+      });
+      const selector = Object.entries(deployment.spec?.selector?.matchLabels ?? {}).map(([k, v]) => `${k}=${v}`).join(',');
+      const pods = (await core().listNamespacedPod({ namespace, labelSelector: selector })).items;
+      for (const p of pods) podNames.push(p.metadata!.name!);
+      expect(pods.map((p) => p.status?.phase)).toEqual(Array(deployment.spec?.replicas ?? 0).fill('Running'));
+      expect(new Set(pods.map((p) => p.spec?.nodeName)).size).toBe(pods.length);
 
       // One replica leads: it holds the release's Lease (created with the chart's leader-election Role).
       const coordination = sandbox().kc.makeApiClient(k8s.CoordinationV1Api);
@@ -435,8 +447,6 @@ describe('helm install end to end (controller pods on simulated nodes)', () => {
       const uninstall = await helmKube(['uninstall', release, '--namespace', namespace, '--wait']);
       expect(uninstall.code, uninstall.stderr).toBe(0);
     } finally {
-      // The pods this test created stand in for the Deployment's; nothing else would delete them.
-      await Promise.all(podNames.map((name) => core().deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0 }).catch(() => undefined)));
       await helmKube(['uninstall', release, '--namespace', namespace]);
       rmSync(dir, { recursive: true, force: true });
     }

@@ -13,9 +13,8 @@ const run = promisify(execFile);
 
 export const CRD_SOURCES = {
   /** karpenter.sh/v1 NodePool (examples/karpenter-nodepool.yaml). */
-  nodePool: { module: 'sigs.k8s.io/karpenter', version: 'v1.8.2', file: 'pkg/apis/crds/karpenter.sh_nodepools.yaml' },
-  /** karpenter.sh/v1 NodeClaim (remediation tests). */
-  nodeClaim: { module: 'sigs.k8s.io/karpenter', version: 'v1.8.2', file: 'pkg/apis/crds/karpenter.sh_nodeclaims.yaml' },
+  /** The version the sandbox runs (packages/sandbox/go/karpenter/go.mod). */
+  nodePool: { module: 'sigs.k8s.io/karpenter', version: 'v1.15.0', file: 'pkg/apis/crds/karpenter.sh_nodepools.yaml' },
   /** monitoring.coreos.com/v1 ServiceMonitor and PrometheusRule (the chart's optional objects). */
   serviceMonitor: { module: 'github.com/prometheus-operator/prometheus-operator', version: 'v0.85.0', file: 'example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml' },
   prometheusRule: { module: 'github.com/prometheus-operator/prometheus-operator', version: 'v0.85.0', file: 'example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml' },

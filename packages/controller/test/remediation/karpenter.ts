@@ -1,11 +1,13 @@
-// Karpenter in the sandbox, for the remediation tests: the real karpenter.sh/v1 NodeClaim CRD (from
-// the sigs.k8s.io/karpenter Go module, fetched through the Go module proxy at test time by
-// test/chart/crds.ts, never committed), NodeClaims for simulated nodes, and the Events written about
-// Nodes and NodeClaims. No Karpenter controller runs: NodeClaims are created without finalizers, so
-// deleting one completes at once and leaves its Node behind (a test plays Karpenter's part by
-// deleting the Node when it wants to).
+// Hand-made NodeClaims for the Remediator's scenario tests, which need states real Karpenter cannot
+// be driven into and held in: a claim matched only by ownerReference because its status is not filled
+// in yet, claims with do-not-disrupt annotations next to exact node states, dozens of failed nodes at
+// once for the breaker and the hourly budget. The sandbox runs real Karpenter (kwok provider), which
+// manages only claims of its own node class (KWOKNodeClass): these claims name an EC2NodeClass, so it
+// leaves them alone, as it would a claim of another Karpenter installation. They are created without
+// finalizers, so deleting one completes at once and leaves its Node behind (a test plays Karpenter's
+// part by deleting the Node when it wants to). The whole path with real Karpenter (launch, failure,
+// NodeClaim deletion, drain, replacement) is wired.sandbox.test.ts.
 import { k8s, statusCode } from '@kube-node-ready/sandbox';
-import { CRD_SOURCES, loadCrd } from '../../../../test/chart/crds.js';
 import { sandbox, waitFor } from '../../../../test/sandbox.js';
 
 export const NODECLAIM_CRD = 'nodeclaims.karpenter.sh';
@@ -14,25 +16,8 @@ const VERSION = 'v1';
 const PLURAL = 'nodeclaims';
 
 
-/**
- * Installs the NodeClaim CRD (once per sandbox; it stays for later files) and waits until it is
- * established. Returns the reason when the Go module proxy cannot provide it.
- */
-export async function installNodeClaimCrd(): Promise<{ ok: true } | { skip: string }> {
-  const loaded = await loadCrd(CRD_SOURCES.nodeClaim);
-  if ('skip' in loaded) return { skip: loaded.skip };
-  const api = sandbox().kc.makeApiClient(k8s.ApiextensionsV1Api);
-  await api.createCustomResourceDefinition({ body: loaded.crd as unknown as k8s.V1CustomResourceDefinition }).catch((err: unknown) => {
-    if (statusCode(err) !== 409) throw err;
-  });
-  await waitFor(
-    async () => {
-      const crd = await api.readCustomResourceDefinition({ name: NODECLAIM_CRD });
-      return crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True');
-    },
-    'the NodeClaim CRD to be established',
-  );
-  // The discovery of a new group can lag its Established condition: wait until a list answers.
+/** Waits until karpenter.sh/v1 NodeClaims are served (the sandbox installs Karpenter's CRDs at start-up). */
+export async function installNodeClaimCrd(): Promise<{ ok: true }> {
   await waitFor(async () => (await listNodeClaims('')).length >= 0, 'karpenter.sh/v1 nodeclaims to be served');
   return { ok: true };
 }
@@ -101,10 +86,12 @@ export async function deleteNodeClaims(labelSelector: string): Promise<void> {
 }
 
 /** Events about one object (namespace default, where Node and NodeClaim Events live), oldest first. */
+/** Events kube-node-ready wrote about the object, oldest first. */
 export async function eventsAbout(kind: 'Node' | 'NodeClaim', name: string): Promise<Array<{ reason: string; type: string; message: string; count: number }>> {
   const core = sandbox().kc.makeApiClient(k8s.CoreV1Api);
   const list = await core.listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.kind=${kind},involvedObject.name=${name}` });
   return list.items
+    .filter((e) => (e.reportingComponent ?? e.source?.component ?? '').startsWith('kube-node-ready')) // not kube-controller-manager's
     .sort((a, b) => String(a.metadata?.creationTimestamp ?? '').localeCompare(String(b.metadata?.creationTimestamp ?? '')))
     .map((e) => ({ reason: e.reason ?? '', type: e.type ?? '', message: e.message ?? '', count: e.count ?? 1 }));
 }

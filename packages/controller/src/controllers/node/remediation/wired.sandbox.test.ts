@@ -1,60 +1,95 @@
-// The whole controller (startController, real clock) with remediation on: a Karpenter node whose
-// worker can never start exhausts its retries and is replaced through its NodeClaim, while a
-// healthy node beside it is verified and kept. This proves the wiring in the composition root
-// (docs/remediation.md, "Inside the controller"); until that is applied the configuration has no
-// remediation keys and the test skips, saying so.
+// The whole controller (startController, real clock) with remediation on, next to real Karpenter: a
+// pending pod makes Karpenter launch a node from a NodePool whose startupTaints carry the
+// verification taint; that node's worker can never start, so it exhausts its retries, and the
+// controller deletes its NodeClaim. Karpenter drains and deletes the node and launches a replacement
+// for the pod that is still pending. A healthy node beside it is verified and kept.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { parseConfig } from '../../../config/load.js';
+import { createNodePool, deleteNodePool, FAULT, k8s, listNodeClaims, type NodeClaim } from '@kube-node-ready/sandbox';
 import type { ControllerConfigInput } from '../../../config/schema.js';
 import { harness, nodeEvents, nodeEventsWhen, readNode, waitFor, type Harness } from '../../../../test/harness.js';
-import { createNodeClaim, deleteNodeClaims, getNodeClaim, installNodeClaimCrd } from '../../../../test/remediation/karpenter.js';
+import { core, sandbox } from '../../../../../../test/sandbox.js';
 
-const WIRED = (() => {
-  try {
-    parseConfig({ nodeManagement: { deleteFailedNodes: true, remediation: { minNodeAge: '0s' } } });
-    return true;
-  } catch {
-    return false;
-  }
-})();
-let h: Harness | undefined;
-let skip: string | undefined = WIRED ? undefined : 'remediation is not wired into the controller yet: nodeManagement.remediation has no keys in config/schema.ts';
+let h: Harness;
+let pool = '';
 
 beforeAll(async () => {
-  if (skip) return;
-  const crd = await installNodeClaimCrd();
-  if ('skip' in crd) skip = crd.skip;
   h = await harness('ctlrem');
+  pool = `wired-${h.id}`;
 });
 
 afterAll(async () => {
   await h?.cleanup();
-  if (h) await deleteNodeClaims(`knr-test=${h.id}`);
+  if (pool) await deleteNodePool(sandbox().kc, pool);
 });
 
-it('deleteFailedNodes: a failed Karpenter node is replaced through its NodeClaim; a healthy node is verified and kept', async (ctx) => {
-  if (skip || !h) return ctx.skip(skip ?? 'no harness');
-  const pool = `wired-${h.id}`;
-  const providerID = `aws:///us-east-1a/i-wired-${h.id}`;
-  const bad = await h.addNode({ prefix: `bad${h.id}`, faults: { neverStart: true }, providerID, labels: { 'karpenter.sh/nodepool': pool, 'karpenter.sh/registered': 'true' } });
-  const claim = `${pool}-${bad}`;
-  await createNodeClaim({ name: claim, pool, labels: { 'knr-test': h.id }, status: { providerID, nodeName: bad } });
+const liveClaims = async (): Promise<NodeClaim[]> => (await listNodeClaims(sandbox().kc, pool)).filter((c) => !c.metadata.deletionTimestamp);
+
+it('deleteFailedNodes: a failed Karpenter node is replaced through its NodeClaim; a healthy node is verified and kept', async () => {
+  // The pool's own taint keeps other tests' pending pods off it; the worker tolerates it.
+  const dedicated = { key: 'test.kube-node-ready.io/pool', value: pool, effect: 'NoSchedule' };
+  await createNodePool(sandbox().kc, {
+    name: pool,
+    taints: [dedicated],
+    startupTaints: [h.taint],
+    labels: { [h.selector.key]: h.selector.value },
+    annotations: { [FAULT.neverStart]: 'true' },
+  });
+  const overrides = {
+    worker: { tolerations: [{ key: dedicated.key, operator: 'Equal', value: pool, effect: 'NoSchedule' }] },
+    nodeManagement: { deleteFailedNodes: true, remediation: { minNodeAge: '0s' } },
+  } as unknown as ControllerConfigInput;
+  const ctl = await h.start(overrides);
   const good = await h.addNode({ prefix: `good${h.id}` });
 
-  const overrides = { nodeManagement: { deleteFailedNodes: true, remediation: { minNodeAge: '0s' } } } as unknown as ControllerConfigInput;
-  const ctl = await h.start(overrides);
+  // A workload for the pool: Karpenter launches a node for it.
+  await sandbox()
+    .kc.makeApiClient(k8s.AppsV1Api)
+    .createNamespacedDeployment({
+      namespace: h.namespace,
+      body: {
+        metadata: { name: 'app' },
+        spec: {
+          replicas: 1,
+          selector: { matchLabels: { app: 'app' } },
+          template: {
+            metadata: { labels: { app: 'app' } },
+            spec: {
+              nodeSelector: { 'karpenter.sh/nodepool': pool },
+              tolerations: [{ key: dedicated.key, operator: 'Equal', value: pool, effect: 'NoSchedule' }],
+              terminationGracePeriodSeconds: 1,
+              containers: [{ name: 'main', image: 'sandbox-shell', command: ['/bin/sh', '-c', 'exec sleep 3600'], resources: { requests: { cpu: '1' } } }],
+            },
+          },
+        },
+      },
+    });
+  const first = await waitFor(
+    async () => {
+      const c = (await liveClaims()).find((x) => x.status?.nodeName);
+      return c && (await readNode(c.status!.nodeName!))?.metadata?.labels?.['karpenter.sh/registered'] === 'true' ? c : undefined;
+    },
+    `Karpenter to launch and register a node in ${pool}`,
+    90_000,
+    500,
+  );
+  const bad = first.status!.nodeName!;
 
-  // 1 + maxRetries (1) attempts, each "not started" after startTimeout (4 s), then remediation.
-  await waitFor(async () => (await getNodeClaim(claim)) === undefined, `NodeClaim ${claim} to be deleted`, 90_000, 250);
-  expect(await readNode(bad)).toBeDefined(); // Karpenter (absent here) would drain and delete it
-  // The Event (and the counter) follow the NodeClaim's deletion.
+  // 1 + maxRetries (1) attempts, each "not started" after startTimeout, then remediation.
+  await waitFor(async () => !(await liveClaims()).some((c) => c.metadata.name === first.metadata.name), `NodeClaim ${first.metadata.name} to be deleted`, 120_000, 250);
   const reasons = (await nodeEventsWhen(bad, (list) => list.some((e) => e.reason === 'RemediationNodeClaimDeleted'), 'the RemediationNodeClaimDeleted Event')).map((e) => e.reason);
   expect(reasons).toEqual(expect.arrayContaining(['VerificationWorkerNotStarted', 'VerificationFailed', 'RemediationNodeClaimDeleted']));
   const text = await ctl.metrics();
   expect(text).toContain('kube_node_ready_remediations_total{action="delete-nodeclaim",result="deleted"} 1');
   expect(text).toContain('kube_node_ready_remediation_blocked{reason="circuit-breaker"} 0');
 
-  const opened = await waitFor(async () => (await readNode(good))?.metadata?.labels?.[h?.verifiedLabel.key ?? ''] === 'true', `${good} to be verified`, 60_000, 250);
+  // Karpenter drains and deletes the node, and launches a replacement for the pending pod.
+  await waitFor(async () => (await readNode(bad)) === undefined, `Karpenter to delete node ${bad}`, 90_000, 500);
+  const replacement = await waitFor(async () => (await liveClaims()).find((c) => c.metadata.name !== first.metadata.name), 'a replacement NodeClaim', 90_000, 500);
+  expect(replacement.metadata.name).not.toBe(first.metadata.name);
+
+  const opened = await waitFor(async () => (await readNode(good))?.metadata?.labels?.[h.verifiedLabel.key] === 'true', `${good} to be verified`, 60_000, 250);
   expect(opened).toBe(true);
   expect((await nodeEvents(good)).map((e) => e.reason)).not.toContain('RemediationNodeDeleted');
-});
+  // The replacement's node is a new node to verify (it fails too: the pool is broken).
+  expect((await core().listNode({ labelSelector: `karpenter.sh/nodepool=${pool}` })).items.every((n) => n.metadata?.name !== bad)).toBe(true);
+}, 360_000);

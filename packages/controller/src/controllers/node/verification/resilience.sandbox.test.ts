@@ -73,8 +73,10 @@ describe('a node that goes away', () => {
     await waitFor(async () => (await ctl.metrics()).includes(`node="${node}"`), 'per-node metrics');
 
     await core().deleteNode({ name: node });
-    // The sandbox has no garbage collector: the controller itself removes the pod.
-    await waitFor(async () => (await workerPods(h.namespace, node)).length === 0, 'the worker pod to be deleted');
+    // The controller deletes the pod (so does the garbage collector: the pod is owned by the Node).
+    // No kubelet confirms the deletion of a pod on a deleted node: kube-controller-manager's pod
+    // garbage collector removes it once it has been orphaned for its quarantine time (about 40 s).
+    await waitFor(async () => (await workerPods(h.namespace, node)).length === 0, 'the worker pod to be deleted', 120_000, 500);
     await waitFor(async () => !(await ctl.metrics()).includes(`node="${node}"`), 'the node series to be removed');
     await new Promise((r) => setTimeout(r, 2_000));
     expect(await ctl.metrics()).toContain('kube_node_ready_controller_reconcile_errors_total 0');
