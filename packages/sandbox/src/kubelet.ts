@@ -13,7 +13,7 @@ import { certPaths } from './certs.js';
 import { ContainerLogFile } from './kubelet/container-log.js';
 import { containerFieldPath, KubeletEvents, REASON, type EventType } from './kubelet/events.js';
 import { goDuration, ImageCache, type PullPolicy } from './kubelet/images.js';
-import { podStatus, type ConditionMemory, type TerminatedView } from './kubelet/pod-status.js';
+import { podStatus, type ConditionMemory, type ContainerView } from './kubelet/pod-status.js';
 import { ContainerProbes, runExecProcess, type ProbeKind } from './kubelet/probes.js';
 import { ensureKubeletCerts, KUBELET_PORT, startKubeletServer, type LogLookup, type LogSource } from './kubelet/server.js';
 import { ContainerRuntime, type PodSandbox, type PreparedContainer } from './runtime/runtime.js';
@@ -33,26 +33,12 @@ export interface KubeletOptions {
 const SA_MOUNT = '/var/run/secrets/kubernetes.io/serviceaccount';
 const MAX_TERMINATION_MESSAGE = 4096;
 
-interface ContainerRun {
-  name: string;
+/** A container run as the kubelet holds it: what the status reports (ContainerView), plus its process, probes and logs. */
+interface ContainerRun extends ContainerView {
   proc?: ChildProcess;
-  startedAt?: string;
-  finishedAt?: string;
-  exitCode?: number;
-  reason?: string;
-  message?: string;
-  restartCount: number;
-  waiting?: { reason: string; message?: string };
-  /** An init container ('sidecar': one with restartPolicy Always); absent for a regular container. */
-  init?: 'init' | 'sidecar';
-  /** Readiness and startup of the current run, as its probes say (see kubelet/probes.ts). */
-  ready?: boolean;
-  started?: boolean;
   probes?: ContainerProbes;
   /** Resolves when the current run's process has exited and been accounted for. */
   exited?: Promise<void>;
-  /** The run before the current one, reported as lastState. */
-  lastTerminated?: TerminatedView;
   /** The logs of the current run and the one before (kubectl logs, --previous). */
   logs?: ContainerLogFile[];
 }
