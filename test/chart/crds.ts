@@ -46,12 +46,16 @@ export interface OpenApiSchema {
 
 const cache = new Map<string, Promise<string>>();
 
-/** The module's directory in the Go module cache (downloads it through GOPROXY once). */
+/**
+ * The module's directory in the Go module cache (downloads it through GOPROXY once). GOTOOLCHAIN=auto:
+ * a module whose go.mod asks for a newer Go than the local one (Karpenter) is read with that toolchain,
+ * fetched through the module proxy as the sandbox build does.
+ */
 function moduleDir(module: string, version: string): Promise<string> {
   const key = `${module}@${version}`;
   let dir = cache.get(key);
   if (!dir) {
-    dir = run('go', ['mod', 'download', '-json', key], { cwd: tmpdir(), env: { ...process.env, GOFLAGS: '-mod=mod' }, maxBuffer: 16 * 1024 * 1024 }).then(({ stdout }) => {
+    dir = run('go', ['mod', 'download', '-json', key], { cwd: tmpdir(), env: { ...process.env, GOFLAGS: '-mod=mod', GOTOOLCHAIN: 'auto' }, maxBuffer: 16 * 1024 * 1024 }).then(({ stdout }) => {
       const info = JSON.parse(stdout) as { Dir?: string; Error?: string };
       if (!info.Dir || info.Error) throw new Error(info.Error ?? `go mod download ${key}: no directory`);
       return info.Dir;
