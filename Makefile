@@ -39,7 +39,8 @@ system-deps:
 	fi
 
 .PHONY: sandbox-bins
-sandbox-bins: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, helm and Karpenter from Go modules (each cached under its own key in ~/.cache/kube-node-ready)
+sandbox-bins: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, helm and Karpenter from Go modules, and node-readiness-controller from shared/third_party/ (each cached under its own key in ~/.cache/kube-node-ready)
+	@bash packages/sandbox/go/build.sh node-readiness-controller >/dev/null
 	@bash packages/sandbox/go/build.sh >/dev/null
 
 dist/kube-node-ready.mjs dist/sandbox.mjs: $(STAMP) $(SRC) scripts/bundle.mjs

@@ -5,9 +5,15 @@
 #   $KNR_CACHE_DIR/components/<component>-<version>-<os>-<arch>-<hash>/<binaries>
 # and one directory of symlinks that gathers them for the sandbox:
 #   $KNR_CACHE_DIR/bin/<hash of the component keys>/{etcd,kube-apiserver,kube-controller-manager,
-#     kube-scheduler,kubectl,helm,karpenter}
+#     kube-scheduler,kubectl,helm,karpenter,node-readiness-controller/}
 # Usage: build.sh [component...] (default: all). Prints the bin directory on the last line of stdout.
 # Progress goes to stderr.
+#
+# node-readiness-controller (sigs.k8s.io/node-readiness-controller, which the Go module proxy here
+# does not serve) is built from its source archive in shared/third_party/ beside the clone (or in
+# $KNR_SHARED_DIR/third_party/), keyed by the archive's sha256; its directory in the view holds the
+# binary (manager), its CRDs (crds/) and its Helm chart (chart/). The default set includes it when the
+# archive is found and skips it with a notice otherwise; asked for by name, a missing archive fails.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${KNR_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kube-node-ready}
@@ -49,12 +55,45 @@ declare -A spec=(
   [karpenter]="karpenter|$KARPENTER_VERSION|karpenter=sigs.k8s.io/karpenter/kwok|"
 )
 order=(etcd kubernetes helm karpenter)
+
+# node-readiness-controller's source archive: $KNR_SHARED_DIR/third_party/, else shared/third_party/
+# in the directory of the clone or any directory above it.
+NRC_VERSION=v0.5.0
+NRC_ARCHIVE_NAME=node-readiness-controller-$NRC_VERSION.tar.gz
+nrc_looked=()
+nrc_archive() {
+  local d
+  if [ -n "${KNR_SHARED_DIR:-}" ]; then
+    nrc_looked+=("$KNR_SHARED_DIR/third_party/$NRC_ARCHIVE_NAME")
+    [ -f "$KNR_SHARED_DIR/third_party/$NRC_ARCHIVE_NAME" ] && { echo "$KNR_SHARED_DIR/third_party/$NRC_ARCHIVE_NAME"; return; }
+  fi
+  d=$(cd "$here/../../.." && pwd)
+  while :; do
+    nrc_looked+=("$d/shared/third_party/$NRC_ARCHIVE_NAME")
+    [ -f "$d/shared/third_party/$NRC_ARCHIVE_NAME" ] && { echo "$d/shared/third_party/$NRC_ARCHIVE_NAME"; return; }
+    [ "$d" = / ] && return 1
+    d=$(dirname "$d")
+  done
+}
+nrc_src=$(nrc_archive) || nrc_src=""
+
 wanted=("$@")
-[ ${#wanted[@]} -gt 0 ] || wanted=("${order[@]}")
-for c in "${wanted[@]}"; do [ -n "${spec[$c]+x}" ] || { echo "build.sh: unknown component $c (known: ${order[*]})" >&2; exit 2; }; done
+if [ ${#wanted[@]} -eq 0 ]; then
+  wanted=("${order[@]}")
+  if [ -n "$nrc_src" ]; then wanted+=(node-readiness-controller)
+  else echo "build.sh: skipping node-readiness-controller: $NRC_ARCHIVE_NAME not found (looked in: ${nrc_looked[*]})" >&2; fi
+fi
+for c in "${wanted[@]}"; do
+  [ "$c" = node-readiness-controller ] && continue
+  [ -n "${spec[$c]+x}" ] || { echo "build.sh: unknown component $c (known: ${order[*]} node-readiness-controller)" >&2; exit 2; }
+done
 
 component_dir() {
   local c=$1 dir version
+  if [ "$c" = node-readiness-controller ]; then
+    echo "$cache/components/node-readiness-controller-$NRC_VERSION-$goos-$goarch-$(sha256sum <"$nrc_src" | cut -c1-12)"
+    return
+  fi
   IFS='|' read -r dir version _ _ <<<"${spec[$c]}"
   echo "$cache/components/$c-$version-$goos-$goarch-$(cat "$here/$dir/go.mod" "$here/$dir/go.sum" | sha256sum | cut -c1-12)"
 }
@@ -99,7 +138,54 @@ karpenter_crds() {
   mv "$out.tmp" "$out"
 }
 
+# node-readiness-controller from its source archive: unpacked into a scratch directory under the
+# cache, built as its README says (its dependencies come from the Go module proxy), then only the
+# binary, its CRDs, its chart and its licence are kept in the component directory.
+build_nrc() {
+  local out tc work start n
+  step=$((step + 1))
+  if [ -z "$nrc_src" ]; then
+    echo "build.sh: node-readiness-controller's source archive $NRC_ARCHIVE_NAME was not found; looked in:" >&2
+    printf '    %s\n' "${nrc_looked[@]}" >&2
+    echo "  put shared/ beside the clone, or set KNR_SHARED_DIR to the directory holding third_party/" >&2
+    exit 1
+  fi
+  out=$(component_dir node-readiness-controller)
+  if [ -x "$out/manager" ] && [ -d "$out/crds" ] && [ -d "$out/chart" ]; then echo "[$step/${#wanted[@]}] node-readiness-controller: cached" >&2; return; fi
+  start=$(date +%s) n=0
+  mkdir -p "$cache/components"
+  work=$(mktemp -d "$cache/components/.node-readiness-controller-src.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+  echo "[$step/${#wanted[@]}] building node-readiness-controller $NRC_VERSION from $nrc_src (a first build takes about 3 minutes on 2 cores)..." >&2
+  tar -xzf "$nrc_src" -C "$work"
+  [ -f "$work/cmd/main.go" ] || { echo "build.sh: $nrc_src has no cmd/main.go" >&2; exit 1; }
+  tc=local
+  if [ "$(printf '%s\n%s\n' "$(awk '$1 == "go" { print $2; exit }' "$work/go.mod")" "$(go env GOVERSION | sed 's/^go//')" | sort -V | head -1)" != "$(awk '$1 == "go" { print $2; exit }' "$work/go.mod")" ]; then
+    tc="go$(awk '$1 == "go" { print $2; exit }' "$work/go.mod")"
+  fi
+  (cd "$work" && GOTOOLCHAIN=$tc go build -v -trimpath -ldflags "-s -w" -o "$work/manager" ./cmd/main.go 2>&1) |
+    while IFS= read -r line; do
+      n=$((n + 1))
+      case "$line" in *" "*) echo "    $line" >&2 ;; esac
+      if [ $((n % 200)) -eq 0 ]; then echo "    node-readiness-controller: $n packages compiled, $(( $(date +%s) - start ))s" >&2; fi
+    done
+  [ -x "$work/manager" ] || { echo "build.sh: building node-readiness-controller failed (see above)" >&2; exit 1; }
+  # Staged beside the sources and moved into place in one rename: a concurrent build of the same
+  # archive (another checkout's test run) either wins the rename or finds the directory complete.
+  mkdir -p "$work/out/crds"
+  cp "$work/manager" "$work/out/manager"
+  cp "$work"/config/crd/bases/*.yaml "$work/out/crds/"
+  cp -r "$work/charts/node-readiness-controller" "$work/out/chart"
+  cp "$work/LICENSE" "$work/out/LICENSE"
+  chmod -R u+w "$work/out"
+  [ -x "$out/manager" ] || rm -rf "$out"
+  mv -T "$work/out" "$out" 2>/dev/null || [ -x "$out/manager" ]
+  rm -rf "$work"; trap - EXIT
+  echo "    node-readiness-controller: done in $(( $(date +%s) - start ))s" >&2
+}
+
 for c in "${wanted[@]}"; do
+  if [ "$c" = node-readiness-controller ]; then build_nrc; continue; fi
   build_component "$c"
   if [ "$c" = karpenter ]; then karpenter_crds; fi
 done
@@ -110,6 +196,8 @@ for c in "${wanted[@]}"; do dirs+=("$(component_dir "$c")"); done
 view="$cache/bin/$(printf '%s\n' "${dirs[@]}" | sha256sum | cut -c1-12)"
 mkdir -p "$view"
 for d in "${dirs[@]}"; do
+  # node-readiness-controller's directory is linked whole: its binary is named manager.
+  case "$(basename "$d")" in node-readiness-controller-*) ln -sfn "$d" "$view/node-readiness-controller"; continue ;; esac
   for b in "$d"/*; do
     case "$b" in *.tmp) continue ;; esac
     ln -sfn "$b" "$view/$(basename "$b")"

@@ -8,3 +8,4 @@ export { k8s, loadKubeConfig, statusCode } from './kube.js';
 export { sandboxControl } from './control.js';
 export { startFaultProxy, type FaultProxy, type Faults } from './fault-proxy.js';
 export { certPaths } from './certs.js';
+export { applyObjects, installNodeReadinessController, nodeReadinessDir, renderNodeReadinessChart, NODE_READINESS_CONTROLLER_VERSION, NODE_READINESS_LEASE, NODE_READINESS_RULES, type NodeReadinessController, type NodeReadinessInstallOptions } from './node-readiness.js';

@@ -99,6 +99,26 @@ async function main(argv: string[]): Promise<number> {
             'kube-node-ready': [process.execPath, join(root, 'dist', 'kube-node-ready.mjs')],
             'sandbox-shell': ['/bin/sh'],
             'sandbox-node': [process.execPath],
+            // A worker that passes at once (a summary with no checks), so a benchmark measures the controller, not the checks.
+            'kube-node-ready-instant': [
+              '/bin/sh',
+              '-c',
+              `printf '{"v":1,"ok":true,"node":"%s","durationMs":0,"checks":[]}' "$NODE_NAME" > "\${KNR_TERMINATION_LOG:-/dev/termination-log}"`,
+              'kube-node-ready-instant',
+            ],
+            // node-readiness-controller's image (ENTRYPOINT ["/manager"]), built from its source archive by
+            // go/build.sh. A Go client reads the service-account token at its absolute path, which a
+            // sandbox process cannot see: a kubeconfig with the same server, CA and token file stands in.
+            'node-readiness-controller': [
+              '/bin/sh',
+              '-c',
+              [
+                'd=${KNR_SERVICEACCOUNT_DIR:-/var/run/secrets/kubernetes.io/serviceaccount}',
+                'printf \'apiVersion: v1\\nkind: Config\\nclusters: [{name: c, cluster: {server: "https://%s:%s", certificate-authority: "%s/ca.crt"}}]\\nusers: [{name: u, user: {tokenFile: "%s/token"}}]\\ncontexts: [{name: c, context: {cluster: c, user: u}}]\\ncurrent-context: c\\n\' "$KUBERNETES_SERVICE_HOST" "$KUBERNETES_SERVICE_PORT" "$d" "$d" > "$d/kubeconfig"',
+                'KUBECONFIG="$d/kubeconfig" exec "$0" "$@"',
+              ].join('\n'),
+              join(values['bin-dir'] ?? '', 'node-readiness-controller', 'manager'),
+            ],
           },
         },
         log,
