@@ -139,6 +139,17 @@ const DURATION = '^(0|([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$';
 const PROM_DURATION = '^([0-9]+(ms|s|m|h|d|w|y))+$';
 const OPTIONAL_NAME = '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$';
 
+/** Alerts whose `for:` prometheusRule.alertFor may set (the other two have pendingFor and untrackedFor). */
+const ALERTS_WITH_FIXED_FOR = [
+  'KubeNodeReadyNodeVerificationFailed',
+  'KubeNodeReadyHighFailureRate',
+  'KubeNodeReadyRemediationBlocked',
+  'KubeNodeReadyRemediationLedgerUnavailable',
+  'KubeNodeReadyControllerDown',
+  'KubeNodeReadyNoLeader',
+  'KubeNodeReadyControllerUnhealthy',
+];
+
 /** The chart's own values (everything but `config`). */
 function chartValuesSchema(): Record<string, Schema> {
   return {
@@ -212,7 +223,18 @@ function chartValuesSchema(): Record<string, Schema> {
         window: str({ pattern: PROM_DURATION }),
         minAttempts: int(1),
       }),
+      alertFor: {
+        type: 'object',
+        propertyNames: { enum: ALERTS_WITH_FIXED_FOR },
+        additionalProperties: str({ pattern: PROM_DURATION }),
+      },
       disabledAlerts: list(str()),
+    }),
+    grafanaDashboard: strict({
+      enabled: bool(),
+      namespace: str({ pattern: OPTIONAL_NAME }),
+      labels: stringMap(),
+      annotations: stringMap(),
     }),
   };
 }

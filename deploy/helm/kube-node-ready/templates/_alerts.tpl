@@ -22,6 +22,7 @@ Metrics (packages/controller/src/metrics/names.ts):
 {{- $taintKeys = append $taintKeys .key }}
 {{- end }}
 {{- $labels := $rule.alertLabels }}
+{{- $for := default dict $rule.alertFor }}
 {{- $ledger := printf "%s/%s" (include "kube-node-ready.workerNamespace" .) (include "kube-node-ready.remediationLedgerName" .) }}
 groups:
   - name: kube-node-ready
@@ -29,7 +30,7 @@ groups:
       {{- if not (has "KubeNodeReadyNodeVerificationFailed" $disabled) }}
       - alert: KubeNodeReadyNodeVerificationFailed
         expr: max by (node) (kube_node_ready_verification_status{status="failed"}) == 1
-        for: 1m
+        for: {{ dig "KubeNodeReadyNodeVerificationFailed" "1m" $for }}
         labels:
           severity: warning
           {{- with $labels }}
@@ -81,7 +82,7 @@ groups:
           ) > {{ $rule.failureRate.threshold }}
           and
           sum(increase(kube_node_ready_verifications_total[{{ $rule.failureRate.window }}])) >= {{ $rule.failureRate.minAttempts }}
-        for: 10m
+        for: {{ dig "KubeNodeReadyHighFailureRate" "10m" $for }}
         labels:
           severity: critical
           {{- with $labels }}
@@ -95,7 +96,7 @@ groups:
       {{- if not (has "KubeNodeReadyRemediationBlocked" $disabled) }}
       - alert: KubeNodeReadyRemediationBlocked
         expr: max(kube_node_ready_remediation_blocked{reason="circuit-breaker"}) == 1
-        for: 5m
+        for: {{ dig "KubeNodeReadyRemediationBlocked" "5m" $for }}
         labels:
           severity: warning
           {{- with $labels }}
@@ -116,7 +117,7 @@ groups:
       {{- if not (has "KubeNodeReadyRemediationLedgerUnavailable" $disabled) }}
       - alert: KubeNodeReadyRemediationLedgerUnavailable
         expr: max(kube_node_ready_remediation_blocked{reason="ledger"}) == 1
-        for: 5m
+        for: {{ dig "KubeNodeReadyRemediationLedgerUnavailable" "5m" $for }}
         labels:
           severity: warning
           {{- with $labels }}
@@ -130,7 +131,7 @@ groups:
       {{- if not (has "KubeNodeReadyControllerDown" $disabled) }}
       - alert: KubeNodeReadyControllerDown
         expr: absent(up{ {{- $up -}} } == 1)
-        for: 5m
+        for: {{ dig "KubeNodeReadyControllerDown" "5m" $for }}
         labels:
           severity: critical
           {{- with $labels }}
@@ -144,7 +145,7 @@ groups:
       {{- if not (has "KubeNodeReadyNoLeader" $disabled) }}
       - alert: KubeNodeReadyNoLeader
         expr: max(kube_node_ready_leader) == 0
-        for: 5m
+        for: {{ dig "KubeNodeReadyNoLeader" "5m" $for }}
         labels:
           severity: critical
           {{- with $labels }}
@@ -158,7 +159,7 @@ groups:
       {{- if not (has "KubeNodeReadyControllerUnhealthy" $disabled) }}
       - alert: KubeNodeReadyControllerUnhealthy
         expr: kube_node_ready_controller_healthy == 0
-        for: 10m
+        for: {{ dig "KubeNodeReadyControllerUnhealthy" "10m" $for }}
         labels:
           severity: warning
           {{- with $labels }}
