@@ -237,10 +237,30 @@ export async function freshSandbox(env: BenchEnv, tag: string): Promise<{ state:
   return { state, kc: loadKubeConfig(state.kubeconfig) };
 }
 
-export function startObserver(env: BenchEnv, state: SandboxState, nodeSelector: string, onLine: (line: ObservedLine) => void): { child: ChildProcess; ready: Promise<void> } {
+export function startObserver(
+  env: BenchEnv,
+  state: SandboxState,
+  nodeSelector: string,
+  onLine: (line: ObservedLine) => void,
+  watch: { taintKey: string; verifiedLabel: string; conditionType?: string } = { taintKey: TAINT.key, verifiedLabel: VERIFIED_LABEL },
+): { child: ChildProcess; ready: Promise<void> } {
   const child = track(spawn(
     process.execPath,
-    [env.bundle, 'observe', '--kubeconfig', state.kubeconfig, '--node-selector', nodeSelector, '--namespace', NAMESPACE, '--taint-key', TAINT.key, '--verified-label', VERIFIED_LABEL],
+    [
+      env.bundle,
+      'observe',
+      '--kubeconfig',
+      state.kubeconfig,
+      '--node-selector',
+      nodeSelector,
+      '--namespace',
+      NAMESPACE,
+      '--taint-key',
+      watch.taintKey,
+      '--verified-label',
+      watch.verifiedLabel,
+      ...(watch.conditionType ? ['--condition-type', watch.conditionType] : []),
+    ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   ));
   let markReady: () => void = () => {};

@@ -3,6 +3,9 @@
 //                       [--sizes 50,200,1000] [--steady-nodes 5000] [--max-concurrent 25] [--workers 20]
 //                       [--qps 200] [--burst 400] [--direct] [--controller-node-flags=--max-semi-space-size=2]
 //                       (default: the NODE_OPTIONS the Helm chart gives the controller; '=' for none)
+//   node dist/bench.mjs side-by-side [--sizes 50,200,1000] [--reps 2] [--slot 10] [--out FILE]
+//                       kube-node-ready beside node-readiness-controller (bench/src/neighbour.ts); make bench runs it
+//                       after the bursts (not in --quick unless --side-by-side)
 //   node dist/bench.mjs chart RESULTS.json [--png FILE]    redraw the chart of a results file
 //   node dist/bench.mjs analyze RESULTS.json               slot use and refill delay per burst run
 //   node dist/bench.mjs observe ...                        (internal) the observer process
@@ -16,6 +19,7 @@ import { repoRoot, stopSandbox } from '@kube-node-ready/sandbox';
 import { runBurst, type BenchEnv, type BurstResult } from './burst.js';
 import { drawChart, type ChartInput } from './chart.js';
 import type { ControllerTuning } from './controller.js';
+import { drawSideBySideChart, runSideBySide, type SideBySideResult } from './neighbour.js';
 import { runObserver } from './observer.js';
 import { distribution, median, percentile, type Distribution } from './stats.js';
 import { runSteady, type SteadyResult } from './steady.js';
@@ -33,9 +37,23 @@ async function main(argv: string[]): Promise<number> {
   if (argv[0] === 'observe') {
     const { values } = parseArgs({
       args: argv.slice(1),
-      options: { kubeconfig: { type: 'string' }, 'node-selector': { type: 'string' }, namespace: { type: 'string' }, 'taint-key': { type: 'string' }, 'verified-label': { type: 'string' } },
+      options: {
+        kubeconfig: { type: 'string' },
+        'node-selector': { type: 'string' },
+        namespace: { type: 'string' },
+        'taint-key': { type: 'string' },
+        'verified-label': { type: 'string' },
+        'condition-type': { type: 'string' },
+      },
     });
-    await runObserver({ kubeconfig: values.kubeconfig!, nodeSelector: values['node-selector']!, namespace: values.namespace!, taintKey: values['taint-key']!, verifiedLabel: values['verified-label']! });
+    await runObserver({
+      kubeconfig: values.kubeconfig!,
+      nodeSelector: values['node-selector']!,
+      namespace: values.namespace!,
+      taintKey: values['taint-key']!,
+      verifiedLabel: values['verified-label']!,
+      ...(values['condition-type'] ? { conditionType: values['condition-type'] } : {}),
+    });
     return 0;
   }
   if (argv[0] === 'analyze') {
@@ -60,9 +78,12 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
 
+  const sideOnly = argv[0] === 'side-by-side';
   const { values } = parseArgs({
-    args: argv,
+    args: sideOnly ? argv.slice(1) : argv,
     options: {
+      'side-by-side': { type: 'boolean' },
+      'side-by-side-sizes': { type: 'string' },
       quick: { type: 'boolean', default: process.env.BENCH === 'quick' },
       out: { type: 'string' },
       slot: { type: 'string', default: '10' },
@@ -106,7 +127,59 @@ async function main(argv: string[]): Promise<number> {
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
 
+  const sideSizes = (values['side-by-side-sizes'] ?? (sideOnly ? values.sizes : undefined) ?? (quick ? '10' : '50,200,1000')).split(',').filter(Boolean).map(Number);
+  const runSide = sideOnly || (values['side-by-side'] ?? !quick);
+  const sideReps = Number(values.reps ?? (quick ? 1 : 2));
+  const sideFile = outFile.replace(/\.json$/, '-side-by-side.json');
+  const side = async (): Promise<void> => {
+    out(`bench: side by side with node-readiness-controller: bursts ${sideSizes.join(', ')} x ${sideReps}, alternating`);
+    const sideStarted = Date.now();
+    const header = () => ({
+      bench: 'kube-node-ready vs node-readiness-controller',
+      date: new Date().toISOString(),
+      durationSeconds: Math.round((Date.now() - sideStarted) / 1000),
+      commit: process.env.KNR_COMMIT || git(root, ['rev-parse', '--short=12', 'HEAD']),
+    });
+    // Written after every run too (partial: true), so a long run interrupted still leaves its figures.
+    const r: SideBySideResult = await runSideBySide(env, sideSizes, sideReps, (partial) =>
+      writeFileSync(sideFile, `${JSON.stringify({ ...header(), partial: true, ...partial }, null, 1).replace(/\[\n[-\d.,\s(null)]*\]/g, (m) => m.replace(/\s+/g, ''))}\n`),
+    );
+    const doc = {
+      bench: 'kube-node-ready vs node-readiness-controller',
+      date: new Date().toISOString(),
+      durationSeconds: Math.round((Date.now() - sideStarted) / 1000),
+      commit: process.env.KNR_COMMIT || git(root, ['rev-parse', '--short=12', 'HEAD']),
+      machine: { nproc: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', kernel: release(), node: process.version, kubernetesVersion: env.kubernetesVersion ?? 'unknown' },
+      load: { loadavgAtEnd: loadavg().map((x) => round(x, 2)), otherSandboxes: otherSandboxes(slot) },
+      config: { tuning, workerImage: 'kube-node-ready-instant', note: 'both controllers through counting proxies of their own, chart RBAC and defaults, leader election on; runs alternate, and so does which contender goes first' },
+      ...r,
+    };
+    const text = JSON.stringify(doc, null, 1).replace(/\[\n[-\d.,\s(null)]*\]/g, (m) => m.replace(/\s+/g, ''));
+    writeFileSync(sideFile, `${text}\n`);
+    out(`bench: wrote ${sideFile}`);
+    const png = sideFile.replace(/\.json$/, '.png');
+    try {
+      await drawSideBySideChart(r, `kube-node-ready vs node-readiness-controller ${r.versions.nodeReadinessController}: reaction per node, ${cpus().length} cores, ${doc.date.slice(0, 10)}, commit ${doc.commit}`, png);
+      out(`bench: wrote ${png}`);
+    } catch (err) {
+      out(`bench: no side-by-side chart: ${String(err).split('\n')[0]}`);
+    }
+    out('side by side (reaction: ours node created -> taint removed, theirs condition True -> taint removed; ms; ratio = theirs / ours):');
+    out('  size  ours p50/p99        theirs p50/p99      ratio p50/p99   writes/node ours/theirs   CPU-s ours/theirs   peak RSS MiB ours/theirs');
+    for (const s of r.bySize) {
+      out(
+        `  ${String(s.size).padStart(4)}  ${`${s.ours.reactionP50 ?? '-'}/${s.ours.reactionP99 ?? '-'}`.padEnd(18)}  ${`${s.theirs.reactionP50 ?? '-'}/${s.theirs.reactionP99 ?? '-'}`.padEnd(18)}  ` +
+          `${`${s.ratio.reactionP50 ?? '-'}/${s.ratio.reactionP99 ?? '-'}`.padEnd(14)}  ${`${s.ours.writesPerNode}/${s.theirs.writesPerNode}`.padEnd(24)}  ${`${s.ours.cpuSeconds}/${s.theirs.cpuSeconds}`.padEnd(18)}  ${s.ours.peakRssMiB}/${s.theirs.peakRssMiB}` +
+          `   (ours without the worker pod's life: p50 ${s.ours.controllerOnlyP50Median ?? '-'} p99 ${s.ours.controllerOnlyP99Median ?? '-'})`,
+      );
+    }
+  };
+
   const started = Date.now();
+  if (sideOnly) {
+    await side();
+    return 0;
+  }
   const load = { loadavgAtStart: loadavg().map((x) => round(x, 2)), otherSandboxesAtStart: otherSandboxes(slot) };
   out(`bench: ${quick ? 'quick' : 'full'} run: bursts ${sizes.join(', ')} x ${reps}, steady state with ${steadyNodes} nodes; slot ${slot}; load average ${load.loadavgAtStart.join(' ')}; other sandboxes running: ${load.otherSandboxesAtStart.join(', ') || 'none'}`);
   out(`bench: controller tuning: maxConcurrentVerifications ${tuning.maxConcurrentVerifications}, workers ${tuning.workers}, kubernetes.qps ${tuning.qps}, burst ${tuning.burst}; Node.js flags: ${env.controllerNodeFlags.join(' ') || 'none'}`);
@@ -167,6 +240,8 @@ async function main(argv: string[]): Promise<number> {
     out(`bench: no chart: ${String(err).split('\n')[0]} (install gnuplot-nox; redraw with: node dist/bench.mjs chart ${outFile})`);
   }
   printSummary(results, out);
+  if (runSide) await side();
+  else out('bench: side by side with node-readiness-controller skipped in the quick run (make bench runs it; --side-by-side to force)');
   return 0;
 }
 

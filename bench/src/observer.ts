@@ -6,7 +6,9 @@
 //   podRunning   the pod reports a started container
 //   podFinished  the pod reaches Succeeded or Failed (with the worker's own checks duration from
 //                its termination-message summary)
-//   opened       the node has no verification taint and carries the verified label: "taint removed"
+//   conditionTrue the node's condition --condition-type is True (only with that option)
+//   opened       the node has no verification taint and carries the verified label (any, with an
+//                empty --verified-label): "taint removed"
 // It runs in a process of its own so that the bench process creating hundreds of Nodes does not
 // delay the timestamps. `{"e":"ready"}` is printed once both watches are established.
 import { k8s, loadKubeConfig } from '@kube-node-ready/sandbox';
@@ -18,9 +20,11 @@ export interface ObserverOptions {
   namespace: string;
   taintKey: string;
   verifiedLabel: string;
+  /** A node condition whose first True is a milestone (conditionTrue). */
+  conditionType?: string;
 }
 
-export type Milestone = 'nodeAdded' | 'podCreated' | 'podScheduled' | 'podRunning' | 'podFinished' | 'opened';
+export type Milestone = 'nodeAdded' | 'podCreated' | 'podScheduled' | 'podRunning' | 'podFinished' | 'conditionTrue' | 'opened';
 
 export interface ObservedLine {
   t: number;
@@ -55,8 +59,9 @@ export async function runObserver(o: ObserverOptions): Promise<void> {
     const name = n.metadata?.name;
     if (!name || type === 'DELETED') return;
     first(name, 'nodeAdded');
+    if (o.conditionType && n.status?.conditions?.some((c) => c.type === o.conditionType && c.status === 'True')) first(name, 'conditionTrue');
     const tainted = (n.spec?.taints ?? []).some((t) => t.key === o.taintKey);
-    if (!tainted && n.metadata?.labels?.[o.verifiedLabel] !== undefined) first(name, 'opened');
+    if (!tainted && (o.verifiedLabel === '' || n.metadata?.labels?.[o.verifiedLabel] !== undefined)) first(name, 'opened');
   };
   const onPod = (type: string, p: k8s.V1Pod) => {
     const node = p.metadata?.annotations?.[NODE_NAME_ANNOTATION];

@@ -1,0 +1,443 @@
+// Side by side with node-readiness-controller (sigs.k8s.io/node-readiness-controller v0.5.0): one
+// sandbox, both controllers running at once, each through a counting proxy of its own, bursts
+// alternating between them (which goes first alternates too). Each measures the controller, not a
+// worker:
+//   kube-node-ready             node created -> taint removed, with the instant worker image
+//                               (kube-node-ready-instant: the pod writes a passing summary and exits)
+//   node-readiness-controller   condition True -> taint removed, the bench setting the rule's
+//                               conditions the moment each node is created (examples/node-readiness-rule.yaml,
+//                               selector narrowed to the bench's nodes)
+// Both run as local processes the way the other bursts run kube-node-ready: the chart's
+// ServiceAccount and RBAC (each rendered from its own chart), a TokenRequest token, leader election
+// on, the chart's arguments. Per run: latency distributions, API writes per node (at the proxy),
+// controller CPU seconds and RSS (from /proc).
+import { spawn } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse, stringify } from 'yaml';
+import { applyObjects, certPaths, k8s, NODE_READINESS_CONTROLLER_VERSION, NODE_READINESS_RULES, nodeReadinessDir, renderNodeReadinessChart, sandboxLayout, simulatedNode, stopSandbox, type FaultProxy, type SandboxState } from '@kube-node-ready/sandbox';
+import { freshSandbox, RUN_LABEL, startObserver, type BenchEnv } from './burst.js';
+import { applyChartRbac, benchConfig, ControllerProcess, controllerKubeconfig, startProxy, TAINT } from './controller.js';
+import { ProcessSampler, sampleProcess } from './proc.js';
+import { distribution, type Distribution } from './stats.js';
+import { pool, round, sleep, track } from './util.js';
+
+export type Contender = 'kube-node-ready' | 'node-readiness-controller';
+const NRC_NAMESPACE = 'node-readiness-controller';
+const SIDE_LABEL = 'bench.kube-node-ready.io/side';
+
+interface ExampleRule {
+  metadata: { name: string };
+  spec: { conditions: Array<{ type: string; requiredStatus: string }>; taint: k8s.V1Taint; nodeSelector: { matchLabels?: Record<string, string> } };
+}
+
+export interface SideRun {
+  contender: Contender;
+  size: number;
+  repetition: number;
+  /** Order within the pair (1: ran first). */
+  order: number;
+  opened: number;
+  createSpreadMs: number;
+  totalMs?: number;
+  /** The reaction: ours node created -> taint removed; theirs condition True -> taint removed. */
+  reactionMs: Distribution;
+  /** Node created -> taint removed, for both. */
+  openAfterNodeCreatedMs: Distribution;
+  /**
+   * kube-node-ready only: the controller's own share of the reaction, (worker pod created - node
+   * created) + (taint removed - worker pod finished); the rest is the instant worker pod's life
+   * (scheduling, the kubelet starting it in its network namespace, its exit, its status).
+   */
+  controllerOnlyMs?: Distribution;
+  /** kube-node-ready only: worker pod created -> pod finished (Succeeded). */
+  workerPodMs?: Distribution;
+  api: { byKind: Record<string, number>; writesPerNode: number; nodeWritesPerNode: number; requestsPerNode: number };
+  controller: { cpuSeconds: number; cpuMsPerNode: number; peakRssMiB: number; rssMiBAtEnd: number };
+  /** Per node: reaction ms (the chart's CDF). */
+  samples: number[];
+}
+
+export interface SideBySideResult {
+  versions: { nodeReadinessController: string };
+  startupRssMiB: Record<Contender, number>;
+  runs: SideRun[];
+  /** Per size, medians over repetitions and the ratio theirs / ours (same run). */
+  bySize: Array<{
+    size: number;
+    ours: { reactionP50: number | undefined; reactionP99: number | undefined; controllerOnlyP50Median?: number; controllerOnlyP99Median?: number; writesPerNode: number; cpuSeconds: number; peakRssMiB: number };
+    theirs: { reactionP50: number | undefined; reactionP99: number | undefined; writesPerNode: number; cpuSeconds: number; peakRssMiB: number };
+    ratio: { reactionP50?: number; reactionP99?: number; writesPerNode?: number; cpuSeconds?: number; peakRssMiB?: number };
+  }>;
+}
+
+class NrcProcess {
+  static readonly MARKERS = ['Successfully acquired lease', 'Starting workers'];
+  readonly child;
+  private output = '';
+  private readonly seen = new Set<string>();
+  constructor(binary: string, args: string[], kubeconfig: string, logFile: string) {
+    this.child = track(spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '', KUBECONFIG: kubeconfig, HOME: '/tmp' } }));
+    const log: string[] = [];
+    const scan = (d: Buffer) => {
+      log.push(d.toString());
+      // Its log is verbose (a few lines per node): start-up lines are remembered, not searched for in the tail.
+      const window = this.output.slice(-500) + d.toString();
+      for (const m of NrcProcess.MARKERS) if (window.includes(m)) this.seen.add(m);
+      this.output = (this.output + d.toString()).slice(-20_000);
+    };
+    this.child.stdout!.on('data', scan);
+    this.child.stderr!.on('data', scan);
+    this.child.once('exit', () => writeFileSync(logFile, log.join('')));
+  }
+  get pid(): number {
+    return this.child.pid!;
+  }
+  /** Resolves once the process has logged `text` (one of MARKERS). */
+  async waitFor(text: string, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!this.seen.has(text)) {
+      if (this.child.exitCode !== null) throw new Error(`node-readiness-controller exited (${this.child.exitCode}):\n${this.output.slice(-3000)}`);
+      if (Date.now() > deadline) throw new Error(`node-readiness-controller did not log "${text}" within ${timeoutMs / 1000}s:\n${this.output.slice(-3000)}`);
+      await sleep(200);
+    }
+  }
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    const exited = new Promise<void>((r) => this.child.once('exit', () => r()));
+    this.child.kill('SIGTERM');
+    await Promise.race([exited, sleep(15_000)]);
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL');
+  }
+}
+
+/** A kubeconfig for a ServiceAccount, its server the given proxy. */
+async function saKubeconfig(kc: k8s.KubeConfig, state: SandboxState, proxy: FaultProxy, namespace: string, sa: string, file: string): Promise<void> {
+  const layout = sandboxLayout(state.dir, state.slot);
+  const tr = await kc.makeApiClient(k8s.CoreV1Api).createNamespacedServiceAccountToken({ name: sa, namespace, body: { spec: { audiences: [], expirationSeconds: 4 * 3600 } } });
+  writeFileSync(
+    file,
+    stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'bench', cluster: { server: proxy.url, 'certificate-authority': certPaths(layout.paths.certs).caCert } }],
+      users: [{ name: sa, user: { token: tr.status?.token ?? '' } }],
+      contexts: [{ name: 'bench', context: { cluster: 'bench', user: sa } }],
+      'current-context': 'bench',
+    }),
+    { mode: 0o600 },
+  );
+}
+
+const WRITE = /^(create|update|patch|delete|deletecollection|apply) /;
+
+export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number, onRun: (partial: SideBySideResult) => void = () => {}): Promise<SideBySideResult> {
+  const { state, kc } = await freshSandbox(env, 'side by side');
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const layout = sandboxLayout(env.sandboxDir, env.slot);
+  const proxies: FaultProxy[] = [];
+  let ours: ControllerProcess | undefined;
+  let theirs: NrcProcess | undefined;
+  try {
+    // kube-node-ready: the chart's RBAC, the instant worker image.
+    await applyChartRbac(state);
+    const oursProxy = await startProxy(layout);
+    proxies.push(oursProxy);
+    const oursKubeconfig = join(env.sandboxDir, 'controller.kubeconfig');
+    await controllerKubeconfig(kc, layout, oursProxy, oursKubeconfig);
+    const metricsPort = 18000 + 150 + env.slot;
+    const configFile = join(env.sandboxDir, 'controller.yaml');
+    const config = benchConfig(env.tuning, metricsPort) as { worker: { image: { repository: string } } };
+    config.worker.image.repository = 'ghcr.io/kube-node-ready/kube-node-ready-instant';
+    writeFileSync(configFile, stringify(config));
+    ours = new ControllerProcess(configFile, oursKubeconfig, join(env.logDir, 'side-kube-node-ready.log'), metricsPort, env.controllerNodeFlags);
+
+    // node-readiness-controller: its chart's CRD, ServiceAccount and RBAC; the chart's arguments.
+    await core.createNamespace({ body: { metadata: { name: NRC_NAMESPACE } } });
+    const objects = await renderNodeReadinessChart(state.binDir, NRC_NAMESPACE, 'node-readiness-controller');
+    await applyObjects({ state }, objects.filter((o) => o.kind !== 'Deployment'));
+    const deployment = objects.find((o) => o.kind === 'Deployment') as k8s.V1Deployment;
+    const pod = deployment.spec!.template.spec!;
+    const theirsProxy = await startProxy(layout);
+    proxies.push(theirsProxy);
+    const theirsKubeconfig = join(env.sandboxDir, 'nrc.kubeconfig');
+    await saKubeconfig(kc, state, theirsProxy, NRC_NAMESPACE, pod.serviceAccountName!, theirsKubeconfig);
+    const probePort = 18000 + 170 + env.slot;
+    const args = (pod.containers[0]!.args ?? []).map((a) => (a.startsWith('--health-probe-bind-address=') ? `--health-probe-bind-address=127.0.0.1:${probePort}` : a));
+    if (!args.some((a) => a.startsWith('--leader-election-namespace'))) args.push(`--leader-election-namespace=${NRC_NAMESPACE}`);
+    theirs = new NrcProcess(join(nodeReadinessDir(state.binDir), 'manager'), args, theirsKubeconfig, join(env.logDir, 'side-node-readiness-controller.log'));
+
+    // The example's rule, narrowed to the bench's node-readiness-controller nodes.
+    const rule = parse(readFileSync(join(env.root, 'examples', 'node-readiness-rule.yaml'), 'utf8')) as ExampleRule;
+    rule.spec.nodeSelector.matchLabels = { ...rule.spec.nodeSelector.matchLabels, [SIDE_LABEL]: 'node-readiness-controller' };
+    await kc.makeApiClient(k8s.CustomObjectsApi).createClusterCustomObject({ ...NODE_READINESS_RULES, body: rule });
+
+    await ours.waitForLog('starting to reconcile', 90_000);
+    await theirs.waitFor('Successfully acquired lease', 90_000);
+    await theirs.waitFor('Starting workers', 60_000);
+    await sleep(1000);
+    const startupRssMiB = { 'kube-node-ready': round(sampleProcess(ours.pid)?.rssMiB ?? 0, 1), 'node-readiness-controller': round(sampleProcess(theirs.pid)?.rssMiB ?? 0, 1) } as Record<Contender, number>;
+    env.out(`side by side: both controllers lead; RSS at start: kube-node-ready ${startupRssMiB['kube-node-ready']} MiB, node-readiness-controller ${startupRssMiB['node-readiness-controller']} MiB`);
+
+    const runs: SideRun[] = [];
+    for (const size of sizes) {
+      for (let rep = 1; rep <= reps; rep++) {
+        const order: Contender[] = rep % 2 === 1 ? ['kube-node-ready', 'node-readiness-controller'] : ['node-readiness-controller', 'kube-node-ready'];
+        for (const [i, contender] of order.entries()) {
+          const isOurs = contender === 'kube-node-ready';
+          const r = await oneRun(env, state, core, {
+            contender,
+            size,
+            repetition: rep,
+            order: i + 1,
+            pid: isOurs ? ours.pid : theirs.pid,
+            proxy: isOurs ? oursProxy : theirsProxy,
+            taint: isOurs ? TAINT : rule.spec.taint,
+            conditions: isOurs ? [] : rule.spec.conditions.map((c) => c.type),
+            alive: () => (isOurs ? ours!.child.exitCode === null : theirs!.child.exitCode === null),
+          });
+          runs.push(r);
+          onRun({ versions: { nodeReadinessController: NODE_READINESS_CONTROLLER_VERSION }, startupRssMiB, runs, bySize: summarizeSides(runs) });
+          env.out(
+            `side by side ${size} (run ${rep}) ${contender}: ${r.opened}/${size} opened, reaction p50 ${r.reactionMs.p50 ?? '-'} ms p99 ${r.reactionMs.p99 ?? '-'} ms, ` +
+              `${r.api.writesPerNode} writes/node, ${r.controller.cpuSeconds} CPU-s, peak RSS ${r.controller.peakRssMiB} MiB`,
+          );
+        }
+      }
+    }
+    return { versions: { nodeReadinessController: NODE_READINESS_CONTROLLER_VERSION }, startupRssMiB, runs, bySize: summarizeSides(runs) };
+  } finally {
+    await ours?.stop();
+    await theirs?.stop();
+    for (const p of proxies) await p.close();
+    await stopSandbox(env.sandboxDir, env.slot, () => {});
+  }
+}
+
+interface RunSpec {
+  contender: Contender;
+  size: number;
+  repetition: number;
+  order: number;
+  pid: number;
+  proxy: FaultProxy;
+  taint: k8s.V1Taint;
+  /** Conditions the bench sets True the moment a node is created (node-readiness-controller's inputs). */
+  conditions: string[];
+  alive: () => boolean;
+}
+
+async function oneRun(env: BenchEnv, state: SandboxState, core: k8s.CoreV1Api, s: RunSpec): Promise<SideRun> {
+  const tag = `side by side ${s.size} (run ${s.repetition}) ${s.contender}`;
+  const runId = `s${s.size}-r${s.repetition}-${s.contender === 'kube-node-ready' ? 'knr' : 'nrc'}`;
+  const times = new Map<string, { added?: number; condition?: number; opened?: number; podCreated?: number; podFinished?: number }>();
+  let opened = 0;
+  const obs = startObserver(
+    env,
+    state,
+    `${RUN_LABEL}=${runId}`,
+    (line) => {
+      if (!line.node) return;
+      let n = times.get(line.node);
+      if (!n) times.set(line.node, (n = {}));
+      if (line.e === 'nodeAdded') n.added = line.t;
+      else if (line.e === 'conditionTrue') n.condition = line.t;
+      else if (line.e === 'podCreated') n.podCreated = Math.min(n.podCreated ?? line.t, line.t);
+      else if (line.e === 'podFinished' && line.phase === 'Succeeded') n.podFinished = line.t;
+      else if (line.e === 'opened') {
+        n.opened = line.t;
+        opened++;
+      }
+    },
+    // kube-node-ready opens a node by removing its taint and labelling it verified; the rule's
+    // taint going is the whole of node-readiness-controller's answer.
+    s.contender === 'kube-node-ready' ? { taintKey: s.taint.key, verifiedLabel: 'node-ready/verified' } : { taintKey: s.taint.key, verifiedLabel: '', conditionType: s.conditions[0]! },
+  );
+  try {
+    await obs.ready;
+    const proxyBefore = s.proxy.requestsByKind();
+    const cpuBefore = sampleProcess(s.pid)!;
+    const sampler = new ProcessSampler(s.pid, 250);
+    const names = Array.from({ length: s.size }, (_, i) => `side-${runId}-${String(i + 1).padStart(4, '0')}`);
+    const labels: Record<string, string> = { [RUN_LABEL]: runId, ...(s.conditions.length ? { [SIDE_LABEL]: 'node-readiness-controller' } : {}) };
+    const createStart = Date.now();
+    await pool(names, 50, async (name) => {
+      await core.createNode({ body: simulatedNode({ name, labels, taints: [s.taint] }) });
+      if (s.conditions.length) {
+        const now = new Date();
+        await core.patchNodeStatus(
+          { name, body: { status: { conditions: s.conditions.map((type) => ({ type, status: 'True', reason: 'Bench', message: 'set by the bench', lastHeartbeatTime: now, lastTransitionTime: now })) } } },
+          k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.StrategicMergePatch),
+        );
+      }
+    });
+    const createSpreadMs = Date.now() - createStart;
+    const timeoutMs = 60_000 + s.size * 300;
+    let lastReport = 0;
+    while (opened < s.size) {
+      const elapsed = Date.now() - createStart;
+      if (elapsed > timeoutMs) {
+        env.out(`${tag}: timed out after ${(elapsed / 1000).toFixed(0)}s with ${opened}/${s.size} opened`);
+        break;
+      }
+      if (!s.alive()) throw new Error(`${tag}: the controller exited`);
+      if (Date.now() - lastReport >= 5000) {
+        lastReport = Date.now();
+        env.out(`${tag}: ${opened}/${s.size} opened, ${(elapsed / 1000).toFixed(1)}s`);
+      }
+      await sleep(200);
+    }
+    await settle(s.proxy, 3000, 20_000);
+    const cpuAfter = sampler.stop()!;
+    const byKind = diff(s.proxy.requestsByKind(), proxyBefore);
+    const per = (n: number) => round(n / Math.max(1, opened), 2);
+    const sum = (pred: (k: string) => boolean) => Object.entries(byKind).filter(([k]) => pred(k) && !k.includes('leases.')).reduce((a, [, v]) => a + v, 0);
+    const nodes = [...times.values()].filter((n) => n.added !== undefined);
+    const t0 = Math.min(...nodes.map((n) => n.added!));
+    const reaction = nodes
+      .map((n) => (n.opened === undefined ? undefined : n.opened - (s.conditions.length ? (n.condition ?? n.added!) : n.added!)))
+      .filter((v): v is number => v !== undefined);
+    const openedTimes = nodes.map((n) => n.opened).filter((t): t is number => t !== undefined);
+    return {
+      contender: s.contender,
+      size: s.size,
+      repetition: s.repetition,
+      order: s.order,
+      opened,
+      createSpreadMs,
+      ...(openedTimes.length ? { totalMs: Math.max(...openedTimes) - t0 } : {}),
+      reactionMs: distribution(reaction),
+      openAfterNodeCreatedMs: distribution(nodes.filter((n) => n.opened !== undefined).map((n) => n.opened! - n.added!)),
+      ...(s.conditions.length
+        ? {}
+        : {
+            controllerOnlyMs: distribution(
+              nodes.filter((n) => n.opened !== undefined && n.podCreated !== undefined && n.podFinished !== undefined).map((n) => n.podCreated! - n.added! + (n.opened! - n.podFinished!)),
+            ),
+            workerPodMs: distribution(nodes.filter((n) => n.podCreated !== undefined && n.podFinished !== undefined).map((n) => n.podFinished! - n.podCreated!)),
+          }),
+      api: {
+        byKind,
+        writesPerNode: per(sum((k) => WRITE.test(k))),
+        nodeWritesPerNode: per(sum((k) => /^(update|patch|apply) nodes(\/status)?$/.test(k))),
+        requestsPerNode: per(sum(() => true)),
+      },
+      controller: {
+        cpuSeconds: round(cpuAfter.cpuSeconds - cpuBefore.cpuSeconds, 2),
+        cpuMsPerNode: round(((cpuAfter.cpuSeconds - cpuBefore.cpuSeconds) * 1000) / Math.max(1, opened), 1),
+        peakRssMiB: round(Math.max(...sampler.samples.map((x) => x.rssMiB)), 1),
+        rssMiBAtEnd: round(cpuAfter.rssMiB, 1),
+      },
+      samples: reaction.sort((a, b) => a - b),
+    };
+  } finally {
+    obs.child.kill('SIGTERM');
+    // The burst's nodes go before the next run (the other contender's): the next run starts from the same cluster size.
+    const left = await core.listNode({ labelSelector: `${RUN_LABEL}=${runId}` });
+    await pool(left.items, 50, async (n) => {
+      await core.deleteNode({ name: n.metadata!.name! }).catch(() => undefined);
+    });
+    await sleep(2000);
+  }
+}
+
+function diff(after: Record<string, number>, before: Record<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(after)) if (v - (before[k] ?? 0) > 0) out[k] = v - (before[k] ?? 0);
+  return out;
+}
+
+async function settle(proxy: FaultProxy, quietMs: number, maxMs: number): Promise<void> {
+  const count = () => Object.entries(proxy.requestsByKind()).filter(([k]) => !k.includes('leases.')).reduce((a, [, v]) => a + v, 0);
+  const deadline = Date.now() + maxMs;
+  let last = count();
+  let quietSince = Date.now();
+  while (Date.now() < deadline && Date.now() - quietSince < quietMs) {
+    await sleep(250);
+    const now = count();
+    if (now !== last) {
+      last = now;
+      quietSince = Date.now();
+    }
+  }
+}
+
+function summarizeSides(runs: SideRun[]): SideBySideResult['bySize'] {
+  const med = (v: number[]) => {
+    const s = [...v].sort((a, b) => a - b);
+    return s.length ? s[Math.floor((s.length - 1) / 2)]! : 0;
+  };
+  const side = (rs: SideRun[]) => {
+    const pooled = distribution(rs.flatMap((r) => r.samples));
+    const own = rs.flatMap((r) => (r.controllerOnlyMs?.p50 !== undefined ? [r.controllerOnlyMs] : []));
+    return {
+      reactionP50: pooled.p50,
+      reactionP99: pooled.p99,
+      ...(own.length ? { controllerOnlyP50Median: med(own.map((d) => d.p50!)), controllerOnlyP99Median: med(own.map((d) => d.p99!)) } : {}),
+      writesPerNode: med(rs.map((r) => r.api.writesPerNode)),
+      cpuSeconds: med(rs.map((r) => r.controller.cpuSeconds)),
+      peakRssMiB: Math.max(...rs.map((r) => r.controller.peakRssMiB)),
+    };
+  };
+  const ratio = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined || b === 0 ? undefined : round(a / b, 2));
+  return [...new Set(runs.map((r) => r.size))].map((size) => {
+    const ours = side(runs.filter((r) => r.size === size && r.contender === 'kube-node-ready'));
+    const theirs = side(runs.filter((r) => r.size === size && r.contender === 'node-readiness-controller'));
+    const r: SideBySideResult['bySize'][number]['ratio'] = {};
+    const set = (k: keyof typeof r, v: number | undefined) => {
+      if (v !== undefined) r[k] = v;
+    };
+    set('reactionP50', ratio(theirs.reactionP50, ours.reactionP50));
+    set('reactionP99', ratio(theirs.reactionP99, ours.reactionP99));
+    set('writesPerNode', ratio(theirs.writesPerNode, ours.writesPerNode));
+    set('cpuSeconds', ratio(theirs.cpuSeconds, ours.cpuSeconds));
+    set('peakRssMiB', ratio(theirs.peakRssMiB, ours.peakRssMiB));
+    return { size, ours, theirs, ratio: r };
+  });
+}
+
+/** The chart: per size, the cumulative distribution of each contender's reaction (log scale), by gnuplot. */
+export async function drawSideBySideChart(r: SideBySideResult, title: string, png: string): Promise<void> {
+  const { mkdtempSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { execFile } = await import('node:child_process');
+  const dir = mkdtempSync(join(tmpdir(), 'knr-side-chart-'));
+  try {
+    const sizes = [...new Set(r.runs.map((x) => x.size))].sort((a, b) => a - b);
+    const colors = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd'];
+    const plots: string[] = [];
+    sizes.forEach((size, i) => {
+      for (const contender of ['kube-node-ready', 'node-readiness-controller'] as const) {
+        const values = r.runs
+          .filter((x) => x.size === size && x.contender === contender)
+          .flatMap((x) => x.samples)
+          .map((ms) => Math.max(ms, 1) / 1000)
+          .sort((a, b) => a - b);
+        if (!values.length) continue;
+        const file = join(dir, `${contender}-${size}.dat`);
+        writeFileSync(file, values.map((v, j) => `${v} ${(j + 1) / values.length}`).join('\n') + '\n');
+        const label = contender === 'kube-node-ready' ? 'kube-node-ready: node created -> taint removed' : 'node-readiness-controller: condition True -> taint removed';
+        plots.push(`'${file}' using 1:2 with steps lw 2.5 dt ${contender === 'kube-node-ready' ? 1 : 2} lc rgb '${colors[i % colors.length]}' title '${size} nodes, ${label}'`);
+      }
+    });
+    const lines = [
+      'set terminal pngcairo size 1200,700 font "DejaVu Sans,11" noenhanced',
+      `set output '${png}'`,
+      `set title "${title.replace(/"/g, "'")}"`,
+      'set logscale x 10',
+      'set yrange [0:1]',
+      'set format x "%g"',
+      'set grid xtics mxtics ytics',
+      'set key bottom right box opaque font "DejaVu Sans,9"',
+      'set xlabel "seconds (log scale)"',
+      'set ylabel "fraction of nodes (cumulative)"',
+      plots.length ? `plot ${plots.join(', ')}` : 'plot NaN notitle',
+    ];
+    writeFileSync(join(dir, 'chart.gp'), lines.join('\n') + '\n');
+    await new Promise<void>((resolve, reject) =>
+      execFile('gnuplot', [join(dir, 'chart.gp')], (err, _out, stderr) => (err ? reject(new Error(`gnuplot: ${err.message}\n${stderr}`)) : resolve())),
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
