@@ -26,7 +26,8 @@ $(STAMP): package.json package-lock.json packages/*/package.json
 
 .PHONY: system-deps
 # Debian packages: openssl (sandbox certificates), iproute2 (its network namespace), procps (pgrep
-# in tests), prometheus (promtool for the alert tests).
+# in tests), prometheus (promtool for the alert tests, and the Prometheus server of the live alert
+# and dashboard tests and the demo). chromium only for `make alerts-screenshot`.
 system-deps:
 	@missing=""; \
 	command -v openssl >/dev/null || missing="$$missing openssl"; \
@@ -103,8 +104,13 @@ sandbox-down: ## Stop the sandbox; nothing is left running
 	@if [ -f dist/sandbox.mjs ]; then node dist/sandbox.mjs down --dir "$(SANDBOX_DIR)"; fi
 
 .PHONY: demo
-demo: deps sandbox-bins build ## The main job on the sandbox: tainted nodes join and are verified
+demo: deps sandbox-bins build ## The main job on the sandbox: tainted nodes join and are verified, a Prometheus with the chart's alerts watches (KEEP=1 leaves it all running)
 	node dist/sandbox.mjs demo --dir "$(SANDBOX_DIR)/demo" --slot 2
+
+.PHONY: alerts-screenshot
+alerts-screenshot: deps sandbox-bins build ## The demo, with a screenshot of Prometheus' alerts page while the broken node's alert fires (docs/images/alerts-demo.png; needs Debian's chromium)
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+	KNR_DEMO_SCREENSHOT=$(ROOT)/docs/images/alerts-demo.png node dist/sandbox.mjs demo --dir "$(SANDBOX_DIR)/demo" --slot 2
 
 .PHONY: clean
 clean: sandbox-down ## Remove build output and the sandbox state (the binary cache stays)

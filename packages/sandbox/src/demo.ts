@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, writeFileSync } from 'node:fs';
 import { join as joinPath } from 'node:path';
-import { stringify } from 'yaml';
+import { parse, stringify } from 'yaml';
 import { collectStatus, renderStatus, type StatusReport } from '@kube-node-ready/cli/status';
 import { loadConfig } from '@kube-node-ready/controller';
 import { createIgnoreExists, k8s, loadKubeConfig } from './kube.js';
@@ -10,6 +10,10 @@ import { FAULT } from './node-registry.js';
 import { sleep } from './proc.js';
 import { repoRoot, startSandbox, stopSandbox } from './sandbox.js';
 import { createNodePool, listNodeClaims } from './karpenter.js';
+import { sandboxLayout } from './layout.js';
+import { startPrometheus, type PrometheusServer } from './prometheus.js';
+import { run } from './proc.js';
+import { dumpDom, screenshot } from './screenshot.js';
 
 export interface DemoOptions {
   dir: string;
@@ -18,7 +22,12 @@ export interface DemoOptions {
   out: (line: string) => void;
   /** Redraw the table in place (a terminal) or print changes as plain lines. */
   live: boolean;
+  /** Where to save a screenshot of Prometheus' alerts page while the broken node's alert fires (default: $KNR_DEMO_SCREENSHOT, else none). */
+  screenshot?: string;
 }
+
+/** The demo controller's metrics port, on the host's end of the sandbox veth pair so the sandbox's Prometheus reaches it. */
+const METRICS_PORT = 18080;
 
 const TAINT = { key: 'node-ready/unverified', value: 'true', effect: 'NoSchedule' };
 const NAMESPACE = 'kube-system';
@@ -41,6 +50,9 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
   const started = Date.now();
   const state = await startSandbox({ dir: opts.dir, slot: opts.slot, progress: out });
   let controller: ChildProcess | undefined;
+  let prometheus: PrometheusServer | undefined;
+  const layout = sandboxLayout(opts.dir, opts.slot);
+  const metricsAddress = `${layout.hostVethIp}:${METRICS_PORT}`;
   try {
     const kc = loadKubeConfig(state.kubeconfig);
     await workerRbac(kc);
@@ -56,7 +68,7 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
         remediation: { minNodeAge: '0s', maxInFlight: 1, maxPerHour: 2 },
       },
       leaderElection: { namespace: NAMESPACE },
-      metrics: { bindAddress: '127.0.0.1:18080' },
+      metrics: { bindAddress: metricsAddress },
     };
     writeFileSync(configFile, stringify(config));
     const controllerConfig = loadConfig(configFile);
@@ -70,6 +82,27 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
     const log = createWriteStream(logFile);
     controller.stdout!.pipe(log);
     controller.stderr!.pipe(log);
+
+    const prom = await demoPrometheus(state.binDir, state.kubeconfig, state.kubernetesVersion, layout, metricsAddress);
+    prometheus = prom;
+    out(`demo: Prometheus with the chart's alerts: ${prom.url}/classic/alerts (scraping the controller at http://${metricsAddress}/metrics)`);
+    const shotFile = opts.screenshot ?? process.env.KNR_DEMO_SCREENSHOT;
+    // The broken node may be replaced while the picture is taken: then the check fails and the next
+    // firing (the replacement's) is taken instead.
+    const shot = { ok: false, busy: undefined as Promise<void> | undefined, tries: 0, error: 'KubeNodeReadyNodeVerificationFailed never fired' };
+    const tryShot = async () => {
+      if (!shotFile || shot.ok || shot.busy || shot.tries >= 5) return;
+      const firing = (await prom.alerts().catch(() => [])).find((a) => a.state === 'firing' && a.labels.alertname === 'KubeNodeReadyNodeVerificationFailed');
+      if (!firing) return;
+      shot.tries++;
+      shot.busy = alertsScreenshot(prom, shotFile, firing.labels.node ?? '').then(
+        (line) => {
+          shot.ok = true;
+          view.note(line);
+        },
+        (err: unknown) => void (shot.error = String(err)),
+      ).finally(() => (shot.busy = undefined));
+    };
 
     out(`demo: two Karpenter NodePools with startupTaints [${TAINT.key}=${TAINT.value}:${TAINT.effect}] and realistic bring-up: "${GENERAL}", and "${BROKEN}" (its nodes' DNS is dead)`);
     const bringUp = { [BRING_UP.preset]: 'realistic' };
@@ -89,6 +122,7 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
       report = await collectStatus(kc, controllerConfig, Date.now());
       view.show(report);
       story = await readStory(kc, story.firstBroken);
+      await tryShot();
       if (!scaled && story.webRunning >= 3) {
         scaled = true;
         view.note('demo: web runs on 3 verified nodes; scaling it to 4: Karpenter launches one more node');
@@ -110,8 +144,16 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
     const failed = nodes.find((r) => r.state === 'Failed' || r.lastOutcome === 'ChecksFailed');
     if (failed) out(`summary: ${failed.node}: ${failed.lastOutcome}: ${failed.lastMessage}`);
     out(`summary: NodeClaim ${story.firstBroken || '(none)'} of the broken pool ${story.brokenClaimsDeleted ? 'deleted by remediation; Karpenter launched a replacement' : 'still exists'}`);
-    out(`summary: controller metrics: http://127.0.0.1:18080/metrics   leader: ${report?.leader?.identity ?? 'none'}`);
+    out(`summary: controller metrics: http://${metricsAddress}/metrics   leader: ${report?.leader?.identity ?? 'none'}`);
+    out(`summary: Prometheus (the chart's alerts): ${prom.url}/classic/alerts`);
     const wrong: string[] = [];
+    if (shotFile) {
+      for (let waited = 0; !shot.ok && shot.tries < 5 && waited < 90; waited++) {
+        await (shot.busy ?? tryShot());
+        if (!shot.ok) await sleep(1000);
+      }
+      if (!shot.ok) wrong.push(`the alerts screenshot: ${shot.error}`);
+    }
     if (story.webRunning < 4) wrong.push(`only ${story.webRunning} of 4 web pods run on verified nodes`);
     if (!story.brokenClaimsDeleted) wrong.push(`the broken pool's NodeClaim ${story.firstBroken || '(none)'} was not remediated`);
     else if (!story.brokenClaims) wrong.push('Karpenter did not launch a replacement for the remediated NodeClaim');
@@ -123,16 +165,60 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
     if (opts.keep) {
       out(`demo: sandbox and controller left running (KEEP=1): kubectl --kubeconfig ${state.kubeconfig} get nodes,nodeclaims`);
       out(`demo: node dist/kube-node-ready.mjs status --kubeconfig ${state.kubeconfig}; stop with: node dist/sandbox.mjs down --dir ${opts.dir} --slot ${opts.slot}`);
+      out(`demo: Prometheus left running: ${prom.url} (alerts: ${prom.url}/classic/alerts)`);
       controller.unref();
       (controller.stdout as NodeJS.ReadableStream & { unref?: () => void }).unref?.();
     }
     return 0;
   } finally {
     if (!opts.keep) {
+      await prometheus?.stop();
       controller?.kill('SIGTERM');
       await stopSandbox(opts.dir, opts.slot, out);
     }
   }
+}
+
+/**
+ * A Prometheus in the sandbox with the chart's rules (rendered by helm from the chart, as a release
+ * "kube-node-ready" in kube-system would have them) scraping the demo controller, which runs outside
+ * any pod: a static target labelled as the chart's ServiceMonitor would label it, so the rules' `up`
+ * selector matches. KubeNodeReadyNodeVerificationFailed waits 2s instead of 1m (prometheusRule.alertFor):
+ * the demo's remediation replaces the failed node within seconds.
+ */
+async function demoPrometheus(binDir: string, kubeconfig: string, kubernetesVersion: string, layout: ReturnType<typeof sandboxLayout>, metricsAddress: string): Promise<PrometheusServer> {
+  const chart = joinPath(repoRoot(), 'deploy', 'helm', 'kube-node-ready');
+  const helm = joinPath(binDir, 'helm');
+  const rendered = await run(helm, [
+    'template', 'kube-node-ready', chart, '--namespace', NAMESPACE, '--kube-version', kubernetesVersion.replace(/[-+].*$/, ''),
+    '--set', 'prometheusRule.enabled=true', '--set', 'prometheusRule.alertFor.KubeNodeReadyNodeVerificationFailed=2s', '--show-only', 'templates/prometheusrule.yaml',
+  ], { env: { PATH: process.env.PATH ?? '', HOME: joinPath(layout.dir, 'helm-home') } });
+  if (rendered.code !== 0) throw new Error(`helm template (the chart's alerts): ${rendered.stderr}`);
+  const rule = parse(rendered.stdout) as { spec: { groups: unknown[] } };
+  return startPrometheus({
+    layout,
+    kubeconfig,
+    ruleGroups: rule.spec.groups,
+    staticTargets: [{ address: metricsAddress, labels: { job: 'kube-node-ready-metrics', namespace: NAMESPACE, service: 'kube-node-ready-metrics', pod: 'demo-controller', endpoint: 'http-metrics' } }],
+  });
+}
+
+/**
+ * The alerts page while the broken node's alert fires: a screenshot, checked against what Prometheus
+ * reports at the same moment (the API lists the alert firing for that node, the page's DOM names it,
+ * the file is a PNG of plausible size).
+ */
+async function alertsScreenshot(prometheus: PrometheusServer, file: string, node: string): Promise<string> {
+  const page = `${prometheus.url}/classic/alerts`;
+  const firingFor = async () => (await prometheus.alerts()).some((a) => a.state === 'firing' && a.labels.alertname === 'KubeNodeReadyNodeVerificationFailed' && a.labels.node === node);
+  // Prometheus lists the alert firing for that node before the page is loaded and after it is taken.
+  const before = await firingFor();
+  const [size, dom] = await Promise.all([screenshot(page, file, '1280,900'), dumpDom(page)]);
+  const after = await firingFor();
+  if (!before || !after) throw new Error(`KubeNodeReadyNodeVerificationFailed for ${node} stopped firing while the page was taken`);
+  if (!dom.includes('KubeNodeReadyNodeVerificationFailed') || !/firing/i.test(dom) || !dom.includes(node)) throw new Error(`the alerts page does not show KubeNodeReadyNodeVerificationFailed firing for ${node} (${dom.length} bytes of DOM)`);
+  if (size < 20_000 || size > 2_000_000) throw new Error(`${file}: ${size} bytes is not a plausible screenshot`);
+  return `demo: screenshot of the alerts page (KubeNodeReadyNodeVerificationFailed firing for ${node}): ${file} (${size} bytes)`;
 }
 
 /** Where the story stands: web pods running on opened nodes, the broken pool's NodeClaims. */
