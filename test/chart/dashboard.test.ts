@@ -8,7 +8,7 @@ import { CHART_DIR, REPO_ROOT, find, findAll, template, tryTemplate } from './he
 
 const chartDashboard = readFileSync(join(CHART_DIR, 'dashboards', 'kube-node-ready.json'), 'utf8');
 
-describe('Grafana dashboard', () => {
+describe('Grafana dashboard', { timeout: 60_000 }, () => {
   it('is off by default', async () => {
     expect(findAll(await template({}), 'ConfigMap').map((c) => c.metadata.name)).not.toContain('kube-node-ready-dashboard');
   });
@@ -37,7 +37,7 @@ describe('Grafana dashboard', () => {
   });
 });
 
-describe('prometheusRule.alertFor', () => {
+describe('prometheusRule.alertFor', { timeout: 60_000 }, () => {
   it('sets an alert\'s for: by name and leaves the others at their documented durations', async () => {
     const rule = find(await template({ prometheusRule: { enabled: true, alertFor: { KubeNodeReadyControllerDown: '10m' } } }), 'PrometheusRule') as unknown as { spec: { groups: Array<{ rules: Array<{ alert: string; for: string }> }> } };
     const fors = Object.fromEntries(rule.spec.groups[0]!.rules.map((r) => [r.alert, r.for]));
