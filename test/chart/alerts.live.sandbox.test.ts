@@ -1,16 +1,32 @@
-// The chart's alerts on a real Prometheus scraping the real controller pods (docs/alerts.md): a
-// healthy burst fires nothing, a node that uses up its attempts fires
-// KubeNodeReadyNodeVerificationFailed with its name, and a controller scaled to zero fires
-// KubeNodeReadyControllerDown. The rules are the chart's; only their `for:` is shortened, through the
-// chart's values (prometheusRule.alertFor), so a test waits seconds instead of minutes.
+// The chart's alerts and dashboard on a real Prometheus scraping the real controller pods
+// (docs/alerts.md, docs/operations.md#dashboard): a healthy burst fires nothing, a node that uses up
+// its attempts fires KubeNodeReadyNodeVerificationFailed with its name, every dashboard panel then
+// returns data, and a controller scaled to zero fires KubeNodeReadyControllerDown. The rules are the
+// chart's; only their `for:` is shortened, through the chart's values (prometheusRule.alertFor), so a
+// test waits seconds instead of minutes. One release for all of it, in order: two releases verifying
+// nodes at once in one cluster would see each other's progress annotations and worker pods.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { core, waitFor } from '../sandbox.js';
+import { CHART_DIR } from './helm.js';
 import { alertLine, installLiveRelease, waitForAlert, type LiveRelease } from './live.js';
+
+interface Panel {
+  type: string;
+  title: string;
+  targets?: Array<{ expr: string; legendFormat?: string }>;
+}
+
+const dashboard = JSON.parse(readFileSync(join(CHART_DIR, 'dashboards', 'kube-node-ready.json'), 'utf8')) as { panels: Panel[] };
+const panels = dashboard.panels.filter((p) => p.type !== 'row');
 
 let live: LiveRelease;
 
 beforeAll(async () => {
   live = await installLiveRelease('alerts', {
+    // Remediation on (its series and panels exist), with the default minNodeAge: the failed node stays.
+    config: { nodeManagement: { deleteFailedNodes: true } },
     prometheusRule: { alertFor: { KubeNodeReadyNodeVerificationFailed: '4s', KubeNodeReadyControllerDown: '10s', KubeNodeReadyNoLeader: '10s', KubeNodeReadyControllerUnhealthy: '10s' } },
   });
 }, 180_000);
@@ -55,6 +71,22 @@ describe('alerts on a live Prometheus', () => {
     // Only that node: the healthy ones verified above do not appear.
     const failedNodes = (await live.prometheus.alerts()).filter((a) => a.labels.alertname === 'KubeNodeReadyNodeVerificationFailed').map((a) => a.labels.node);
     expect(failedNodes).toEqual([node]);
+  });
+
+  it('every panel of the Grafana dashboard returns series with values', async () => {
+    expect(panels.map((p) => p.title)).toEqual(
+      expect.arrayContaining(['Nodes by phase', 'Time to verified', 'Failures by check', 'Attempts by outcome', 'Remediation actions', 'Remediation blocks', 'Circuit breaker', 'Leader', 'API requests', 'Client-side throttling', 'Controller memory']),
+    );
+    // Grafana's variables as Grafana substitutes them: the release's namespace, a window over the burst.
+    const empty: string[] = [];
+    for (const panel of panels) {
+      for (const target of panel.targets ?? []) {
+        const expr = target.expr.replaceAll('$namespace', live.namespace).replaceAll('$__rate_interval', '5m');
+        const result = await live.prometheus.query(expr);
+        if (!result.some((s) => Number.isFinite(Number(s.value[1])))) empty.push(`${panel.title} [${target.legendFormat ?? ''}]: ${expr} -> ${JSON.stringify(result).slice(0, 300)}`);
+      }
+    }
+    expect(empty, `panels without data:\n${empty.join('\n')}\n${await live.describe()}`).toEqual([]);
   });
 
   it('the controller scaled to zero fires KubeNodeReadyControllerDown', async () => {
