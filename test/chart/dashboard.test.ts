@@ -1,5 +1,5 @@
 // The Grafana dashboard ConfigMap (grafanaDashboard.*) and the alerts' `for:` overrides
-// (prometheusRule.alertFor). Whether each panel returns data is dashboard.live.sandbox.test.ts.
+// (prometheusRule.alertFor). Whether each panel returns data: alerts.live.sandbox.test.ts.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
