@@ -294,7 +294,16 @@ describe('the controller under the chart\'s RBAC', () => {
       await waitFor(async () => (await core().listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.name=${nodeName}` })).items.length > 0, 'an Event on the node', 30_000);
       expect(forbidden()).toEqual([]);
 
-      const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      // The per-node series follow the writes the test waited for (they are set after the reconcile).
+      const metrics = await waitFor(
+        async () => {
+          const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+          return new RegExp(`^kube_node_ready_verification_status\\{[^}]*node="${nodeName}"`, 'm').test(text) ? text : undefined;
+        },
+        `the metrics of ${nodeName}`,
+        30_000,
+        250,
+      );
       // Our own families pass promtool's lint outright; prom-client's default Node.js collectors
       // have known complaints (gauges named *_total), which are all the full output may show.
       const ours = metrics.split('\n').filter((l) => /^(# (HELP|TYPE) )?kube_node_ready_/.test(l)).join('\n') + '\n';

@@ -49,7 +49,7 @@ describe('dist/image runs on its own', () => {
     const help = await run(['controller', '--help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/--config/);
-  });
+  }, 30_000); // two process starts; on a busy 2-core machine each can take seconds
 
   it('runs a worker DNS check against a real DNS server and writes its summary', async () => {
     const termination = join(app, 'termination-log');

@@ -251,7 +251,7 @@ describe('simulated kubelet: kubectl logs and describe', () => {
     });
     await core().createNamespacedPod({
       namespace: ns,
-      body: { metadata: { name: 'streamer' }, spec: { nodeName, restartPolicy: 'Never', containers: [shell('main', 'for i in 1 2 3 4 5 6; do echo line $i; sleep 0.5; done')] } },
+      body: { metadata: { name: 'streamer' }, spec: { nodeName, restartPolicy: 'Never', containers: [shell('main', 'for i in 1 2 3 4 5 6; do echo line $i; sleep 1.5; done')] } },
     });
     await waitForPod(ns, 'talker', (p) => p.status?.phase === 'Succeeded', 'talker to finish');
     expect(await kubectl('logs', '-n', ns, 'talker')).toBe('hello\nworld\nbye\n');
