@@ -6,6 +6,7 @@
 //   node dist/bench.mjs side-by-side [--sizes 50,200,1000] [--reps 2] [--slot 10] [--out FILE]
 //                       kube-node-ready beside node-readiness-controller (bench/src/neighbour.ts); make bench runs it
 //                       after the bursts (not in --quick unless --side-by-side)
+//   node dist/bench.mjs side-by-side-chart FILE.json       redraw the side-by-side chart
 //   node dist/bench.mjs chart RESULTS.json [--png FILE]    redraw the chart of a results file
 //   node dist/bench.mjs analyze RESULTS.json               slot use and refill delay per burst run
 //   node dist/bench.mjs observe ...                        (internal) the observer process
@@ -65,6 +66,15 @@ async function main(argv: string[]): Promise<number> {
       const s = slotUse(b.samples, cap);
       console.log(`burst ${b.size} (run ${b.repetition}): slots busy ${Math.round(s.utilisation * 100)} %, refill delay p50 ${s.refill.p50 ?? '-'} ms, p90 ${s.refillP90 ?? '-'} ms`);
     }
+    return 0;
+  }
+  if (argv[0] === 'side-by-side-chart') {
+    const file = argv[1];
+    if (!file) throw new Error('usage: bench side-by-side-chart RESULTS-side-by-side.json');
+    const r = JSON.parse(readFileSync(file, 'utf8')) as SideBySideResult & { date: string; commit: string };
+    const png = file.replace(/\.json$/, '.png');
+    await drawSideBySideChart(r, `kube-node-ready vs node-readiness-controller ${r.versions.nodeReadinessController}: reaction per node, ${r.date.slice(0, 10)}, commit ${r.commit}`, png);
+    console.log(`wrote ${png}`);
     return 0;
   }
   if (argv[0] === 'chart') {

@@ -272,7 +272,7 @@ async function oneRun(env: BenchEnv, state: SandboxState, core: k8s.CoreV1Api, s
       }
     });
     const createSpreadMs = Date.now() - createStart;
-    const timeoutMs = 60_000 + s.size * 300;
+    const timeoutMs = 120_000 + s.size * 600;
     let lastReport = 0;
     while (opened < s.size) {
       const elapsed = Date.now() - createStart;
@@ -404,7 +404,8 @@ export async function drawSideBySideChart(r: SideBySideResult, title: string, pn
   const dir = mkdtempSync(join(tmpdir(), 'knr-side-chart-'));
   try {
     const sizes = [...new Set(r.runs.map((x) => x.size))].sort((a, b) => a - b);
-    const colors = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd'];
+    // Blues for kube-node-ready, reds for node-readiness-controller (dashes do not survive a step plot of many points).
+    const colors = { 'kube-node-ready': ['#1f77b4', '#17becf', '#0b3d91'], 'node-readiness-controller': ['#ff7f0e', '#d62728', '#8c564b'] };
     const plots: string[] = [];
     sizes.forEach((size, i) => {
       for (const contender of ['kube-node-ready', 'node-readiness-controller'] as const) {
@@ -417,7 +418,7 @@ export async function drawSideBySideChart(r: SideBySideResult, title: string, pn
         const file = join(dir, `${contender}-${size}.dat`);
         writeFileSync(file, values.map((v, j) => `${v} ${(j + 1) / values.length}`).join('\n') + '\n');
         const label = contender === 'kube-node-ready' ? 'kube-node-ready: node created -> taint removed' : 'node-readiness-controller: condition True -> taint removed';
-        plots.push(`'${file}' using 1:2 with steps lw 2.5 dt ${contender === 'kube-node-ready' ? 1 : 2} lc rgb '${colors[i % colors.length]}' title '${size} nodes, ${label}'`);
+        plots.push(`'${file}' using 1:2 with steps lw 2.5 lc rgb '${colors[contender][i % 3]!}' title '${size} nodes, ${label}'`);
       }
     });
     const lines = [
