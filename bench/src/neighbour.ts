@@ -60,6 +60,8 @@ export interface SideRun {
 
 export interface SideBySideResult {
   versions: { nodeReadinessController: string };
+  /** Why the runs stopped before the last one (a controller exited), if they did. */
+  stoppedEarly?: string;
   startupRssMiB: Record<Contender, number>;
   runs: SideRun[];
   /** Per size, medians over repetitions and the ratio theirs / ours (same run). */
@@ -180,32 +182,39 @@ export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number
     env.out(`side by side: both controllers lead; RSS at start: kube-node-ready ${startupRssMiB['kube-node-ready']} MiB, node-readiness-controller ${startupRssMiB['node-readiness-controller']} MiB`);
 
     const runs: SideRun[] = [];
-    for (const size of sizes) {
-      for (let rep = 1; rep <= reps; rep++) {
-        const order: Contender[] = rep % 2 === 1 ? ['kube-node-ready', 'node-readiness-controller'] : ['node-readiness-controller', 'kube-node-ready'];
-        for (const [i, contender] of order.entries()) {
-          const isOurs = contender === 'kube-node-ready';
-          const r = await oneRun(env, state, core, {
-            contender,
-            size,
-            repetition: rep,
-            order: i + 1,
-            pid: isOurs ? ours.pid : theirs.pid,
-            proxy: isOurs ? oursProxy : theirsProxy,
-            taint: isOurs ? TAINT : rule.spec.taint,
-            conditions: isOurs ? [] : rule.spec.conditions.map((c) => c.type),
-            alive: () => (isOurs ? ours!.child.exitCode === null : theirs!.child.exitCode === null),
-          });
-          runs.push(r);
-          onRun({ versions: { nodeReadinessController: NODE_READINESS_CONTROLLER_VERSION }, startupRssMiB, runs, bySize: summarizeSides(runs) });
-          env.out(
-            `side by side ${size} (run ${rep}) ${contender}: ${r.opened}/${size} opened, reaction p50 ${r.reactionMs.p50 ?? '-'} ms p99 ${r.reactionMs.p99 ?? '-'} ms, ` +
-              `${r.api.writesPerNode} writes/node, ${r.controller.cpuSeconds} CPU-s, peak RSS ${r.controller.peakRssMiB} MiB`,
-          );
+    let stoppedEarly: string | undefined;
+    try {
+      for (const size of sizes) {
+        for (let rep = 1; rep <= reps; rep++) {
+          const order: Contender[] = rep % 2 === 1 ? ['kube-node-ready', 'node-readiness-controller'] : ['node-readiness-controller', 'kube-node-ready'];
+          for (const [i, contender] of order.entries()) {
+            const isOurs = contender === 'kube-node-ready';
+            const r = await oneRun(env, state, core, {
+              contender,
+              size,
+              repetition: rep,
+              order: i + 1,
+              pid: isOurs ? ours.pid : theirs.pid,
+              proxy: isOurs ? oursProxy : theirsProxy,
+              taint: isOurs ? TAINT : rule.spec.taint,
+              conditions: isOurs ? [] : rule.spec.conditions.map((c) => c.type),
+              alive: () => (isOurs ? ours!.child.exitCode === null : theirs!.child.exitCode === null),
+            });
+            runs.push(r);
+            onRun({ versions: { nodeReadinessController: NODE_READINESS_CONTROLLER_VERSION }, startupRssMiB, runs, bySize: summarizeSides(runs) });
+            env.out(
+              `side by side ${size} (run ${rep}) ${contender}: ${r.opened}/${size} opened, reaction p50 ${r.reactionMs.p50 ?? '-'} ms p99 ${r.reactionMs.p99 ?? '-'} ms, ` +
+                `${r.api.writesPerNode} writes/node, ${r.controller.cpuSeconds} CPU-s, peak RSS ${r.controller.peakRssMiB} MiB`,
+            );
+          }
         }
       }
+    } catch (err) {
+      // A controller that exits (kube-node-ready does when it loses its Lease) ends the comparison; the runs so far stand.
+      stoppedEarly = err instanceof Error ? err.message : String(err);
+      env.out(`side by side: stopped early: ${stoppedEarly}`);
     }
-    return { versions: { nodeReadinessController: NODE_READINESS_CONTROLLER_VERSION }, startupRssMiB, runs, bySize: summarizeSides(runs) };
+    return { versions: { nodeReadinessController: NODE_READINESS_CONTROLLER_VERSION }, startupRssMiB, runs, bySize: summarizeSides(runs), ...(stoppedEarly ? { stoppedEarly } : {}) };
   } finally {
     await ours?.stop();
     await theirs?.stop();
