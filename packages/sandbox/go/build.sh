@@ -61,21 +61,23 @@ order=(etcd kubernetes helm karpenter)
 NRC_VERSION=v0.5.0
 NRC_ARCHIVE_NAME=node-readiness-controller-$NRC_VERSION.tar.gz
 nrc_looked=()
-nrc_archive() {
+nrc_src=""
+# Sets nrc_src to the archive's path (empty when not found) and nrc_looked to where it looked.
+nrc_find_archive() {
   local d
   if [ -n "${KNR_SHARED_DIR:-}" ]; then
     nrc_looked+=("$KNR_SHARED_DIR/third_party/$NRC_ARCHIVE_NAME")
-    [ -f "$KNR_SHARED_DIR/third_party/$NRC_ARCHIVE_NAME" ] && { echo "$KNR_SHARED_DIR/third_party/$NRC_ARCHIVE_NAME"; return; }
+    if [ -f "$KNR_SHARED_DIR/third_party/$NRC_ARCHIVE_NAME" ]; then nrc_src="$KNR_SHARED_DIR/third_party/$NRC_ARCHIVE_NAME"; return; fi
   fi
   d=$(cd "$here/../../.." && pwd)
   while :; do
-    nrc_looked+=("$d/shared/third_party/$NRC_ARCHIVE_NAME")
-    [ -f "$d/shared/third_party/$NRC_ARCHIVE_NAME" ] && { echo "$d/shared/third_party/$NRC_ARCHIVE_NAME"; return; }
-    [ "$d" = / ] && return 1
+    nrc_looked+=("${d%/}/shared/third_party/$NRC_ARCHIVE_NAME")
+    if [ -f "${d%/}/shared/third_party/$NRC_ARCHIVE_NAME" ]; then nrc_src="${d%/}/shared/third_party/$NRC_ARCHIVE_NAME"; return; fi
+    [ "$d" = / ] && return
     d=$(dirname "$d")
   done
 }
-nrc_src=$(nrc_archive) || nrc_src=""
+nrc_find_archive
 
 wanted=("$@")
 if [ ${#wanted[@]} -eq 0 ]; then
