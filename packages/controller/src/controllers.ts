@@ -10,6 +10,7 @@ import { RemediationController } from './controllers/node/remediation/controller
 import { ApiEndpoints } from './controllers/node/verification/api-endpoints.js';
 import { KubeRemediationEvents } from './controllers/node/remediation/events.js';
 import { Remediator } from './controllers/node/remediation/remediator.js';
+import { ClusterWideFailures } from './controllers/node/verification/cluster-wide.js';
 import { nodeFingerprint, VerificationController } from './controllers/node/verification/controller.js';
 import { hasVerificationTaint } from './controllers/node/verification/decide.js';
 import { configHash, WORKER_POD_SELECTOR, workerConfigDocument, workerImage } from './controllers/node/verification/pod-spec.js';
@@ -65,11 +66,13 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   const workerNamespace = config.worker.namespace;
 
   // 1. Caches: all nodes, and our worker pods.
+  const clusterWide = new ClusterWideFailures(clock);
   const metrics = new ControllerMetrics(registry, {
     version: opts.version,
     commit: opts.commit,
     // Called at scrape time only, after `pods` below exists.
     workerPods: () => countWorkerPods(pods.list()),
+    clusterWideFailures: () => clusterWide.maxNodesByCheck(),
   });
   kube.observe({
     request: (operation, ok) => metrics.apiRequestsTotal.inc({ operation, result: ok ? 'success' : 'error' }),
@@ -127,6 +130,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     slots,
     worker: { image: workerImage(config.worker.image, opts.version), configHash: configHash(workerConfig), apiEndpoints: () => apiEndpoints.current() },
     enqueue: (name) => queue.add(name),
+    clusterWide,
   });
 
   // 2b. Remediation of failed nodes (nodeManagement.deleteFailedNodes): a queue of its own, one worker.

@@ -47,6 +47,20 @@ describe('encodeSummary', () => {
     expect(parseSummary(text)).toEqual({ ok: true, summary });
   });
 
+  it('carries the target a check failed against, which older readers ignore, and fits it in the limit', () => {
+    const failed = summaryWith([{ name: 'dns', ok: false, durationMs: 5000, error: 'kubernetes.default.svc.cluster.local @10.96.0.10:53: timeout', target: '10.96.0.10:53' }]);
+    expect(parseSummary(encodeSummary(failed))).toEqual({ ok: true, summary: failed });
+    // Without a target the check is written as before (older readers ignore the key anyway).
+    expect(JSON.parse(encodeSummary(summaryWith([{ name: 'dns', ok: false, durationMs: 1, error: 'x' }])))).not.toHaveProperty('checks.0.target');
+
+    const huge = summaryWith(Array.from({ length: 30 }, (_, i) => ({ name: `c${i}`, ok: false, durationMs: 1, error: 'e'.repeat(500), target: `10.0.0.${i}:53, ${'t'.repeat(300)}` })));
+    const text = encodeSummary(huge);
+    expect(bytes(text)).toBeLessThanOrEqual(SUMMARY_MAX_BYTES);
+    const parsed = parseSummary(text);
+    if (!parsed.ok) throw new Error(parsed.reason);
+    expect(parsed.summary.checks[0]?.target).toMatch(/^10\.0\.0\.0:53/);
+  });
+
   it('fits 50 checks failing with 10 KB multibyte errors, keeping a prefix of every error', () => {
     const error = '名前解決に失敗しました😀'.repeat(600); // > 10 KB of UTF-8
     const summary = summaryWith(Array.from({ length: 50 }, (_, i) => ({ name: `check-${i}`, ok: false, durationMs: i, error })));

@@ -13,6 +13,11 @@ export interface CheckSummary {
   durationMs: number;
   /** The check's error (possibly truncated), only on failed checks. */
   error?: string;
+  /**
+   * What the failed check failed against (`10.96.0.10:53`), where the check knows it. Optional:
+   * readers that do not know the field ignore it. Cut and dropped with the errors for space.
+   */
+  target?: string;
 }
 
 export interface WorkerSummary {
@@ -123,6 +128,7 @@ const checkSchema = z.object({
   ok: z.boolean({ error: 'expected a boolean' }),
   durationMs: z.number({ error: 'expected a number' }),
   error: z.optional(z.string({ error: 'expected a string' })),
+  target: z.optional(z.string({ error: 'expected a string' })),
 });
 const summarySchema = z.object(
   {
@@ -160,6 +166,7 @@ function serialize(summary: WorkerSummary): string {
       ok: c.ok,
       durationMs: finiteOr0(c.durationMs),
       ...(c.error !== undefined ? { error: c.error } : {}),
+      ...(c.target !== undefined ? { target: c.target } : {}),
     })),
     ...(summary.error !== undefined ? { error: summary.error } : {}),
     ...(summary.omittedChecks ? { omittedChecks: summary.omittedChecks } : {}),
@@ -173,19 +180,21 @@ function fits(text: string): boolean {
 }
 
 function textsOf(summary: WorkerSummary): string[] {
-  const texts = summary.checks.flatMap((c) => (c.error === undefined ? [] : [c.error]));
+  const texts = summary.checks.flatMap((c) => [c.error, c.target].filter((t) => t !== undefined));
   if (summary.error !== undefined) texts.push(summary.error);
   return texts;
 }
 
-/** Every error text cut to `cap` code points; with cap 0 the error fields are left out. */
+/** Every error text and target cut to `cap` code points; with cap 0 those fields are left out. */
 function capErrors(summary: WorkerSummary, cap: number): WorkerSummary {
   const { error, ...rest } = summary;
   return {
     ...rest,
-    checks: summary.checks.map(({ error: checkError, ...check }) =>
-      checkError === undefined || cap === 0 ? check : { ...check, error: truncate(checkError, cap) },
-    ),
+    checks: summary.checks.map(({ error: checkError, target, ...check }) => ({
+      ...check,
+      ...(checkError !== undefined && cap > 0 ? { error: truncate(checkError, cap) } : {}),
+      ...(target !== undefined && cap > 0 ? { target: truncate(target, cap) } : {}),
+    })),
     ...(error !== undefined && cap > 0 ? { error: truncate(error, cap) } : {}),
   };
 }

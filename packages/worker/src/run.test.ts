@@ -110,7 +110,7 @@ describe('runWorker end to end (fake API server and DNS servers on loopback)', (
     expect(run.code).toBe(ExitCode.CHECK_FAILED);
     expect(run.summary?.ok).toBe(false);
     expect(run.summary?.checks.filter((c) => !c.ok)).toEqual([
-      { name: 'tcp', ok: false, durationMs: expect.any(Number), error: `target ${formatHostPort(dead)}: connection refused` },
+      { name: 'tcp', ok: false, durationMs: expect.any(Number), error: `target ${formatHostPort(dead)}: connection refused`, target: formatHostPort(dead) },
     ]);
     expect(run.logs.find((l) => l.check === 'tcp')).toMatchObject({ level: 'error', ok: false });
     expect(run.logs.at(-1)).toMatchObject({ msg: 'verification failed', failed: ['tcp'], exitCode: 1 });

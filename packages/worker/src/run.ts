@@ -142,7 +142,13 @@ export async function runChecks(config: WorkerConfig, log: Logger, registry: Che
     ok: failed.length === 0,
     ...nodeOf(config),
     durationMs: Math.round(performance.now() - started),
-    checks: outcomes.map((o) => ({ name: o.name, ok: o.ok, durationMs: o.durationMs, ...(o.error !== undefined ? { error: o.error } : {}) })),
+    checks: outcomes.map((o) => ({
+      name: o.name,
+      ok: o.ok,
+      durationMs: o.durationMs,
+      ...(o.error !== undefined ? { error: o.error } : {}),
+      ...(!o.ok && o.target !== undefined ? { target: o.target } : {}),
+    })),
     ...(warnings.length > 0 ? { warnings } : {}),
   };
   const exitCode = outcomes.some((o) => o.internal) ? ExitCode.INTERNAL_ERROR : failed.length > 0 ? ExitCode.CHECK_FAILED : ExitCode.OK;

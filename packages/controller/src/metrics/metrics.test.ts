@@ -19,6 +19,17 @@ describe('ControllerMetrics', () => {
     setup(); // a second instance on its own registry does not clash
   });
 
+  it('reads the cluster-wide failures at scrape time, 0 for checks without any', async () => {
+    const registry = new Registry();
+    let max = new Map([['dns', 5]]);
+    new ControllerMetrics(registry, { version: '1.2.3', commit: 'abc', clusterWideFailures: () => max });
+    const text = await registry.metrics();
+    expect(text).toContain('kube_node_ready_cluster_wide_failures{check="dns"} 5');
+    expect(text).toContain('kube_node_ready_cluster_wide_failures{check="api"} 0');
+    max = new Map();
+    expect(await registry.metrics()).toContain('kube_node_ready_cluster_wide_failures{check="dns"} 0');
+  });
+
   it('pre-sets known series to 0', async () => {
     const text = await setup().text();
     for (const line of [
@@ -31,6 +42,7 @@ describe('ControllerMetrics', () => {
       'kube_node_ready_check_failures_total{check="mtu"} 0',
       'kube_node_ready_check_failures_total{check="egress"} 0',
       'kube_node_ready_worker_warnings_total{check="dns"} 0',
+      'kube_node_ready_cluster_wide_failures{check="dns"} 0',
       'kube_node_ready_worker_warnings_total{check="egress"} 0',
       'kube_node_ready_check_duration_seconds_count{check="egress",result="pass"} 0',
       'kube_node_ready_controller_healthy 0',

@@ -25,6 +25,8 @@ export interface MetricsOptions {
   commit: string;
   /** Counts worker pods by status at scrape time (from the informer cache). */
   workerPods?: () => Record<WorkerPodStatus, number>;
+  /** Per check, the most distinct nodes failing it against one target in the window, at scrape time. */
+  clusterWideFailures?: () => ReadonlyMap<string, number>;
 }
 
 const L = LabelName;
@@ -43,6 +45,7 @@ export class ControllerMetrics {
   readonly checkDuration: Histogram<typeof L.Check | typeof L.Result>;
   readonly workerWarningsTotal: Counter<typeof L.Check>;
   readonly activeVerifications: Gauge;
+  readonly clusterWideFailures: Gauge<typeof L.Check>;
   readonly reconcileDuration: Histogram<typeof L.Result>;
   readonly queueDepth: Gauge;
   readonly queueAddsTotal: Counter;
@@ -143,6 +146,18 @@ export class ControllerMetrics {
       help: 'Worker attempts in flight (bounded by reconciliation.maxConcurrentVerifications).',
       registers,
     });
+    const clusterWide = opts.clusterWideFailures;
+    this.clusterWideFailures = new Gauge({
+      name: MetricName.ClusterWideFailures,
+      help: 'Distinct nodes failing a check against one target (a nameserver, the API server) in the last 10 minutes, the most over targets, by check.',
+      labelNames: [L.Check],
+      registers,
+      collect() {
+        if (!clusterWide) return;
+        const max = clusterWide();
+        for (const check of KNOWN_CHECKS) this.set({ check }, max.get(check) ?? 0);
+      },
+    });
     this.reconcileDuration = new Histogram({
       name: MetricName.ReconcileDuration,
       help: 'Duration of one reconcile of one node, by result (success, error).',
@@ -208,6 +223,7 @@ export class ControllerMetrics {
     for (const check of KNOWN_CHECKS) {
       this.checkFailuresTotal.inc({ check }, 0);
       this.workerWarningsTotal.inc({ check }, 0);
+      this.clusterWideFailures.set({ check }, 0);
       for (const result of CheckResult) this.checkDuration.zero({ check, result });
     }
     for (const resource of WatchedResource) this.watchRestartsTotal.inc({ resource }, 0);

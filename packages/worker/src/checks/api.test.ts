@@ -39,6 +39,7 @@ describe('api check against a local HTTPS API server', () => {
     const c = await cluster({ token: 'expired-token' });
     const outcome = await runCheck('api', [], c.env);
     expect(outcome.ok).toBe(false);
+    expect(outcome.target).toBe(`${c.env.KUBERNETES_SERVICE_HOST}:${c.env.KUBERNETES_SERVICE_PORT}`);
     expect(outcome.error).toBe(
       'GET /version: 401 Unauthorized: Unauthorized (the service-account token was rejected: expired, revoked, or issued by another cluster)',
     );

@@ -1,6 +1,6 @@
 import { errorMessage } from '@kube-node-ready/core';
 import { formatHostPort, type ServiceRef } from '../config.js';
-import { Slowness, verdict, type Check } from './types.js';
+import { failedAgainst, Slowness, verdict, type Check } from './types.js';
 
 export const KUBERNETES_SERVICE: ServiceRef = { namespace: 'default', name: 'kubernetes' };
 
@@ -12,6 +12,7 @@ export const KUBERNETES_SERVICE: ServiceRef = { namespace: 'default', name: 'kub
 export const apiCheck: Check = async ({ cluster, signal, config }) => {
   if (!cluster) return verdict(['the API is not in use']);
   const details: Record<string, unknown> = cluster.server ? { server: formatHostPort(cluster.server) } : {};
+  const target = cluster.server ? [formatHostPort(cluster.server)] : [];
   const slow = new Slowness(config, 'api');
   const problems: string[] = [];
   const steps: Array<() => Promise<Record<string, unknown>>> = [
@@ -32,14 +33,14 @@ export const apiCheck: Check = async ({ cluster, signal, config }) => {
     try {
       Object.assign(details, await step());
     } catch (err) {
-      return verdict([...(await routingProblem()), errorMessage(err)], details, slow.warnings);
+      return failedAgainst(verdict([...(await routingProblem()), errorMessage(err)], details, slow.warnings), target);
     }
   }
   for (const [key, what] of [['tlsMs', 'TLS handshake'], ['versionMs', 'GET /version'], ['authenticatedMs', 'GET the kubernetes Service']] as const) {
     slow.judge(what, details[key] as number, problems);
   }
   problems.unshift(...(await routingProblem()));
-  return verdict(problems, details, slow.warnings);
+  return failedAgainst(verdict(problems, details, slow.warnings), target);
 
   /** The Service address did not connect and the checks read the API through an endpoint instead. */
   async function routingProblem(): Promise<string[]> {

@@ -92,6 +92,8 @@ describe('dns check against loopback nameservers', () => {
     const outcome = await runCheck('dns', ['--dns-server', `${at(good)},${at(dead)}`, '--check-timeout', '400ms']);
     expect(outcome.ok).toBe(false);
     expect(outcome.error).toBe(`${KUBERNETES} @${at(dead)}: timeout: no answer over udp within 400ms (dns check timeout)`);
+    // The server it failed against, for the controller to see when several nodes fail against it.
+    expect(outcome.target).toBe(at(dead));
     const lookups = outcome.details?.lookups as Array<Record<string, unknown>>;
     expect(lookups.map((l) => [l.server, l.answers ?? l.error])).toEqual([
       [at(good), ['10.96.0.1']],

@@ -2,7 +2,7 @@ import { errorMessage } from '@kube-node-ready/core';
 import { formatHostPort, formatServiceRef, type HostPort, type ServiceRef } from '../config.js';
 import { clusterIPs } from '../kube/objects.js';
 import { lookupAddresses, type DnsAnswer } from '../net/dns-client.js';
-import { Slowness, verdict, type Check, type CheckContext } from './types.js';
+import { failedAgainst, Slowness, verdict, type Check, type CheckContext } from './types.js';
 
 /**
  * dns: every configured name against every nameserver, one by one (a resolver library would stop
@@ -26,11 +26,12 @@ export const dnsCheck: Check = async (ctx) => {
     const { latencyMs, sends } = l.report as { latencyMs?: number; sends?: number };
     if (latencyMs !== undefined) slow.judge(`${l.name} @${l.server}`, latencyMs, problems, sends !== undefined && sends > 1 ? `, the UDP query was sent ${sends} times` : '');
   }
-  return verdict(
+  const result = verdict(
     problems,
     { nameservers: nameservers.servers.map(formatHostPort), nameserversFrom: nameservers.source, lookups: lookups.map((l) => l.report) },
     slow.warnings,
   );
+  return failedAgainst(result, lookups.filter((l) => l.problem).map((l) => l.server));
 };
 
 /**

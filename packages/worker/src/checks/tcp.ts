@@ -3,7 +3,7 @@ import { formatHostPort, type HostPort } from '../config.js';
 import { clusterIPs, readyEndpoints, slicePort } from '../kube/objects.js';
 import { tcpConnect } from '../net/tcp-connect.js';
 import { KUBERNETES_SERVICE } from './api.js';
-import { Slowness, verdict, type Check, type CheckContext } from './types.js';
+import { failedAgainst, Slowness, verdict, type Check, type CheckContext } from './types.js';
 
 interface Target extends HostPort {
   /** "kubernetes Service" (through kube-proxy), "API endpoint" (direct) or "target" (configured). */
@@ -51,7 +51,10 @@ export const tcpCheck: Check = async (ctx) => {
     const routing = r.via === 'kubernetes Service' && endpointAnswers ? ' (the API endpoints connect: kube-proxy (Service routing) on this node)' : '';
     problems.push(`${r.via} ${r.address}: ${r.error}${routing}`);
   }
-  return verdict(problems, { connections: results }, slow.warnings);
+  return failedAgainst(
+    verdict(problems, { connections: results }, slow.warnings),
+    results.filter((r) => !r.ok).map((r) => r.address),
+  );
 };
 
 async function kubernetesServiceTargets({ cluster, signal }: CheckContext): Promise<Target[]> {

@@ -23,6 +23,17 @@ export interface CheckResult {
   warnings?: string[];
   /** Structured facts for the log line (latencies, answers, targets). */
   details?: Record<string, unknown>;
+  /**
+   * What a failed check failed against (`10.96.0.10:53`; several joined by ", "), where the check
+   * knows it: the controller names a fault shared by several nodes against one target as cluster-wide.
+   */
+  target?: string;
+}
+
+/** `result` with `target` set to the given addresses (sorted, unique), when it failed and there are some. */
+export function failedAgainst(result: CheckResult, addresses: readonly string[]): CheckResult {
+  if (result.ok || addresses.length === 0) return result;
+  return { ...result, target: [...new Set(addresses)].sort().join(', ') };
 }
 
 export type Check = (ctx: CheckContext) => Promise<CheckResult>;

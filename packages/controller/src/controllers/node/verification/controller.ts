@@ -11,6 +11,7 @@ import { slimNode, stripObject } from '../../../kube/informer.js';
 import { annotation, nodeName, nodeUid, toMillis } from '../../../kube/objects.js';
 import type { ControllerMetrics } from '../../../metrics/metrics.js';
 import type { NodeStatus } from '../../../metrics/names.js';
+import { noteClusterWide, type ClusterWideFailures } from './cluster-wide.js';
 import { desiredCondition } from './condition.js';
 import { decide, hasVerificationTaint, type Action, type PodRef } from './decide.js';
 import { awaitingRegistrationEvent, completedEvents, startedEvent, type NodeEvent } from './events.js';
@@ -46,6 +47,8 @@ export interface VerificationDeps {
   worker: { image: string; configHash: string; apiEndpoints?: () => readonly string[] };
   /** Puts a node back on the work queue (to wake nodes waiting for a verification slot). */
   enqueue: (name: string) => void;
+  /** Recent failed checks of all nodes: a failure shared with other nodes is named cluster-wide. */
+  clusterWide?: ClusterWideFailures;
 }
 
 export interface ReconcileResult {
@@ -312,11 +315,12 @@ export class VerificationController {
   private async complete(
     node: V1Node,
     pods: readonly V1Pod[],
-    action: Extract<Action, { kind: 'Complete' }>,
+    decided: Extract<Action, { kind: 'Complete' }>,
     log: Logger,
   ): Promise<Applied> {
     const { config, clock, metrics } = this.deps;
     const name = node.metadata?.name ?? '';
+    const action = this.deps.clusterWide ? noteClusterWide(this.deps.clusterWide, name, decided) : decided;
     const removedTaints = action.open ? taintsToRemove(node, config) : [];
 
     // 1. One guarded write: the outcome, and for a pass the taint removal and the label.

@@ -179,7 +179,8 @@ function oneLine(text: string): string {
   return text.replace(/\s+/g, ' ').trim();
 }
 
-function bounded(text: string): string {
+/** One line of at most MAX_MESSAGE characters. */
+export function bounded(text: string): string {
   const line = oneLine(text);
   return line.length <= MAX_MESSAGE ? line : `${line.slice(0, MAX_MESSAGE - 3)}...`;
 }

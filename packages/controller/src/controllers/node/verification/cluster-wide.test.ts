@@ -1,0 +1,210 @@
+import { describe, expect, it } from 'vitest';
+import { testConfig } from '../../../testing/builders.js';
+import { FakeClock } from '../../../testing/fake-clock.js';
+import { ClusterWideFailures, clusterWidePrefix, noteClusterWide } from './cluster-wide.js';
+import type { Action } from './decide.js';
+import { completedEvents } from './events.js';
+import { MAX_MESSAGE } from './pod-result.js';
+import type { CheckSummary } from './summary.js';
+import { Outcome, Phase, type AttemptResult } from './types.js';
+
+const MIN = 60_000;
+const DNS = '10.96.0.10:53';
+
+function failed(check: string, target?: string): CheckSummary {
+  return { name: check, ok: false, durationMs: 5000, error: 'timeout', ...(target !== undefined ? { target } : {}) };
+}
+
+/** Each step: after `at` minutes, `node` fails `checks`; `shared` is what record() answers. */
+interface Step {
+  at: number;
+  node: string;
+  checks: CheckSummary[];
+  shared: Array<{ check: string; target: string; nodes: number }>;
+}
+
+const cases: Array<{ name: string; steps: Step[]; opts?: { maxEntries: number } }> = [
+  {
+    name: 'three nodes failing dns against one nameserver: the third is told, and so is a fourth',
+    steps: [
+      { at: 0, node: 'a', checks: [failed('dns', DNS)], shared: [] },
+      { at: 1, node: 'b', checks: [failed('dns', DNS)], shared: [] },
+      { at: 2, node: 'c', checks: [failed('dns', DNS)], shared: [{ check: 'dns', target: DNS, nodes: 3 }] },
+      { at: 3, node: 'd', checks: [failed('dns', DNS)], shared: [{ check: 'dns', target: DNS, nodes: 4 }] },
+    ],
+  },
+  {
+    name: 'different targets are different faults',
+    steps: [
+      { at: 0, node: 'a', checks: [failed('dns', '10.96.0.10:53')], shared: [] },
+      { at: 0, node: 'b', checks: [failed('dns', '10.96.0.11:53')], shared: [] },
+      { at: 0, node: 'c', checks: [failed('dns', '10.96.0.12:53')], shared: [] },
+    ],
+  },
+  {
+    name: 'the same target of another check does not count',
+    steps: [
+      { at: 0, node: 'a', checks: [failed('tcp', '10.96.0.1:443')], shared: [] },
+      { at: 0, node: 'b', checks: [failed('tcp', '10.96.0.1:443')], shared: [] },
+      { at: 0, node: 'c', checks: [failed('api', '10.96.0.1:443')], shared: [] },
+    ],
+  },
+  {
+    name: 'one node failing again and again is one node',
+    steps: [
+      { at: 0, node: 'a', checks: [failed('dns', DNS)], shared: [] },
+      { at: 1, node: 'a', checks: [failed('dns', DNS)], shared: [] },
+      { at: 2, node: 'b', checks: [failed('dns', DNS)], shared: [] },
+      { at: 3, node: 'b', checks: [failed('dns', DNS)], shared: [] },
+    ],
+  },
+  {
+    name: 'failures older than the window are forgotten',
+    steps: [
+      { at: 0, node: 'a', checks: [failed('dns', DNS)], shared: [] },
+      { at: 1, node: 'b', checks: [failed('dns', DNS)], shared: [] },
+      { at: 10, node: 'c', checks: [failed('dns', DNS)], shared: [] }, // a is 10 min old: out
+      { at: 10.5, node: 'd', checks: [failed('dns', DNS)], shared: [{ check: 'dns', target: DNS, nodes: 3 }] },
+    ],
+  },
+  {
+    name: 'a node seen again stays in the window from its latest failure',
+    steps: [
+      { at: 0, node: 'a', checks: [failed('dns', DNS)], shared: [] },
+      { at: 8, node: 'a', checks: [failed('dns', DNS)], shared: [] },
+      { at: 9, node: 'b', checks: [failed('dns', DNS)], shared: [] },
+      { at: 12, node: 'c', checks: [failed('dns', DNS)], shared: [{ check: 'dns', target: DNS, nodes: 3 }] },
+    ],
+  },
+  {
+    name: 'checks without a target, and passed checks, are not recorded',
+    steps: [
+      { at: 0, node: 'a', checks: [failed('dns')], shared: [] },
+      { at: 0, node: 'b', checks: [failed('dns')], shared: [] },
+      { at: 0, node: 'c', checks: [failed('dns'), { name: 'api', ok: true, durationMs: 1, target: '10.96.0.1:443' }], shared: [] },
+    ],
+  },
+  {
+    name: 'each shared check of one attempt is named',
+    steps: [
+      { at: 0, node: 'a', checks: [failed('dns', DNS), failed('api', '10.96.0.1:443')], shared: [] },
+      { at: 0, node: 'b', checks: [failed('dns', DNS), failed('api', '10.96.0.1:443')], shared: [] },
+      {
+        at: 0,
+        node: 'c',
+        checks: [failed('dns', DNS), failed('api', '10.96.0.1:443')],
+        shared: [
+          { check: 'dns', target: DNS, nodes: 3 },
+          { check: 'api', target: '10.96.0.1:443', nodes: 3 },
+        ],
+      },
+    ],
+  },
+  {
+    name: 'memory is capped: the oldest entries go first',
+    opts: { maxEntries: 2 },
+    steps: [
+      { at: 0, node: 'a', checks: [failed('dns', DNS)], shared: [] },
+      { at: 0, node: 'b', checks: [failed('dns', DNS)], shared: [] },
+      { at: 0, node: 'c', checks: [failed('dns', DNS)], shared: [] }, // a made room for c
+    ],
+  },
+];
+
+describe('ClusterWideFailures', () => {
+  it.each(cases)('$name', ({ steps, opts }) => {
+    let now = Date.UTC(2025, 0, 1);
+    const start = now;
+    const failures = new ClusterWideFailures({ now: () => now }, { windowMs: 10 * MIN, minOtherNodes: 2, maxEntries: opts?.maxEntries ?? 100 });
+    for (const [i, step] of steps.entries()) {
+      now = start + step.at * MIN;
+      expect(failures.record(step.node, step.checks), `step ${i} (${step.node} at ${step.at} min)`).toEqual(step.shared);
+    }
+  });
+
+  it('gives the gauge the most nodes per check over targets, and 0 once the window has passed', async () => {
+    const clock = new FakeClock();
+    const failures = new ClusterWideFailures(clock);
+    for (const node of ['a', 'b', 'c']) failures.record(node, [failed('dns', DNS)]);
+    failures.record('d', [failed('dns', '10.96.0.11:53'), failed('api', '10.96.0.1:443')]);
+    expect(Object.fromEntries(failures.maxNodesByCheck())).toEqual({ dns: 3, api: 1 });
+    await clock.advance(10 * MIN);
+    expect(failures.maxNodesByCheck().size).toBe(0);
+  });
+});
+
+function completeAction(checks: CheckSummary[], message: string): Extract<Action, { kind: 'Complete' }> {
+  const result: AttemptResult = { outcome: Outcome.ChecksFailed, message, failedChecks: checks.map((c) => c.name), checks, warnings: [] };
+  return {
+    kind: 'Complete',
+    attempt: 3,
+    result,
+    state: { uid: 'u', attempt: 3, failures: 3, phase: Phase.Failed, lastOutcome: Outcome.ChecksFailed, lastMessage: message },
+    open: false,
+    deletePod: false,
+    cleanup: [],
+  };
+}
+
+describe('noteClusterWide', () => {
+  const config = testConfig({ reconciliation: { maxRetries: 2 } });
+  const message = `check failed: dns: kubernetes.default.svc.cluster.local @${DNS}: timeout`;
+  const eventsOf = (action: Extract<Action, { kind: 'Complete' }>) => completedEvents(action, config, { dryRun: false, removedTaints: [] }).map((e) => `${e.reason}: ${e.message}`);
+
+  it('names the fault cluster-wide, first, in the stored message and the Events when 3 nodes fail dns against one nameserver', () => {
+    const failures = new ClusterWideFailures(new FakeClock());
+    for (const node of ['a', 'b']) noteClusterWide(failures, node, completeAction([failed('dns', DNS)], message));
+    const noted = noteClusterWide(failures, 'c', completeAction([failed('dns', DNS)], message));
+    const line = `cluster-wide? dns against ${DNS} is failing on 3 nodes in the last 10m (this one and 2 others): ${message}`;
+    expect(noted.result.message).toBe(line);
+    expect(noted.state.lastMessage).toBe(line);
+    expect(eventsOf(noted)).toEqual([
+      `VerificationChecksFailed: attempt 3 of 3 failed: ${line}`,
+      `VerificationFailed: node failed verification after 3 attempts and keeps its taint; last: ${line}`,
+    ]);
+  });
+
+  it('says nothing when the nameservers differ', () => {
+    const failures = new ClusterWideFailures(new FakeClock());
+    for (const [node, target] of [['a', '10.96.0.10:53'], ['b', '10.96.0.11:53'], ['c', '10.96.0.12:53']] as const) {
+      const action = completeAction([failed('dns', target)], message);
+      const noted = noteClusterWide(failures, node, action);
+      expect(noted).toBe(action);
+      expect(eventsOf(noted).join('\n')).not.toContain('cluster-wide');
+    }
+  });
+
+  it('keeps the line whole when the message is cut to its limit', () => {
+    const failures = new ClusterWideFailures(new FakeClock());
+    const long = `check failed: dns: ${'x'.repeat(2 * MAX_MESSAGE)}`;
+    for (const node of ['a', 'b', 'c']) {
+      const noted = noteClusterWide(failures, node, completeAction([failed('dns', DNS)], long));
+      if (node === 'c') {
+        expect(noted.result.message.length).toBe(MAX_MESSAGE);
+        expect(noted.result.message).toMatch(/^cluster-wide\? dns against 10\.96\.0\.10:53 is failing on 3 nodes /);
+      }
+    }
+  });
+
+  it('leaves outcomes other than failed checks alone', () => {
+    const failures = new ClusterWideFailures(new FakeClock());
+    for (const node of ['a', 'b', 'c']) {
+      const action = { ...completeAction([failed('dns', DNS)], message) };
+      const notScheduled = { ...action, result: { ...action.result, outcome: Outcome.NotScheduled } };
+      expect(noteClusterWide(failures, node, notScheduled)).toBe(notScheduled);
+    }
+  });
+
+  it('prefix lists each shared check', () => {
+    expect(clusterWidePrefix([], 600_000)).toBe('');
+    expect(
+      clusterWidePrefix(
+        [
+          { check: 'dns', target: DNS, nodes: 5 },
+          { check: 'api', target: '10.96.0.1:443', nodes: 3 },
+        ],
+        600_000,
+      ),
+    ).toBe(`cluster-wide? dns against ${DNS} is failing on 5 nodes in the last 10m (this one and 4 others); api against 10.96.0.1:443 is failing on 3 nodes in the last 10m (this one and 2 others): `);
+  });
+});
