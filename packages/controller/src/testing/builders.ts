@@ -90,6 +90,13 @@ export class NodeBuilder {
     return this;
   }
 
+  /** A node condition, e.g. the one this installation writes (testConfig's type by default). */
+  withCondition(status: 'True' | 'False' | 'Unknown', type = testConfig().nodeManagement.condition.type, reason = 'Passed'): this {
+    const conditions = ((this.node.status ??= {}).conditions ??= []);
+    conditions.push({ type, status, reason });
+    return this;
+  }
+
   build(): V1Node {
     return structuredClone(this.node);
   }

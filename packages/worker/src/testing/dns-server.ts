@@ -43,21 +43,33 @@ export async function startDnsServer(handler: Handler, opts: { host?: string; po
   };
   const timers = new Set<NodeJS.Timeout>();
 
-  const udp = new UDPServer(respond('udp'));
-  await udp.listen(opts.port ?? 0, host);
-  const port = (udp.address() as AddressInfo).port;
+  // The UDP port is the kernel's pick; the same number for TCP can be taken by another socket
+  // (tests run in parallel): then pick again, unless the caller asked for that port.
+  let udp: InstanceType<typeof UDPServer>;
+  let port: number;
   let tcp: InstanceType<typeof TCPServer> | undefined;
   const sockets = new Set<Socket>();
-  if (opts.tcp !== false) {
-    tcp = new TCPServer(respond('tcp'));
-    tcp.on('connection', (socket: Socket) => {
+  for (let attempt = 1; ; attempt++) {
+    udp = new UDPServer(respond('udp'));
+    await udp.listen(opts.port ?? 0, host);
+    port = (udp.address() as AddressInfo).port;
+    if (opts.tcp === false) break;
+    const server = new TCPServer(respond('tcp'));
+    server.on('connection', (socket: Socket) => {
       sockets.add(socket);
       socket.on('close', () => sockets.delete(socket));
     });
-    await new Promise<void>((resolve, reject) => {
-      tcp?.once('error', reject);
-      tcp?.listen(port, host, () => resolve());
-    });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => resolve());
+      });
+      tcp = server;
+      break;
+    } catch (err) {
+      udp.close();
+      if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || opts.port !== undefined || attempt >= 20) throw err;
+    }
   }
   return {
     server: { host, port },

@@ -66,8 +66,16 @@ describe('decide: which nodes', () => {
     expect(run(node, [running])).toEqual({ kind: 'Ignore', reason: 'NodeDeleting', cleanup: [{ namespace: 'kube-system', name: podName(node, 1) }] });
   });
 
+  it('leaves an untainted node alone whose progress annotations are not its own (no condition of ours): another installation is verifying it', () => {
+    const foreign = aNode().withState({ attempt: 2, failures: 1, phase: Phase.Verifying }).withCondition('Unknown', 'other.example.com/NetworkVerified').build();
+    expect(run(foreign)).toMatchObject({ kind: 'Ignore', reason: 'NotCandidate' });
+    // With the condition switched off, the annotations are all there is to go by.
+    const config = testConfig({ nodeManagement: { condition: { enabled: false } } });
+    expect(run(foreign, [], { config }).kind).not.toBe('Ignore');
+  });
+
   it('re-verifies a node whose verified label was removed, keeping the taint off', () => {
-    const node = aNode().withState({ attempt: 3, failures: 0, phase: Phase.Passed, lastOutcome: Outcome.Passed, verifiedAt: T0 }).build();
+    const node = aNode().withState({ attempt: 3, failures: 0, phase: Phase.Passed, lastOutcome: Outcome.Passed, verifiedAt: T0 }).withCondition('True').build();
     expect(run(node)).toMatchObject({
       kind: 'Launch',
       attempt: 4,

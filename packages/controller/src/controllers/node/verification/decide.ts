@@ -106,8 +106,12 @@ export function decide(
     return { kind: 'Ignore', reason: 'Verified', cleanup: cleanup(mine, foreign, { keep: 0 }) };
   }
 
-  // 3. Not a candidate: no verification taint and nothing of ours in progress.
-  if (!hasVerificationTaint(node, config) && !state && !config.nodeManagement.verifyUntaintedNodes) {
+  // 3. Not a candidate: no verification taint and nothing of ours in progress. Progress annotations
+  //    are ours only on a node that carries our condition type (written with the first attempt):
+  //    on an untainted node without it they are another installation's (or a past configuration's).
+  //    With the condition switched off, the annotations alone say so, as before.
+  const ownProgress = state !== undefined && (!config.nodeManagement.condition.enabled || hasOwnCondition(node, config));
+  if (!hasVerificationTaint(node, config) && !ownProgress && !config.nodeManagement.verifyUntaintedNodes) {
     return { kind: 'Ignore', reason: 'NotCandidate', cleanup: cleanup(mine, foreign, { keep: 0 }) };
   }
 
@@ -286,6 +290,11 @@ export function isVerified(node: V1Node, config: ControllerConfig): boolean {
 }
 
 /** Any configured verification taint, matched by key and effect (the value is not ours to judge). */
+/** The node carries the condition type this installation writes. */
+export function hasOwnCondition(node: V1Node, config: ControllerConfig): boolean {
+  return (node.status?.conditions ?? []).some((c) => c.type === config.nodeManagement.condition.type);
+}
+
 export function hasVerificationTaint(node: V1Node, config: ControllerConfig): boolean {
   return nodeTaints(node).some((t) => isVerificationTaint(t, config));
 }
