@@ -284,7 +284,7 @@ export function startObserver(
 }
 
 /** Waits until the proxy has seen no request for `quietMs` (at most maxMs), ignoring Lease renewals. */
-async function settle(proxy: FaultProxy, quietMs: number, maxMs: number): Promise<void> {
+export async function settle(proxy: FaultProxy, quietMs: number, maxMs: number): Promise<void> {
   const count = () => Object.entries(proxy.requestsByKind()).filter(([k]) => !k.includes('leases.')).reduce((a, [, v]) => a + v, 0);
   const deadline = Date.now() + maxMs;
   let last = count();

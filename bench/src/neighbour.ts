@@ -16,7 +16,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { applyObjects, certPaths, k8s, NODE_READINESS_CONTROLLER_VERSION, NODE_READINESS_RULES, nodeReadinessDir, renderNodeReadinessChart, sandboxLayout, simulatedNode, stopSandbox, type FaultProxy, type SandboxState } from '@kube-node-ready/sandbox';
-import { freshSandbox, RUN_LABEL, startObserver, type BenchEnv } from './burst.js';
+import { freshSandbox, RUN_LABEL, settle, startObserver, type BenchEnv } from './burst.js';
 import { applyChartRbac, benchConfig, ControllerProcess, controllerKubeconfig, startProxy, TAINT } from './controller.js';
 import { ProcessSampler, sampleProcess } from './proc.js';
 import { distribution, type Distribution } from './stats.js';
@@ -354,21 +354,6 @@ function diff(after: Record<string, number>, before: Record<string, number>): Re
   const out: Record<string, number> = {};
   for (const [k, v] of Object.entries(after)) if (v - (before[k] ?? 0) > 0) out[k] = v - (before[k] ?? 0);
   return out;
-}
-
-async function settle(proxy: FaultProxy, quietMs: number, maxMs: number): Promise<void> {
-  const count = () => Object.entries(proxy.requestsByKind()).filter(([k]) => !k.includes('leases.')).reduce((a, [, v]) => a + v, 0);
-  const deadline = Date.now() + maxMs;
-  let last = count();
-  let quietSince = Date.now();
-  while (Date.now() < deadline && Date.now() - quietSince < quietMs) {
-    await sleep(250);
-    const now = count();
-    if (now !== last) {
-      last = now;
-      quietSince = Date.now();
-    }
-  }
 }
 
 function summarizeSides(runs: SideRun[]): SideBySideResult['bySize'] {
