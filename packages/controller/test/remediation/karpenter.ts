@@ -86,12 +86,16 @@ export async function deleteNodeClaims(labelSelector: string): Promise<void> {
 }
 
 /** Events about one object (namespace default, where Node and NodeClaim Events live), oldest first. */
-/** Events kube-node-ready wrote about the object, oldest first. */
-export async function eventsAbout(kind: 'Node' | 'NodeClaim', name: string): Promise<Array<{ reason: string; type: string; message: string; count: number }>> {
+/**
+ * Events kube-node-ready wrote about the object, oldest first; with `instance`, only those of that
+ * controller instance (source.host): other installations in the shared sandbox write their own.
+ */
+export async function eventsAbout(kind: 'Node' | 'NodeClaim', name: string, instance?: string): Promise<Array<{ reason: string; type: string; message: string; count: number }>> {
   const core = sandbox().kc.makeApiClient(k8s.CoreV1Api);
   const list = await core.listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.kind=${kind},involvedObject.name=${name}` });
   return list.items
     .filter((e) => (e.reportingComponent ?? e.source?.component ?? '').startsWith('kube-node-ready')) // not kube-controller-manager's
+    .filter((e) => instance === undefined || e.source?.host === instance)
     .sort((a, b) => String(a.metadata?.creationTimestamp ?? '').localeCompare(String(b.metadata?.creationTimestamp ?? '')))
     .map((e) => ({ reason: e.reason ?? '', type: e.type ?? '', message: e.message ?? '', count: e.count ?? 1 }));
 }

@@ -26,7 +26,7 @@ import { KubeEventRecorder, type EventSink } from '../../../events/recorder.js';
 import { KubeClient } from '../../../kube/client.js';
 import { testConfig } from '../../../testing/builders.js';
 import { FakeClock } from '../../../testing/fake-clock.js';
-import { createNodeClaim, deleteNodeClaims, eventsAbout, getNodeClaim, installNodeClaimCrd, listNodeClaims } from '../../../../test/remediation/karpenter.js';
+import { createNodeClaim, deleteNodeClaims, eventsAbout as eventsOfAnyInstance, getNodeClaim, installNodeClaimCrd, listNodeClaims } from '../../../../test/remediation/karpenter.js';
 import { stateAnnotations } from '../verification/state.js';
 import { Outcome, Phase, type VerificationState } from '../verification/types.js';
 import { parseRemediationConfig, type RemediationConfigInput } from './config.js';
@@ -37,6 +37,8 @@ import { Remediator } from './remediator.js';
 
 const MIN = 60_000;
 const id = randomBytes(3).toString('hex');
+/** The controller instance the Remediators' Events are written as (source.host). */
+const INSTANCE = `remediation-test-${id}`;
 /** Every object of this file carries it (cleanup). */
 const FILE_LABEL = 'knr-remediation-test';
 /** Each scenario's nodes carry their own value: the Remediator sees only those (like nodeManagement.nodeSelector). */
@@ -75,7 +77,7 @@ function scenario(name: string, opts: { remediation?: RemediationConfigInput; dr
   const kube = new KubeClient(sandbox().kc, { qps: 100, burst: 200, clock: realClock, log: log.logger });
   const sink: EventSink = { create: (ns, e) => kube.createEvent(ns, e), bump: (ns, n, c, at) => kube.bumpEvent(ns, n, c, at) };
   const component = 'kube-node-ready-controller';
-  const instance = `remediation-test-${id}`;
+  const instance = INSTANCE;
   const events = new KubeRemediationEvents(new KubeEventRecorder({ sink, clock: realClock, log: log.logger, component, instance }));
   const clock = new FakeClock(Date.now() + 20 * MIN);
   const registry = new Registry();
@@ -176,6 +178,8 @@ function silentLog() {
 }
 
 const n = (prefix: string) => `rm-${prefix}-${id}`;
+/** The Events this file's Remediators wrote (other installations in the shared sandbox write their own). */
+const eventsAbout = (kind: 'Node' | 'NodeClaim', name: string) => eventsOfAnyInstance(kind, name, INSTANCE);
 const reasons = (events: Array<{ reason: string }>) => events.map((e) => e.reason);
 
 describe('remediation against the API server', () => {
