@@ -56,6 +56,8 @@ interface PodRun {
   mounts: Mount[];
   finished: boolean;
   killing: boolean;
+  /** Its deletion (deletionTimestamp) is being carried out: stopped, then confirmed once. */
+  terminating?: boolean;
   deadlineExceeded: boolean;
   /** Someone else (an eviction) marked the pod finished in the API: its containers are stopped and it is never reported again. */
   finishedElsewhere: boolean;
@@ -89,6 +91,8 @@ interface PodRun {
 export class SimulatedKubelet implements LogSource {
   private nodes = new Map<string, k8s.V1Node>();
   private pods = new Map<string, PodRun>();
+  /** Pods bound to a node name no node of ours has now (its node deleted, maybe created again later), by uid. */
+  private unplaced = new Map<string, k8s.V1Pod>();
   private watches: Array<{ stop: () => void }> = [];
   /** The node side: registration status, Lease, bring-up. */
   readonly agent: NodeAgent;
@@ -139,6 +143,7 @@ export class SimulatedKubelet implements LogSource {
         (items) => {
           const uids = new Set(items.map((p) => p.metadata!.uid!));
           for (const run of this.pods.values()) if (!uids.has(run.uid)) this.kill(run, 'pod no longer exists');
+          this.unplaced.clear();
           for (const p of items) this.onPod('ADDED', p);
         },
         (err) => this.log.debug({ err: String(err) }, 'pod watch restarted'),
@@ -178,7 +183,14 @@ export class SimulatedKubelet implements LogSource {
       for (const run of this.pods.values()) if (run.node === name) this.kill(run, 'node deleted');
       return;
     }
+    const known = this.nodes.has(name);
     this.nodes.set(name, node);
+    if (known) return;
+    // A node this kubelet did not play until now (new, or deleted and created again under the same
+    // name): as a starting kubelet lists the pods bound to its node name, take up the ones that
+    // changed while the node was unknown. A pod being deleted in particular: its deletion is
+    // confirmed, or it would stay Terminating (the pod GC leaves pods of an existing node alone).
+    for (const pod of [...this.unplaced.values()]) if (pod.spec?.nodeName === name) this.onPod('MODIFIED', pod);
   }
 
   // ---- pods ----------------------------------------------------------------------------------
@@ -186,9 +198,11 @@ export class SimulatedKubelet implements LogSource {
   private onPod(type: string, pod: k8s.V1Pod): void {
     const uid = pod.metadata?.uid;
     const nodeName = pod.spec?.nodeName;
+    if (uid) this.unplaced.delete(uid);
     if (!uid || !nodeName || !this.nodes.has(nodeName)) {
       const run = uid ? this.pods.get(uid) : undefined;
       if (run) this.kill(run, 'pod left the node');
+      if (uid && nodeName && type !== 'DELETED') this.unplaced.set(uid, pod);
       return;
     }
     const existing = this.pods.get(uid);
@@ -218,9 +232,15 @@ export class SimulatedKubelet implements LogSource {
   /** Graceful deletion: stop the containers, then confirm the deletion (grace period 0), as a kubelet does. */
   private async terminate(pod: k8s.V1Pod, run: PodRun | undefined): Promise<void> {
     if (run) {
-      if (run.killing) return;
-      for (const c of run.containers) if (c.proc && c.proc.exitCode === null && c.proc.signalCode === null) this.containerEvent(run, c, 'Normal', REASON.killing, `Stopping container ${c.name}`);
-      await this.kill(run, 'pod deleted', (pod.metadata?.deletionGracePeriodSeconds ?? 30) * 1000);
+      if (run.terminating) return;
+      run.terminating = true;
+      if (run.killing) {
+        // Already being stopped (its node was deleted, it was evicted): confirm once its processes are gone.
+        await Promise.all(run.containers.map((c) => c.exited));
+      } else {
+        for (const c of run.containers) if (c.proc && c.proc.exitCode === null && c.proc.signalCode === null) this.containerEvent(run, c, 'Normal', REASON.killing, `Stopping container ${c.name}`);
+        await this.kill(run, 'pod deleted', (pod.metadata?.deletionGracePeriodSeconds ?? 30) * 1000);
+      }
       this.forget(run);
     }
     this.log.debug({ pod: pod.metadata?.name }, 'confirming pod deletion');
