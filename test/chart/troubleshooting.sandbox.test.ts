@@ -267,7 +267,8 @@ const COMMANDS: Record<string, RunEntry> = {
         expect(keys).toEqual(expect.arrayContaining(['phase', 'attempt', 'failures', 'last-outcome', 'last-message']));
         expect(progress['kube-node-ready.io/last-message']).toContain('dns');
       } else {
-        expect(progress).toMatchObject({ 'kube-node-ready.io/phase': 'Passed', 'kube-node-ready.io/attempt': '1' });
+        // Usually attempt 1; on a loaded machine a first attempt can run out of its 20 s and the next pass.
+        expect(progress).toMatchObject({ 'kube-node-ready.io/phase': 'Passed', 'kube-node-ready.io/attempt': expect.stringMatching(/^[1-9]\d*$/) });
       }
     },
   },
@@ -939,6 +940,14 @@ async function setUp(): Promise<Ctx> {
   return partial;
 }
 
+/** A node's Events, a line each (for failure messages). */
+async function nodeEventLines(name: string): Promise<string> {
+  const events = await core()
+    .listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.kind=Node,involvedObject.name=${name}` })
+    .catch((err: unknown) => ({ items: [] as k8s.CoreV1Event[], err }));
+  return events.items.map((e) => `  ${e.lastTimestamp?.toISOString?.() ?? ''} ${e.source?.component ?? ''} ${e.reason}: ${e.message}`).join('\n') || '  (none)';
+}
+
 // ---------------------------------------------------------------------------------------------
 
 describe('docs/troubleshooting.md', () => {
@@ -1010,6 +1019,7 @@ describe('docs/troubleshooting.md', () => {
             await entry.check(r, c, role);
           } catch (err) {
             (err as Error).message += `\n--- ran: ${r.cmd}\n--- stdout:\n${r.stdout.slice(0, 6000)}\n--- stderr:\n${r.stderr.slice(0, 2000)}`;
+            if (role) (err as Error).message += `\n--- Events of the ${role} node:\n${await nodeEventLines(nodeName(c, role))}`;
             throw err;
           } finally {
             rmSync(r.dir, { recursive: true, force: true });
