@@ -135,8 +135,13 @@ export class VerificationController {
       }
       if (applied.node !== node) this.nodes.observe(this.slim(applied.node));
 
-      // 5. Bring the condition and the status metric in line with the stored progress.
-      await this.syncReport(applied.node, applied.state ?? stored(store, applied.node), log);
+      // 5. Bring the condition and the status metric in line with the stored progress, on a node
+      //    that is ours. Never on one decide() leaves alone: the progress annotations there are
+      //    another installation's, and writing our condition from them would make the node look
+      //    ours on the next reconcile (decide() step 3), and we would take over its verification.
+      if (!(action.kind === 'Ignore' && (action.reason === 'NotCandidate' || action.reason === 'NodeDeleting'))) {
+        await this.syncReport(applied.node, applied.state ?? stored(store, applied.node), log);
+      }
       return applied.result;
     }
   }

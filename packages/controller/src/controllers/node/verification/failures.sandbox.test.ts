@@ -122,4 +122,35 @@ describe('attempts that never run', () => {
     await ctl.stop();
     await core().deleteNode({ name: foreignName });
   });
+
+  it("leaves another installation's nodes alone while it verifies them: no condition, label, progress or worker of ours", async () => {
+    // Two installations in one cluster (two Helm releases), each with its own taint, label and
+    // condition type, and the progress annotations they share. This one watches every node, as a
+    // release does. It used to write its condition from the other's progress on a node it left
+    // alone, then take that node for its own on the next reconcile.
+    const other = await harness('ctlother');
+    try {
+      const ctl = await h.start({ nodeManagement: { nodeSelector: '' } });
+      const theirs = await other.start();
+      const passing = await other.addNode();
+      const failing = await other.addNode({ faults: { dns: 'dead' } });
+      const phase = async (n: string) => annotations(await readNode(n))['kube-node-ready.io/phase'];
+      await waitFor(async () => (await phase(passing)) === 'Passed' && (await phase(failing)) === 'Failed', "the other installation's nodes to pass and fail", 90_000);
+      // Every change of theirs was a watch event here: give the last ones time to be reconciled.
+      await new Promise((r) => setTimeout(r, 3_000));
+      for (const name of [passing, failing]) {
+        const n = await readNode(name);
+        expect((n?.status?.conditions ?? []).map((c) => c.type)).not.toContain(h.conditionType);
+        expect(n?.metadata?.labels ?? {}).not.toHaveProperty(h.verifiedLabel.key);
+        expect(await workerPods(h.namespace, name)).toEqual([]);
+      }
+      expect(annotations(await readNode(failing))).toMatchObject({ 'kube-node-ready.io/attempt': '2', 'kube-node-ready.io/phase': 'Failed' });
+      expect(ctl.logs.filter((l) => l.msg === 'started worker pod')).toEqual([]);
+      expect(await ctl.metrics()).not.toContain(`node="${passing}"`);
+      await theirs.stop();
+      await ctl.stop();
+    } finally {
+      await other.cleanup();
+    }
+  });
 });
