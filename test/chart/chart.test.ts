@@ -149,6 +149,7 @@ describe('helm template: what is created', () => {
         'ConfigMap/kube-node-ready-worker',
         'Deployment/kube-node-ready-controller',
         'PodDisruptionBudget/kube-node-ready-controller',
+        'PriorityClass/kube-node-ready-worker',
         'Role/kube-node-ready-api-endpoints',
         'Role/kube-node-ready-controller',
         'Role/kube-node-ready-leader-election',
@@ -160,6 +161,17 @@ describe('helm template: what is created', () => {
         'ServiceAccount/kube-node-ready-worker',
       ].sort(),
     );
+  });
+
+  it('the worker PriorityClass: named config.worker.priorityClassName, high, never preempting; none when turned off or the name is empty', async () => {
+    const pc = find(defaults, 'PriorityClass', 'kube-node-ready-worker');
+    expect(pc).toMatchObject({ apiVersion: 'scheduling.k8s.io/v1', value: 1_000_000_000, preemptionPolicy: 'Never', globalDefault: false });
+    expect((parseYaml(configOf(defaults)) as { worker: { priorityClassName: string } }).worker.priorityClassName).toBe('kube-node-ready-worker');
+    const named = await template({ config: { worker: { priorityClassName: 'team-a-knr-worker' } }, workerPriorityClass: { value: 5000 } });
+    expect(find(named, 'PriorityClass', 'team-a-knr-worker')).toMatchObject({ value: 5000, preemptionPolicy: 'Never' });
+    expect(findAll(await template({ workerPriorityClass: { create: false } }), 'PriorityClass')).toEqual([]);
+    expect(findAll(await template({ config: { worker: { priorityClassName: '' } } }), 'PriorityClass')).toEqual([]);
+    expect((await tryTemplate({ workerPriorityClass: { value: 2_000_000_000 } })).code).not.toBe(0); // above what users may create
   });
 
   it('renders the worker ConfigMap (config.worker.checks) so the release owns it and uninstall removes it', async () => {
@@ -222,7 +234,9 @@ describe('helm template: what is created', () => {
       expect(labels['example.com/team']).toBe('platform'); // commonLabels
       // The API server endpoints are the EndpointSlices of default/kubernetes: that Role lives beside them.
       const namespace = o.metadata.name === 'kube-node-ready-api-endpoints' ? 'default' : NAMESPACE;
-      if (!o.kind.startsWith('Cluster')) expect(o.metadata.namespace, `${o.kind}/${o.metadata.name}`).toBe(namespace);
+      const clusterScoped = o.kind.startsWith('Cluster') || o.kind === 'PriorityClass';
+      if (clusterScoped) expect(o.metadata.namespace, `${o.kind}/${o.metadata.name}`).toBeUndefined();
+      else expect(o.metadata.namespace, `${o.kind}/${o.metadata.name}`).toBe(namespace);
     }
   });
 

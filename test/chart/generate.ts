@@ -188,6 +188,7 @@ function chartValuesSchema(): Record<string, Schema> {
       controller: strict({ create: bool(), name: str({ pattern: OPTIONAL_NAME }), annotations: stringMap() }),
       worker: strict({ create: bool(), annotations: stringMap() }),
     }),
+    workerPriorityClass: strict({ create: bool(), value: int(1, { maximum: 1_000_000_000 }) }),
     rbac: strict({ create: bool() }),
     podDisruptionBudget: strict({
       enabled: bool(),

@@ -13,7 +13,7 @@ Shows the nodes kube-node-ready is verifying or has verified, and the controller
 
 export interface NodeStatus {
   node: string;
-  state: 'Pending' | 'Verifying' | 'Backoff' | 'Verified' | 'Failed' | 'Unmanaged';
+  state: 'Pending' | 'Waiting' | 'Verifying' | 'Backoff' | 'Verified' | 'Failed' | 'Unmanaged';
   attempt: number;
   lastOutcome: string;
   lastMessage: string;
@@ -82,10 +82,14 @@ export function nodeStatus(node: V1Node, config: Readonly<ControllerConfig>, now
   const read = readState(node);
   const s = read.kind === 'ok' ? read.state : undefined;
   const created = node.metadata?.creationTimestamp ? new Date(node.metadata.creationTimestamp).getTime() : now;
+  // Waiting for the node to be able to run the worker: said by the condition, not the progress.
+  const condition = node.status?.conditions?.find((c) => c.type === config.nodeManagement.condition.type);
+  const waiting = tainted && (condition?.reason === 'WaitingForNode' || condition?.reason === 'NodeNotLaunchable');
   let state: NodeStatus['state'];
   if (s?.phase === 'Failed') state = 'Failed';
   else if (verified && !tainted) state = 'Verified';
   else if (s?.phase === 'Verifying') state = 'Verifying';
+  else if (waiting) state = 'Waiting';
   else if (s?.phase === 'Backoff') state = 'Backoff';
   else if (tainted) state = 'Pending';
   else state = 'Unmanaged';
@@ -94,8 +98,8 @@ export function nodeStatus(node: V1Node, config: Readonly<ControllerConfig>, now
     node: node.metadata?.name ?? '',
     state,
     attempt: s?.attempt ?? 0,
-    lastOutcome: s?.lastOutcome ?? '',
-    lastMessage: s?.lastMessage ?? '',
+    lastOutcome: state === 'Waiting' ? (condition?.reason ?? '') : (s?.lastOutcome ?? ''),
+    lastMessage: state === 'Waiting' ? (condition?.message ?? '') : (s?.lastMessage ?? ''),
     tainted,
     verified,
     ageSeconds: Math.max(0, Math.round((now - created) / 1000)),

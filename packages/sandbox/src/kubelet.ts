@@ -290,6 +290,9 @@ export class SimulatedKubelet implements LogSource {
 
     const neverStart = ann[FAULT.neverStart] === 'true';
     const delayMs = ann[FAULT.startDelay] ? parseDuration(ann[FAULT.startDelay]!) : 0;
+    // never-start: the pod sandbox is created, then the containers never start (an image pull or
+    // a container runtime that hangs). A sandbox that is never created is cni-delay's part.
+    if (neverStart) run.sandboxReady = true;
     if (neverStart || delayMs > 0) this.writeStatus(pod, run); // Pending, ContainerCreating
     if (neverStart) {
       log.info('node never starts containers (fault): pod stays Pending');

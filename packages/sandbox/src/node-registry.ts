@@ -7,7 +7,8 @@ export const SIMULATED_LABEL = 'sandbox.kube-node-ready.io/simulated';
 /**
  * Per-node fault knobs, read by the simulated kubelet from the Node's annotations (they can be
  * changed at any time; new pods see the new value):
- *   never-start: "true"   pods bound to the node never start (stay Pending / ContainerCreating)
+ *   never-start: "true"   pods bound to the node never start (stay Pending / ContainerCreating; the
+ *                         sandbox is created, the containers are not: a hanging image pull)
  *   start-delay: "5s"     containers start after this delay
  *   dns: ok | dead | blackhole | lying | <IPv4>   the nameserver in the pods' resolv.conf
  *   not-ready: "true"     the kubelet reports Ready=False (CNI not initialised)

@@ -177,8 +177,11 @@ const workerSchema = z
     priorityClassName: z
       .string()
       .regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$/, 'expected a PriorityClass name or ""')
-      .default('system-node-critical')
-      .meta({ description: 'PriorityClass of the worker pods. Empty: none.' }),
+      .default('kube-node-ready-worker')
+      .meta({
+        description:
+          'PriorityClass of the worker pods. The chart creates it (workerPriorityClass): a high value, so a worker is not preempted before ordinary pods, and preemptionPolicy Never, so it never evicts a workload from a full node (a class that may preempt, such as system-node-critical, lets it). Empty: no class (priority 0, which preempts only pods of negative priority).',
+      }),
     resources: z
       .object({
         requests: quantityMap('Resource requests of the worker container.', { cpu: '50m', memory: '64Mi' }),
@@ -203,9 +206,11 @@ const workerSchema = z
     scheduleTimeout: duration('2m', 'A worker pod not scheduled this long after it was created counts as a failed attempt ("not scheduled").', {
       min: 1000,
     }),
-    startTimeout: duration('3m', 'A worker pod scheduled but whose container has not started this long after scheduling counts as a failed attempt ("not started"); covers image pulls.', {
-      min: 1000,
-    }),
+    startTimeout: duration(
+      '3m',
+      'A worker pod whose container has not started this long after its pod sandbox was created counts as a failed attempt ("not started"); covers image pulls. Counted from scheduling where the kubelet does not report the PodReadyToStartContainers condition. Before the sandbox exists (the CNI is still coming up) the pod waits up to nodeManagement.bringUpTimeout after the node\'s creation, if that is later.',
+      { min: 1000 },
+    ),
     keepFailedPods: int(1, 'Failed worker pods kept per node for `kubectl logs` (older ones are deleted). 0 deletes every pod once its result is recorded.', 0, 100),
     checks: z
       .record(z.string(), z.unknown())
@@ -266,6 +271,11 @@ const nodeManagementSchema = z
           'Only nodes matching this label selector are watched and verified (the API server filters, so other nodes are not even cached). Empty: all nodes.',
         'x-allowed': 'a label selector ("key", "!key", "key=value", "key!=value", "key in (a,b)", "key notin (a,b)", comma-separated) or ""',
       }),
+    bringUpTimeout: duration(
+      '10m',
+      'How long after its creation a node may take to become able to run the worker: Ready, no NoSchedule/NoExecute taint the worker does not tolerate (a CNI agent\'s, karpenter.sh/unregistered, the cloud provider\'s), its pod network up. Until then the node waits without using an attempt (condition reason WaitingForNode); after it, it is reported as NodeNotLaunchable (condition, Warning Event). Only remediation.stuckNodeTimeout ever deletes such a node.',
+      { min: 1000 },
+    ),
     verifyUntaintedNodes: z
       .boolean()
       .default(false)

@@ -26,6 +26,10 @@ export const Reason = {
   VerificationWarning: 'VerificationWarning',
   /** Retries exhausted: the node stays tainted and is marked failed. */
   VerificationFailed: 'VerificationFailed',
+  /** The node cannot run the worker yet (NotReady, another startup taint): once per node, naming what it waits for. */
+  VerificationWaitingForNode: 'VerificationWaitingForNode',
+  /** Still not able to run the worker nodeManagement.bringUpTimeout after its creation: once per node. */
+  NodeNotLaunchable: 'NodeNotLaunchable',
   /** Passed, but waiting for karpenter.sh/registered=true before removing the taint. */
   AwaitingKarpenterRegistration: 'AwaitingKarpenterRegistration',
   /** Dry run: the node passed and would have been opened. */

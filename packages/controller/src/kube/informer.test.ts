@@ -27,8 +27,8 @@ function registered(node: V1Node): V1Node {
     status: {
       conditions: [
         { type: 'MemoryPressure', status: 'False', reason: 'KubeletHasSufficientMemory', message: 'kubelet has sufficient memory available', lastHeartbeatTime: new Date(now), lastTransitionTime: new Date(now) },
-        { type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'kubelet is posting ready status', lastHeartbeatTime: new Date(now), lastTransitionTime: new Date(now) },
-        ...(node.status?.conditions ?? []),
+        // The builder's Ready as a kubelet posts it (with heartbeat and transition times).
+        ...(node.status?.conditions ?? []).map((c) => (c.type === 'Ready' ? { ...c, lastHeartbeatTime: new Date(now), lastTransitionTime: new Date(now) } : c)),
       ],
       addresses: [{ type: 'InternalIP', address: '10.1.2.3' }],
       capacity: { cpu: '4', memory: '16Gi', pods: '110' },
@@ -59,7 +59,8 @@ describe('slimNode', () => {
         ownerReferences: full.metadata?.ownerReferences,
       },
       spec: { taints: full.spec?.taints, providerID: 'aws:///us-east-1a/i-0abc' },
-      status: { conditions: [ourCondition] },
+      // Ready without its heartbeat (decide() launches only on a Ready node), and ours.
+      status: { conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'kubelet is posting ready status', lastTransitionTime: new Date(T0) }, ourCondition] },
     });
   });
 
@@ -78,6 +79,7 @@ describe('slimNode', () => {
     ['passed and open', aNode().verified().withState({ attempt: 1, failures: 0, phase: Phase.Passed, verifiedAt: T0 }).build()],
     ['karpenter, not registered', aNode().tainted().inNodePool('default').withState({ attempt: 1, failures: 0, phase: Phase.Verifying }).build()],
     ['deleting', aNode().tainted().deleting().build()],
+    ['not ready', aNode().tainted().notReady().build()],
     ['no labels or annotations', { metadata: { name: 'n3', uid: 'u3', resourceVersion: '9' }, spec: { taints: [{ key: 'node-ready/unverified', value: 'true', effect: 'NoSchedule' }] } }],
   ];
   it.each(states)('%s: same decision, fingerprint, node patch and condition patch', (_, node) => {

@@ -53,7 +53,7 @@ export const LabelName = {
 } as const;
 
 /** kube_node_ready_verification_status{status}: where each node is; exactly one is 1 per node. */
-export const NodeStatus = ['verifying', 'backoff', 'verified', 'failed'] as const;
+export const NodeStatus = ['waiting', 'verifying', 'backoff', 'verified', 'failed'] as const;
 export type NodeStatus = (typeof NodeStatus)[number];
 
 /** kube_node_ready_verifications_total{status} (reference values). */

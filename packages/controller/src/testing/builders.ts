@@ -27,8 +27,23 @@ export class NodeBuilder {
       kind: 'Node',
       metadata: { name, uid: `uid-${name}`, resourceVersion: '100', labels: {}, annotations: {}, creationTimestamp: new Date(Date.UTC(2025, 0, 1)) },
       spec: { taints: [] },
-      status: { conditions: [] },
+      // Ready, as a node's kubelet reports it once it is up (notReady() and withoutReady() change it).
+      status: { conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'kubelet is posting ready status' }] },
     };
+  }
+
+  /** The kubelet reports NotReady (status False), or `Unknown` when the node controller lost it. */
+  notReady(reason = 'KubeletNotReady', message = 'container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady', status: 'False' | 'Unknown' = 'False'): this {
+    this.withoutReady();
+    (this.node.status!.conditions ??= []).push({ type: 'Ready', status, reason, message });
+    return this;
+  }
+
+  /** No Ready condition yet: the kubelet registered the node but has not posted its status. */
+  withoutReady(): this {
+    const status = (this.node.status ??= {});
+    status.conditions = (status.conditions ?? []).filter((c) => c.type !== 'Ready');
+    return this;
   }
 
   uid(uid: string): this {
@@ -139,6 +154,14 @@ export class WorkerPodBuilder {
 
   scheduledAt(ms: number): this {
     this.status().conditions = [{ type: 'PodScheduled', status: 'True', lastTransitionTime: iso(ms) as unknown as Date }];
+    return this;
+  }
+
+  /** The kubelet's PodReadyToStartContainers: whether the pod sandbox (its network) exists, since `ms`. */
+  sandboxReady(ready: boolean, ms: number): this {
+    const conditions = (this.status().conditions ??= []).filter((c) => c.type !== 'PodReadyToStartContainers');
+    conditions.push({ type: 'PodReadyToStartContainers', status: ready ? 'True' : 'False', lastTransitionTime: iso(ms) as unknown as Date });
+    this.status().conditions = conditions;
     return this;
   }
 

@@ -1,3 +1,4 @@
+import { formatDuration } from '@kube-node-ready/core';
 import type { ControllerConfig } from '../../../config/schema.js';
 import type { ConditionInput } from './node-patch.js';
 import { formatTime } from './state.js';
@@ -13,9 +14,13 @@ import { Phase, type VerificationState } from './types.js';
  *   True     Passed                      the node passed and was opened
  *   False    <outcome of last attempt>   an attempt failed; another follows after a backoff
  *   False    RetriesExhausted            no attempts left; the taint stays
+ *   Unknown  WaitingForNode              the node cannot run the worker yet (no attempt used)
+ *   False    NodeNotLaunchable           ... and still cannot nodeManagement.bringUpTimeout after its creation
  */
 export const ConditionReason = {
   Verifying: 'Verifying',
+  WaitingForNode: 'WaitingForNode',
+  NodeNotLaunchable: 'NodeNotLaunchable',
   Passed: 'Passed',
   RetriesExhausted: 'RetriesExhausted',
 } as const;
@@ -41,4 +46,13 @@ export function desiredCondition(state: VerificationState, config: ControllerCon
         message: `verification failed after ${state.failures} attempts; last: ${state.lastOutcome ?? 'unknown'}: ${last}`,
       };
   }
+}
+
+/** The condition of a node that cannot run the worker yet (decide(): NodeNotLaunchable); no stored progress is involved. */
+export function waitingCondition(waitingFor: readonly string[], overdue: boolean, config: ControllerConfig): ConditionInput {
+  const type = config.nodeManagement.condition.type;
+  const what = `waiting for: ${waitingFor.join('; ')}`;
+  return overdue
+    ? { type, status: 'False', reason: ConditionReason.NodeNotLaunchable, message: `the node cannot run the worker ${formatDuration(config.nodeManagement.bringUpTimeout)} after its creation (nodeManagement.bringUpTimeout); ${what}` }
+    : { type, status: 'Unknown', reason: ConditionReason.WaitingForNode, message: `no attempt until the node can run the worker; ${what}` };
 }

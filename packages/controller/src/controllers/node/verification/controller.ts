@@ -12,12 +12,12 @@ import { annotation, nodeName, nodeUid, toMillis } from '../../../kube/objects.j
 import type { ControllerMetrics } from '../../../metrics/metrics.js';
 import type { NodeStatus } from '../../../metrics/names.js';
 import { noteClusterWide, type ClusterWideFailures } from './cluster-wide.js';
-import { desiredCondition } from './condition.js';
+import { desiredCondition, waitingCondition } from './condition.js';
 import { decide, hasVerificationTaint, type Action, type PodRef } from './decide.js';
-import { awaitingRegistrationEvent, completedEvents, startedEvent, type NodeEvent } from './events.js';
+import { awaitingRegistrationEvent, completedEvents, startedEvent, waitingForNodeEvent, type NodeEvent } from './events.js';
 import { workerPodName } from './naming.js';
 import { NodeCopies } from './node-copies.js';
-import { conditionPatch, taintsToRemove } from './node-patch.js';
+import { conditionPatch, taintsToRemove, type ConditionInput } from './node-patch.js';
 import { buildWorkerPod } from './pod-spec.js';
 import type { VerificationSlots } from './slots.js';
 import type { ProgressStore } from './store.js';
@@ -66,9 +66,14 @@ const MAX_CONFLICT_ROUNDS = 3;
  * conflict found by reading the node live carries that read (`live.node` undefined: it is gone).
  */
 type Applied =
-  | { kind: 'done'; node: V1Node; state?: VerificationState; result: ReconcileResult }
+  | { kind: 'done'; node: V1Node; state?: VerificationState; report?: Report; result: ReconcileResult }
   | { kind: 'conflict'; launched?: PodRef; live?: { node: V1Node | undefined } };
 type Done = Extract<Applied, { kind: 'done' }>;
+/** What the condition and the status metric say when it is not the stored progress (a node waiting to become launchable). */
+interface Report {
+  status: NodeStatus;
+  condition: ConditionInput;
+}
 const CONFLICT: Applied = { kind: 'conflict' };
 
 export class VerificationController {
@@ -79,6 +84,8 @@ export class VerificationController {
    */
   private readonly recentlyCreated = new Map<string, { pod: V1Pod; at: number }>();
   private readonly reportedInvalid = new Map<string, string>();
+  /** Nodes told they wait to become launchable (the Event is recorded once): node name -> `uid|overdue`. */
+  private readonly waitingReported = new Map<string, string>();
   /** The condition last written per node: the cache lags our own writes, so compare with this too. */
   private readonly writtenCondition = new Map<string, string>();
   /** The informer's nodes, or the newer copies our own writes and live reads returned. */
@@ -140,7 +147,7 @@ export class VerificationController {
       //    another installation's, and writing our condition from them would make the node look
       //    ours on the next reconcile (decide() step 3), and we would take over its verification.
       if (!(action.kind === 'Ignore' && (action.reason === 'NotCandidate' || action.reason === 'NodeDeleting'))) {
-        await this.syncReport(applied.node, applied.state ?? stored(store, applied.node), log);
+        await this.syncReport(applied.node, applied.report ?? applied.state ?? stored(store, applied.node), log);
       }
       return applied.result;
     }
@@ -180,6 +187,7 @@ export class VerificationController {
     this.deps.slots.release(name);
     this.waitingForSlot.delete(name);
     this.reportedInvalid.delete(name);
+    this.waitingReported.delete(name);
     this.writtenCondition.delete(name);
     for (const [pod, entry] of this.recentlyCreated) if (annotation(entry.pod, PodAnnotation.NodeName) === name) this.recentlyCreated.delete(pod);
     if (orphans.length > 0) log.info({ pods: orphans.length }, 'node is gone; deleted its worker pods');
@@ -281,7 +289,19 @@ export class VerificationController {
     if (action.reason === 'ConcurrencyLimit') this.waitingForSlot.add(name);
     else this.waitingForSlot.delete(name);
     if (action.reason === 'KarpenterRegistration') this.emit(name, awaitingRegistrationEvent());
-    log.debug({ reason: action.reason, attempt: action.attempt, requeueAfterMs: action.requeueAfterMs }, 'waiting');
+    log.debug({ reason: action.reason, attempt: action.attempt, requeueAfterMs: action.requeueAfterMs, waitingFor: action.waitingFor }, 'waiting');
+    if (action.reason === 'NodeNotLaunchable') {
+      const waitingFor = action.waitingFor ?? [];
+      const overdue = action.overdue ?? false;
+      const key = `${nodeUid(node)}|${overdue}`;
+      if (this.waitingReported.get(name) !== key) {
+        this.waitingReported.set(name, key);
+        this.emit(name, waitingForNodeEvent(waitingFor, overdue, this.deps.config));
+        (overdue ? log.warn.bind(log) : log.info.bind(log))({ waitingFor }, overdue ? 'the node still cannot run the worker after nodeManagement.bringUpTimeout' : 'waiting until the node can run the worker');
+      }
+      const report = { status: 'waiting' as const, condition: waitingCondition(waitingFor, overdue, this.deps.config) };
+      return { kind: 'done', node: written, report, result: requeue(action.requeueAfterMs) };
+    }
     return { kind: 'done', node: written, ...(action.persist ? { state: action.persist } : {}), result: requeue(action.requeueAfterMs) };
   }
 
@@ -357,14 +377,19 @@ export class VerificationController {
     return { kind: 'done', node: saved, state: action.state, result: requeue(action.requeueAfterMs) };
   }
 
-  /** The condition and the status metric follow the stored progress (level-based, idempotent). */
-  private async syncReport(node: V1Node, state: VerificationState | undefined, log: Logger): Promise<void> {
+  /**
+   * The condition and the status metric follow the stored progress, or what the reconcile reports
+   * instead (a node waiting to become launchable): level-based, idempotent.
+   */
+  private async syncReport(node: V1Node, from: VerificationState | Report | undefined, log: Logger): Promise<void> {
     const { config, metrics } = this.deps;
     const name = node.metadata?.name ?? '';
-    if (!state || state.uid !== nodeUid(node)) return;
-    metrics.setNodeStatus(name, statusOf(state));
+    if (!from) return;
+    const report = 'condition' in from ? from : from.uid === nodeUid(node) ? { status: statusOf(from), condition: desiredCondition(from, config) } : undefined;
+    if (!report) return;
+    metrics.setNodeStatus(name, report.status);
     if (!config.nodeManagement.condition.enabled || config.dryRun) return;
-    const wanted = desiredCondition(state, config);
+    const wanted = report.condition;
     const key = `${nodeUid(node)}|${JSON.stringify(wanted)}`;
     if (this.writtenCondition.get(name) === key) return;
     const patch = conditionPatch(node, wanted, this.deps.clock.now());
@@ -467,6 +492,8 @@ export function nodeFingerprint(node: V1Node, config: ControllerConfig): string 
     labels['karpenter.sh/registered'] ?? null,
     ours,
     (node.status?.conditions ?? []).find((c) => c.type === config.nodeManagement.condition.type) ?? null,
+    // Ready's status and reason (not its heartbeat): a node becoming Ready can take its worker now.
+    (node.status?.conditions ?? []).filter((c) => c.type === 'Ready').map((c) => `${c.status}:${c.reason ?? ''}`),
   ]);
 }
 

@@ -141,6 +141,77 @@ describe('decide: launching', () => {
   });
 });
 
+describe('decide: launching only on a node that can run the worker', () => {
+  const BRING_UP = defaults.nodeManagement.bringUpTimeout;
+  const created = NOW - 20 * S;
+  const cni = { key: 'node.cilium.io/agent-not-ready', value: 'true', effect: 'NoSchedule' };
+
+  it('waits, without an attempt, while the node is NotReady, naming the reason, until its bring-up deadline', () => {
+    const node = aNode().tainted().createdAt(created).notReady('KubeletNotReady', 'container runtime network not ready').build();
+    expect(run(node)).toEqual({
+      kind: 'Wait',
+      reason: 'NodeNotLaunchable',
+      waitingFor: ['Ready (NotReady: KubeletNotReady: container runtime network not ready)'],
+      overdue: false,
+      requeueAfterMs: created + BRING_UP - NOW,
+      cleanup: [],
+    });
+  });
+
+  it('waits while the kubelet has not reported any status, or the node controller lost it (Unknown)', () => {
+    expect(run(aNode().tainted().createdAt(created).withoutReady().build())).toMatchObject({ reason: 'NodeNotLaunchable', waitingFor: ['Ready (the kubelet has not reported the node status yet)'] });
+    expect(run(aNode().tainted().createdAt(created).notReady('NodeStatusUnknown', 'Kubelet stopped posting node status.', 'Unknown').build())).toMatchObject({
+      reason: 'NodeNotLaunchable',
+      waitingFor: ['Ready (Unknown: NodeStatusUnknown: Kubelet stopped posting node status.)'],
+    });
+  });
+
+  it("waits for another agent's startup taint, Karpenter's and the cloud provider's, and names them all", () => {
+    const node = aNode()
+      .tainted()
+      .createdAt(created)
+      .withTaints(cni, { key: 'karpenter.sh/unregistered', effect: 'NoExecute' }, { key: 'node.cloudprovider.kubernetes.io/uninitialized', value: 'true', effect: 'NoSchedule' })
+      .build();
+    expect(run(node)).toMatchObject({
+      reason: 'NodeNotLaunchable',
+      waitingFor: [
+        'taints node.cilium.io/agent-not-ready=true:NoSchedule, karpenter.sh/unregistered:NoExecute, node.cloudprovider.kubernetes.io/uninitialized=true:NoSchedule removed (the worker does not tolerate them)',
+      ],
+    });
+  });
+
+  it('launches beside taints the worker tolerates (configured tolerations, PreferNoSchedule, the node lifecycle taints that shadow Ready)', () => {
+    const config = testConfig({ worker: { tolerations: [{ key: cni.key, operator: 'Exists', effect: 'NoSchedule' }] } });
+    const node = aNode()
+      .tainted()
+      .createdAt(created)
+      .withTaints(cni, { key: 'example.com/soft', value: 'x', effect: 'PreferNoSchedule' }, { key: 'node.kubernetes.io/not-ready', effect: 'NoExecute' })
+      .build();
+    expect(run(node, [], { config }).kind).toBe('Launch');
+    expect(run(node)).toMatchObject({ reason: 'NodeNotLaunchable', waitingFor: ['taint node.cilium.io/agent-not-ready=true:NoSchedule removed (the worker does not tolerate it)'] });
+  });
+
+  it('says both when the node is NotReady and tainted; uses no verification slot meanwhile', () => {
+    const config = testConfig({ reconciliation: { maxConcurrentVerifications: 1 } });
+    const node = aNode().tainted().createdAt(created).notReady().withTaints(cni).build();
+    expect(run(node, [], { config, active: 1 })).toMatchObject({ reason: 'NodeNotLaunchable', waitingFor: [expect.stringMatching(/^Ready \(NotReady/), expect.stringMatching(/^taint node\.cilium\.io/)] });
+  });
+
+  it('is overdue past nodeManagement.bringUpTimeout after the node was created (no requeue: only a node change can end it)', () => {
+    const node = aNode().tainted().createdAt(NOW - BRING_UP).notReady().build();
+    const action = run(node);
+    expect(action).toMatchObject({ kind: 'Wait', reason: 'NodeNotLaunchable', overdue: true });
+    expect(action).not.toHaveProperty('requeueAfterMs');
+  });
+
+  it('lets an attempt in flight go on when the node turns NotReady (its own deadlines decide), and waits again after it', () => {
+    const verifying = aNode().tainted().notReady().withState({ attempt: 1, failures: 0, phase: Phase.Verifying }).build();
+    expect(run(verifying, [aWorkerPod(verifying, 1).createdAt(T0).build()])).toMatchObject({ kind: 'Wait', reason: 'Scheduling', attempt: 1 });
+    const backoff = aNode().tainted().notReady().withState({ attempt: 1, failures: 1, phase: Phase.Backoff, nextAttemptAt: NOW - S }).build();
+    expect(run(backoff)).toMatchObject({ kind: 'Wait', reason: 'NodeNotLaunchable' });
+  });
+});
+
 describe('decide: following an attempt', () => {
   const verifying = (attempt: number, failures = attempt - 1) =>
     aNode().tainted().withState({ attempt, failures, phase: Phase.Verifying }).build();

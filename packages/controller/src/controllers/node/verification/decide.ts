@@ -1,9 +1,11 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
-import { Karpenter, PodAnnotation } from '../../../api/well-known.js';
 import type { ControllerConfig } from '../../../config/schema.js';
-import { annotation, isPodTerminal, label, nodeName, nodeTaints, nodeUid } from '../../../kube/objects.js';
+import { Karpenter, NODE_NOT_READY_TAINT, NODE_UNREACHABLE_TAINT, PodAnnotation } from '../../../api/well-known.js';
+import { annotation, isPodTerminal, label, nodeName, nodeTaints, nodeUid, toMillis } from '../../../kube/objects.js';
 import { workerPodName } from './naming.js';
 import { evaluateWorkerPod } from './pod-result.js';
+import { workerTolerations } from './pod-spec.js';
+import { formatTaint, untoleratedTaints } from './taints.js';
 import { Outcome, Phase, type AttemptResult, type VerificationState } from './types.js';
 
 /**
@@ -35,7 +37,9 @@ export type WaitReason =
   | 'Backoff'
   | 'ConcurrencyLimit'
   /** The worker passed, but Karpenter has not registered the node: it would put the taint back. */
-  | 'KarpenterRegistration';
+  | 'KarpenterRegistration'
+  /** The node cannot run the worker yet (NotReady, another startup taint): no attempt is used. */
+  | 'NodeNotLaunchable';
 
 export type Action =
   | { kind: 'Ignore'; reason: IgnoreReason; cleanup: PodRef[] }
@@ -48,6 +52,10 @@ export type Action =
       attempt?: number;
       /** Progress to write first: an in-flight pod newer than the stored state was found (adopted). */
       persist?: VerificationState;
+      /** NodeNotLaunchable: what the node must become first (launchBlockers()). */
+      waitingFor?: string[];
+      /** NodeNotLaunchable: still not launchable nodeManagement.bringUpTimeout after its creation. */
+      overdue?: boolean;
       cleanup: PodRef[];
     }
   | {
@@ -136,12 +144,30 @@ export function decide(
     return { kind: 'Wait', reason: 'Backoff', requeueAfterMs: state.nextAttemptAt - now, cleanup: cleanup(mine, foreign, { keep }) };
   }
 
-  // 7. Bounded concurrency, cluster-wide.
+  // 7. The node cannot run the worker yet (NotReady, another agent's startup taint): wait without
+  //    using an attempt or a slot; its next change (Ready, a taint removed) wakes it. Past
+  //    nodeManagement.bringUpTimeout it is reported as never launchable (only the stuck-node rule
+  //    of remediation may act on that).
+  const waitingFor = launchBlockers(node, config);
+  if (waitingFor.length > 0) {
+    const created = toMillis(node.metadata?.creationTimestamp) ?? now;
+    const overdueAt = created + config.nodeManagement.bringUpTimeout;
+    return {
+      kind: 'Wait',
+      reason: 'NodeNotLaunchable',
+      waitingFor,
+      overdue: now >= overdueAt,
+      ...(now < overdueAt ? { requeueAfterMs: overdueAt - now } : {}),
+      cleanup: cleanup(mine, foreign, { keep }),
+    };
+  }
+
+  // 8. Bounded concurrency, cluster-wide.
   if (ctx.activeVerifications >= config.reconciliation.maxConcurrentVerifications) {
     return { kind: 'Wait', reason: 'ConcurrencyLimit', requeueAfterMs: CONCURRENCY_RECHECK_MS, cleanup: cleanup(mine, foreign, { keep }) };
   }
 
-  // 8. Start the next attempt. Its number is new even if the stored state was lost.
+  // 9. Start the next attempt. Its number is new even if the stored state was lost.
   const attempt = Math.max(state?.attempt ?? 0, latestAttempt) + 1;
   return {
     kind: 'Launch',
@@ -181,7 +207,10 @@ function follow(
   }
 
   // 5b. Still scheduling, starting or running: wait for its next deadline.
-  const progress = evaluateWorkerPod(pod, now, config.worker, nodeTaints(node));
+  const bringUpTimeout = config.nodeManagement.bringUpTimeout;
+  const created = toMillis(node.metadata?.creationTimestamp);
+  const bringUp = created === undefined ? undefined : { until: created + bringUpTimeout, timeoutMs: bringUpTimeout };
+  const progress = evaluateWorkerPod(pod, now, config.worker, nodeTaints(node), bringUp);
   if (!progress.done) {
     return {
       kind: 'Wait',
@@ -301,6 +330,28 @@ export function hasVerificationTaint(node: V1Node, config: ControllerConfig): bo
 
 export function isVerificationTaint(taint: { key: string; effect: string }, config: ControllerConfig): boolean {
   return config.nodeManagement.taints.some((c) => c.key === taint.key && c.effect === taint.effect);
+}
+
+/** Taints that shadow the Ready condition (the node lifecycle controller's): Ready says it first. */
+const READY_SHADOW_TAINTS = new Set([NODE_NOT_READY_TAINT, NODE_UNREACHABLE_TAINT]);
+
+/**
+ * What keeps a worker from running on the node now, in words (empty: launch). The node must be
+ * Ready, and carry no NoSchedule/NoExecute taint the worker does not tolerate (a CNI agent's,
+ * karpenter.sh/unregistered, node.cloudprovider.kubernetes.io/uninitialized): a worker launched
+ * before would only wait for the scheduler or the CNI and use up its deadlines.
+ */
+export function launchBlockers(node: V1Node, config: ControllerConfig): string[] {
+  const blockers: string[] = [];
+  const ready = (node.status?.conditions ?? []).find((c) => c.type === 'Ready');
+  if (!ready) blockers.push('Ready (the kubelet has not reported the node status yet)');
+  else if (ready.status !== 'True') {
+    const why = [ready.reason, ready.message].filter(Boolean).join(': ');
+    blockers.push(`Ready (${ready.status === 'False' ? 'NotReady' : ready.status}${why ? `: ${why}` : ''})`);
+  }
+  const taints = untoleratedTaints(nodeTaints(node), workerTolerations(config)).filter((t) => !READY_SHADOW_TAINTS.has(t.key));
+  if (taints.length > 0) blockers.push(`${taints.length === 1 ? 'taint' : 'taints'} ${taints.map(formatTaint).join(', ')} removed (the worker does not tolerate ${taints.length === 1 ? 'it' : 'them'})`);
+  return blockers;
 }
 
 /** Karpenter-managed nodes (label karpenter.sh/nodepool) must carry karpenter.sh/registered=true. */

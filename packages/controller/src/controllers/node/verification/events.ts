@@ -1,3 +1,4 @@
+import { formatDuration } from '@kube-node-ready/core';
 import type { ControllerConfig } from '../../../config/schema.js';
 import { EventType, Reason } from '../../../events/reasons.js';
 import type { Action } from './decide.js';
@@ -86,4 +87,15 @@ export function awaitingRegistrationEvent(): NodeEvent {
     reason: Reason.AwaitingKarpenterRegistration,
     message: 'verification passed; waiting for karpenter.sh/registered=true before removing the taint (Karpenter would re-add it)',
   };
+}
+
+/** The node cannot run the worker yet (decide(): NodeNotLaunchable). */
+export function waitingForNodeEvent(waitingFor: readonly string[], overdue: boolean, config: ControllerConfig): NodeEvent {
+  return overdue
+    ? {
+        type: EventType.Warning,
+        reason: Reason.NodeNotLaunchable,
+        message: `the node cannot run the worker ${formatDuration(config.nodeManagement.bringUpTimeout)} after its creation (nodeManagement.bringUpTimeout); waiting for: ${waitingFor.join('; ')}`,
+      }
+    : { type: EventType.Normal, reason: Reason.VerificationWaitingForNode, message: `no attempt until the node can run the worker; waiting for: ${waitingFor.join('; ')}` };
 }

@@ -3,7 +3,14 @@
 // failed node keeps its taint.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { annotations, countReasons, harness, nodeEventsWhen, readNode, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
-import { core } from '../../../../../../test/sandbox.js';
+import { k8s } from '@kube-node-ready/sandbox';
+import { core, createNamespace, sandbox } from '../../../../../../test/sandbox.js';
+
+/** Puts this test's verification taint on a node (added after its filler pod was placed). */
+async function patchTaint(node: string): Promise<void> {
+  const taints = (await core().readNode({ name: node })).spec?.taints ?? [];
+  await core().patchNode({ name: node, body: [{ op: 'add', path: '/spec/taints', value: [...taints, h.taint] }] }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch));
+}
 
 let h: Harness;
 
@@ -17,9 +24,10 @@ afterAll(async () => {
 
 describe('attempts that never run', () => {
   it('a worker that cannot be scheduled is a failed attempt with its own reason; after the retries the node is failed and keeps its taint', async () => {
-    // Another startup taint the worker does not tolerate (a CNI agent's, say): the scheduler refuses it.
-    const cni = { key: 'node.example.com/cni-not-ready', value: 'true', effect: 'NoSchedule' };
-    const node = await h.addNode({ taints: [h.taint, cni] });
+    // A node too small for the worker's request (50m CPU): Ready and without other taints, so the
+    // worker is launched, and the scheduler refuses it. (A node with another startup taint waits
+    // instead, without an attempt: verification.sandbox.test.ts.)
+    const node = await h.addNode({ cpu: '10m' });
     // Long enough for the scheduler's reason to reach the pod before the attempt is given up.
     const ctl = await h.start({ worker: { scheduleTimeout: '8s' } });
 
@@ -36,12 +44,10 @@ describe('attempts that never run', () => {
     expect(a['kube-node-ready.io/attempt']).toBe('2'); // 1 + maxRetries
     expect(a['kube-node-ready.io/failures']).toBe('2');
     expect(a['kube-node-ready.io/last-outcome']).toBe('NotScheduled');
-    // The scheduler's message does not name the taint; the controller does, from the node.
-    expect(a['kube-node-ready.io/last-message']).toMatch(
-      /^the worker pod was not scheduled within 8s: the node has taint node\.example\.com\/cni-not-ready=true:NoSchedule, which the worker does not tolerate \(scheduler: 0\/\d+ nodes are available: .*untolerated taint/,
-    );
-    // Taints: ours and the CNI's stay, in place; no verified label.
-    expect(failed.spec?.taints?.map((t) => t.key)).toEqual([h.taint.key, cni.key]);
+    // The scheduler's message says why.
+    expect(a['kube-node-ready.io/last-message']).toMatch(/^the worker pod was not scheduled within 8s: 0\/\d+ nodes are available: .*Insufficient cpu/);
+    // Our taint stays; no verified label.
+    expect(failed.spec?.taints?.map((t) => t.key)).toEqual([h.taint.key]);
     expect(failed.metadata?.labels?.[h.verifiedLabel.key]).toBeUndefined();
 
     // The condition says why (written right after the progress).
@@ -71,6 +77,54 @@ describe('attempts that never run', () => {
     expect(text).toContain('kube_node_ready_attempt_outcomes_total{outcome="NotScheduled"} 2');
     expect(text).toContain(`kube_node_ready_retry_attempts_total{node="${node}"} 1`);
     await ctl.stop();
+  });
+
+  it('a worker that does not fit never preempts a workload (its PriorityClass says Never, as the chart creates it); a class that may preempt would have', async () => {
+    // Two nodes with 100m CPU, each full with a priority-0 pod of 80m; the worker requests 50m.
+    const ns = await createNamespace('ctlfill');
+    const scheduling = sandbox().kc.makeApiClient(k8s.SchedulingV1Api);
+    const never = `knr-${h.id}-worker`;
+    const preempting = `knr-${h.id}-preempting`;
+    await scheduling.createPriorityClass({ body: { metadata: { name: never }, value: 1_000_000_000, preemptionPolicy: 'Never', globalDefault: false } });
+    await scheduling.createPriorityClass({ body: { metadata: { name: preempting }, value: 1_000_000_000, preemptionPolicy: 'PreemptLowerPriority', globalDefault: false } });
+    try {
+      const fill = async (node: string) => {
+        await core().createNamespacedPod({
+          namespace: ns,
+          body: {
+            metadata: { name: `fill-${node}` },
+            spec: { nodeName: node, terminationGracePeriodSeconds: 1, containers: [{ name: 'main', image: 'sandbox-shell', command: ['/bin/sh', '-c', 'exec sleep 3600'], resources: { requests: { cpu: '80m' } } }] },
+          },
+        });
+        await waitFor(async () => (await core().readNamespacedPod({ namespace: ns, name: `fill-${node}` })).status?.phase === 'Running', `the filler pod on ${node} to run`);
+      };
+      const filler = async (node: string) => (await core().listNamespacedPod({ namespace: ns })).items.find((p) => p.metadata?.name === `fill-${node}`);
+      const kept = await h.addNode({ cpu: '100m', taints: [] });
+      const evicted = await h.addNode({ cpu: '100m', taints: [] });
+      await Promise.all([fill(kept), fill(evicted)]);
+      await patchTaint(kept);
+      const ctl = await h.start({ worker: { priorityClassName: never, scheduleTimeout: '8s' }, reconciliation: { maxRetries: 0 } });
+      // The admission plugin gave the worker the class's value and policy.
+      const worker = await waitFor(async () => (await workerPods(h.namespace, kept))[0], 'a worker pod');
+      expect([worker.spec?.priority, worker.spec?.preemptionPolicy]).toEqual([1_000_000_000, 'Never']);
+      const failed = await waitFor(async () => {
+        const a = annotations(await readNode(kept));
+        return a['kube-node-ready.io/phase'] === 'Failed' ? a : undefined;
+      }, 'the node to fail (not scheduled)', 40_000);
+      expect(failed['kube-node-ready.io/last-outcome']).toBe('NotScheduled');
+      expect(failed['kube-node-ready.io/last-message']).toMatch(/Insufficient cpu/);
+      expect((await filler(kept))?.metadata?.deletionTimestamp).toBeUndefined();
+      await ctl.stop();
+
+      // The same with a class that may preempt: the scheduler evicts the filler for the worker.
+      await patchTaint(evicted);
+      const other = await h.start({ worker: { priorityClassName: preempting, scheduleTimeout: '20s' }, reconciliation: { maxRetries: 0 } });
+      await waitFor(async () => (await filler(evicted))?.metadata?.deletionTimestamp !== undefined || (await filler(evicted)) === undefined, 'the filler pod to be preempted', 40_000);
+      await other.stop();
+    } finally {
+      await scheduling.deletePriorityClass({ name: never }).catch(() => undefined);
+      await scheduling.deletePriorityClass({ name: preempting }).catch(() => undefined);
+    }
   });
 
   it('a worker whose container never starts is a failed attempt ("not started"), and the retry waits for the backoff', async () => {

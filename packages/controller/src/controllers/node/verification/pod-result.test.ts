@@ -55,6 +55,36 @@ describe('evaluateWorkerPod: outcomes', () => {
     expect(outcome(evaluateWorkerPod(p, now, config.worker))).toEqual({ outcome: expected, message });
   });
 
+  describe('not started: the pod sandbox waits for a new node\'s network (PodReadyToStartContainers)', () => {
+    const bringUp = { until: T0 + 600 * S, timeoutMs: 600 * S };
+    const creating = () => pod().scheduledAt(T0).sandboxReady(false, T0).waiting('ContainerCreating');
+
+    it('waits up to the bring-up deadline while the sandbox is not created, then fails naming the CNI', () => {
+      expect(evaluateWorkerPod(creating().build(), T0 + 300 * S, config.worker, [], bringUp)).toEqual({ done: false, stage: 'Starting', requeueAfterMs: 300 * S });
+      expect(outcome(evaluateWorkerPod(creating().build(), T0 + 600 * S, config.worker, [], bringUp))).toEqual({
+        outcome: Outcome.NotStarted,
+        message: "the worker pod's sandbox was not created within nodeManagement.bringUpTimeout (10m) of the node's creation: the node's pod network (CNI) is not working: ContainerCreating",
+      });
+    });
+
+    it('on a node past its bring-up (a later attempt), the sandbox gets startTimeout from scheduling', () => {
+      const old = { until: T0 - S, timeoutMs: 600 * S };
+      expect(outcome(evaluateWorkerPod(creating().build(), T0 + 180 * S, config.worker, [], old))).toEqual({
+        outcome: Outcome.NotStarted,
+        message: "the worker pod's sandbox was not created within 3m of scheduling: the node's pod network (CNI) is not working: ContainerCreating",
+      });
+    });
+
+    it('counts startTimeout (the image pull) from the sandbox, not from scheduling', () => {
+      const pulling = pod().scheduledAt(T0).sandboxReady(true, T0 + 100 * S).waiting('ContainerCreating').build();
+      expect(evaluateWorkerPod(pulling, T0 + 200 * S, config.worker, [], bringUp)).toEqual({ done: false, stage: 'Starting', requeueAfterMs: 80 * S });
+      expect(outcome(evaluateWorkerPod(pulling, T0 + 280 * S, config.worker, [], bringUp))).toEqual({
+        outcome: Outcome.NotStarted,
+        message: 'the worker container did not start within 3m of its pod sandbox being created: ContainerCreating',
+      });
+    });
+  });
+
   describe('not scheduled: the taints the worker does not tolerate', () => {
     const scheduler = '0/1 nodes are available: 1 node(s) had untolerated taint(s). preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.';
     const cilium = { key: 'node.cilium.io/agent-not-ready', value: 'true', effect: 'NoSchedule' };

@@ -24,7 +24,15 @@ export const MAX_MESSAGE = 1024;
 /** Pod-level reasons (status.reason) that mean the pod was taken away rather than failing on its own. */
 const EVICTION_REASONS = new Set(['Evicted', 'Preempting', 'NodeShutdown', 'Terminated', 'NodeLost', 'Shutdown']);
 
-export function evaluateWorkerPod(pod: V1Pod, now: number, worker: WorkerConfig, nodeTaints: readonly V1Taint[] = []): PodProgress {
+/** The node side of the start deadline: the pod sandbox may wait for the node's network until `until` (ms). */
+export interface BringUp {
+  /** Node creation + nodeManagement.bringUpTimeout. */
+  until: number;
+  /** nodeManagement.bringUpTimeout, for the message. */
+  timeoutMs: number;
+}
+
+export function evaluateWorkerPod(pod: V1Pod, now: number, worker: WorkerConfig, nodeTaints: readonly V1Taint[] = [], bringUp?: BringUp): PodProgress {
   const status = pod.status ?? {};
   const container = status.containerStatuses?.find((c) => c.name === WorkerContainer.Name);
   const terminated = container?.state?.terminated;
@@ -63,11 +71,23 @@ export function evaluateWorkerPod(pod: V1Pod, now: number, worker: WorkerConfig,
   const startedAt = toMillis(running?.startedAt);
   if (startedAt === undefined) {
     const scheduledAt = toMillis(scheduled.lastTransitionTime) ?? created;
-    const deadline = scheduledAt + worker.startTimeout;
-    if (now < deadline) return { done: false, stage: 'Starting', requeueAfterMs: deadline - now };
     const waiting = container?.state?.waiting;
     const why = waiting?.reason ? `: ${waiting.reason}${suffix(waiting.message)}` : '';
-    return finished(Outcome.NotStarted, `the worker container did not start within ${formatDuration(worker.startTimeout)} of scheduling${why}`);
+    // The kubelet's PodReadyToStartContainers: False until the pod sandbox (its network, from the
+    // CNI) exists. While a new node's CNI comes up that is the node still starting, not a failed
+    // attempt: it may take until the bring-up deadline. The container's own start (image pull)
+    // then counts from the sandbox. Kubelets that do not report the condition: from scheduling.
+    const sandbox = status.conditions?.find((c) => c.type === 'PodReadyToStartContainers');
+    if (sandbox?.status === 'False') {
+      const deadline = Math.max(scheduledAt + worker.startTimeout, bringUp?.until ?? 0);
+      if (now < deadline) return { done: false, stage: 'Starting', requeueAfterMs: deadline - now };
+      const within = bringUp && bringUp.until > scheduledAt + worker.startTimeout ? `nodeManagement.bringUpTimeout (${formatDuration(bringUp.timeoutMs)}) of the node's creation` : `${formatDuration(worker.startTimeout)} of scheduling`;
+      return finished(Outcome.NotStarted, `the worker pod's sandbox was not created within ${within}: the node's pod network (CNI) is not working${why}`);
+    }
+    const from = sandbox?.status === 'True' ? (toMillis(sandbox.lastTransitionTime) ?? scheduledAt) : scheduledAt;
+    const deadline = Math.max(from, scheduledAt) + worker.startTimeout;
+    if (now < deadline) return { done: false, stage: 'Starting', requeueAfterMs: deadline - now };
+    return finished(Outcome.NotStarted, `the worker container did not start within ${formatDuration(worker.startTimeout)} of ${from > scheduledAt ? 'its pod sandbox being created' : 'scheduling'}${why}`);
   }
 
   const deadline = startedAt + worker.timeout + RUN_GRACE_MS;

@@ -54,7 +54,7 @@ describe('buildWorkerPod', () => {
     expect(pod.spec).toMatchObject({
       restartPolicy: 'Never',
       activeDeadlineSeconds: 60 + 180 + 15,
-      priorityClassName: 'system-node-critical',
+      priorityClassName: 'kube-node-ready-worker',
       serviceAccountName: 'kube-node-ready-worker',
       automountServiceAccountToken: true,
       hostNetwork: false,
@@ -64,8 +64,11 @@ describe('buildWorkerPod', () => {
     expect(activeDeadlineSeconds(testConfig({ worker: { timeout: '10s', startTimeout: '1m' } }).worker)).toBe(85);
   });
 
-  it('omits the priority class when configured empty', () => {
-    expect(build(undefined, testConfig({ worker: { priorityClassName: '' } })).spec).not.toHaveProperty('priorityClassName');
+  it('leaves preemptionPolicy to the PriorityClass (admission refuses a pod whose policy differs from its class), and omits an empty class', () => {
+    expect(build().spec).not.toHaveProperty('preemptionPolicy');
+    const bare = build(undefined, testConfig({ worker: { priorityClassName: '' } })).spec;
+    expect(bare).not.toHaveProperty('priorityClassName');
+    expect(bare).not.toHaveProperty('preemptionPolicy');
   });
 
   it('satisfies the restricted Pod Security Standard', () => {

@@ -68,6 +68,9 @@ export function buildWorkerPod(input: WorkerPodInput): V1Pod {
       restartPolicy: 'Never',
       activeDeadlineSeconds: activeDeadlineSeconds(worker),
       terminationGracePeriodSeconds: 10,
+      // The worker never evicts workloads: its PriorityClass (the chart's) says preemptionPolicy
+      // Never. The pod cannot say it itself: the Priority admission plugin copies the policy from
+      // the class (PreemptLowerPriority without one) and refuses a pod that names another.
       ...(worker.priorityClassName ? { priorityClassName: worker.priorityClassName } : {}),
       serviceAccountName: worker.serviceAccountName,
       automountServiceAccountToken: true, // the api check authenticates with it

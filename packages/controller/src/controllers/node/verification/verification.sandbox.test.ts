@@ -136,15 +136,27 @@ describe('verification', () => {
     expect(n?.metadata?.labels?.[h.verifiedLabel.key]).toBe('true');
   });
 
-  it('respects another startup taint: the worker runs once the CNI removed its taint, and only our taint is removed', async () => {
+  it('respects another startup taint: no worker until the CNI removed its taint (the node waits, saying so), then only our taint is removed', async () => {
     const cni = { key: 'node.example.com/cni-not-ready', value: 'true', effect: 'NoSchedule' };
     const gpu = { key: 'nvidia.com/gpu', value: 'present', effect: 'NoSchedule' };
     // GPU nodes keep their taint for good; the worker is told to tolerate it (worker.tolerations).
-    await h.start({ worker: { scheduleTimeout: '30s', tolerations: [{ key: gpu.key, operator: 'Exists', effect: 'NoSchedule' }] } });
+    const ctl = await h.start({ worker: { scheduleTimeout: '30s', tolerations: [{ key: gpu.key, operator: 'Exists', effect: 'NoSchedule' }] } });
     const node = await h.addNode({ taints: [cni, h.taint, gpu] });
-    const pod = await waitFor(async () => (await workerPods(h.namespace, node))[0], 'a worker pod');
-    await new Promise((r) => setTimeout(r, 1_000));
-    expect((await workerPods(h.namespace, node))[0]?.spec?.nodeName).toBeUndefined(); // unschedulable while the CNI taint is there
+    // Waiting: the condition and an Event name the CNI's taint (not the tolerated GPU one); no worker, no attempt.
+    const waiting = await waitFor(
+      async () => (await readNode(node))?.status?.conditions?.find((c) => c.type === h.conditionType && c.reason === 'WaitingForNode'),
+      'the WaitingForNode condition',
+    );
+    expect(waiting).toMatchObject({ status: 'Unknown', message: `no attempt until the node can run the worker; waiting for: taint ${cni.key}=true:NoSchedule removed (the worker does not tolerate it)` });
+    const events = await nodeEventsWhen(node, (list) => list.some((e) => e.reason === 'VerificationWaitingForNode'), 'the VerificationWaitingForNode Event');
+    expect(events.find((e) => e.reason === 'VerificationWaitingForNode')?.message).toContain(cni.key);
+    await waitFor(async () => (await ctl.metrics()).includes(`kube_node_ready_verification_status{node="${node}",status="waiting"} 1`), 'the waiting status metric');
+    expect(await workerPods(h.namespace, node)).toEqual([]);
+    expect(annotations(await readNode(node))).not.toHaveProperty('kube-node-ready.io/attempt');
+
+    // The CNI agent comes up and removes its taint (index 0): ours moves to index 0.
+    await patchNode(node, [{ op: 'test', path: '/spec/taints/0/key', value: cni.key }, { op: 'remove', path: '/spec/taints/0' }]);
+    const pod = await waitFor(async () => (await workerPods(h.namespace, node))[0], 'a worker pod once the taint is gone');
     expect(pod.spec?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms?.[0]?.matchFields).toEqual([
       { key: 'metadata.name', operator: 'In', values: [node] },
     ]);
@@ -159,11 +171,41 @@ describe('verification', () => {
     const args = pod.spec?.containers[0]?.args ?? [];
     expect(args.slice(args.indexOf('--api-endpoints'))).toEqual(['--api-endpoints', apiServers.sort().join(',')]);
 
-    // The CNI agent comes up and removes its taint (index 0): ours moves to index 0.
-    await patchNode(node, [{ op: 'test', path: '/spec/taints/0/key', value: cni.key }, { op: 'remove', path: '/spec/taints/0' }]);
     await waitFor(async () => (await phaseOf(node)) === 'Passed', 'the node to pass', 60_000);
     const n = await readNode(node);
     expect(n?.spec?.taints?.map((t) => t.key)).toEqual([gpu.key]);
+    expect(annotations(n)['kube-node-ready.io/attempt']).toBe('1');
+    // The Event was recorded once, however many reconciles the node waited through.
+    expect((await nodeEvents(node)).filter((e) => e.reason === 'VerificationWaitingForNode').map((e) => e.count ?? 1)).toEqual([1]);
+  });
+
+  it('a node coming up as on a real cloud (NotReady, then a slow CNI, a cold image pull, a CNI agent taint) opens at attempt 1, deadlines shorter than its bring-up', async () => {
+    const agent = { key: 'node.example.com/agent-not-ready', value: 'true', effect: 'NoSchedule' };
+    // Each phase alone is longer than the worker's schedule and start deadlines (3 s): before the
+    // launch gate and the sandbox wait, each one failed an attempt (NotScheduled / NotStarted).
+    const ctl = await h.start({ worker: { scheduleTimeout: '3s', startTimeout: '3s' }, reconciliation: { maxRetries: 0 }, nodeManagement: { bringUpTimeout: '2m' } });
+    const node = await h.addNode({ taints: [h.taint, agent], bringUp: { notReadyFor: '4s', cniDelay: '5s', imagePullDelay: '2s', removeTaintsAfter: `${agent.key}=6s` } });
+    const reasons: string[] = [];
+    await waitFor(
+      async () => {
+        const c = (await readNode(node))?.status?.conditions?.find((x) => x.type === h.conditionType);
+        if (c?.reason && reasons.at(-1) !== c.reason) reasons.push(c.reason);
+        return c?.reason === 'Passed';
+      },
+      'the node to pass',
+      90_000,
+      50,
+    );
+    const a = annotations(await readNode(node));
+    expect(a).toMatchObject({ 'kube-node-ready.io/phase': 'Passed', 'kube-node-ready.io/attempt': '1', 'kube-node-ready.io/failures': '0' });
+    // It said it was waiting before its one attempt; no attempt failed.
+    expect(reasons[0]).toBe('WaitingForNode');
+    expect(reasons).not.toContain('RetriesExhausted');
+    const text = await ctl.metrics();
+    expect(text).not.toMatch(/kube_node_ready_attempt_outcomes_total\{outcome="Not(Scheduled|Started)"\} [1-9]/);
+    const events = await nodeEventsWhen(node, (list) => list.some((e) => e.reason === 'VerificationPassed'), 'the VerificationPassed Event');
+    expect(events.filter((e) => e.reason === 'VerificationStarted')).toHaveLength(1);
+    expect(events.find((e) => e.reason === 'VerificationWaitingForNode')?.message).toMatch(/waiting for: Ready \(NotReady/);
   });
 
   it('verifies a node again when its verified label is removed', async () => {
