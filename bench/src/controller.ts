@@ -14,11 +14,11 @@ export const TAINT = { key: 'node-ready/unverified', value: 'true', effect: 'NoS
 export const VERIFIED_LABEL = 'node-ready/verified';
 const CONTROLLER_SA = 'kube-node-ready-controller';
 
-/** Renders the chart's ServiceAccounts and RBAC and applies them (release kube-node-ready in kube-system); `set`: helm --set values. */
+/** Renders the chart's ServiceAccounts, RBAC and worker PriorityClass and applies them (release kube-node-ready in kube-system); `set`: helm --set values. */
 export async function applyChartRbac(state: SandboxState, set: string[] = []): Promise<void> {
   const chart = join(repoRoot(), 'deploy', 'helm', 'kube-node-ready');
   const values = set.flatMap((v) => ['--set', v]);
-  const manifest = await run(join(state.binDir, 'helm'), ['template', 'kube-node-ready', chart, '-n', NAMESPACE, ...values, '--show-only', 'templates/serviceaccount.yaml', '--show-only', 'templates/rbac.yaml']);
+  const manifest = await run(join(state.binDir, 'helm'), ['template', 'kube-node-ready', chart, '-n', NAMESPACE, ...values, '--show-only', 'templates/serviceaccount.yaml', '--show-only', 'templates/rbac.yaml', '--show-only', 'templates/priorityclass.yaml']);
   await run(join(state.binDir, 'kubectl'), ['--kubeconfig', state.kubeconfig, 'apply', '-f', '-'], manifest);
 }
 

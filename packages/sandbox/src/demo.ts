@@ -266,8 +266,13 @@ async function scale(kc: k8s.KubeConfig, name: string, replicas: number): Promis
   );
 }
 
-/** What the Helm chart grants the worker: read Services and EndpointSlices. */
+/** What the Helm chart gives the worker: read Services and EndpointSlices, and its PriorityClass (never preempting). */
 async function workerRbac(kc: k8s.KubeConfig): Promise<void> {
+  await createIgnoreExists(() =>
+    kc.makeApiClient(k8s.SchedulingV1Api).createPriorityClass({
+      body: { metadata: { name: 'kube-node-ready-worker' }, value: 1_000_000_000, preemptionPolicy: 'Never', globalDefault: false },
+    }),
+  );
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const rbac = kc.makeApiClient(k8s.RbacAuthorizationV1Api);
   await createIgnoreExists(() => core.createNamespacedServiceAccount({ namespace: NAMESPACE, body: { metadata: { name: 'kube-node-ready-worker' } } }));
