@@ -58,6 +58,9 @@ export interface ReconcileResult {
 /** How long a pod we created stands in for the cache's copy (the watch usually delivers in ms). */
 const RECENTLY_CREATED_TTL_MS = 10_000;
 
+/** How long a node may wait to become launchable before the wait is reported (condition, Event). */
+const WAITING_REPORT_AFTER_MS = 10_000;
+
 /** Node writes refused for a changed node before the reconcile gives up and requeues. */
 const MAX_CONFLICT_ROUNDS = 3;
 
@@ -293,6 +296,15 @@ export class VerificationController {
     if (action.reason === 'NodeNotLaunchable') {
       const waitingFor = action.waitingFor ?? [];
       const overdue = action.overdue ?? false;
+      // A node that has just registered is usually Ready within seconds: say nothing (no Event, no
+      // condition write) until it has waited WAITING_REPORT_AFTER_MS; in a burst that saves two
+      // writes per node. The status metric costs no request and says it at once.
+      const age = this.deps.clock.now() - (toMillis(node.metadata?.creationTimestamp) ?? 0);
+      if (age < WAITING_REPORT_AFTER_MS) {
+        this.deps.metrics.setNodeStatus(name, 'waiting');
+        const again = WAITING_REPORT_AFTER_MS - age;
+        return { kind: 'done', node: written, result: requeue(Math.min(again, action.requeueAfterMs ?? again)) };
+      }
       const key = `${nodeUid(node)}|${overdue}`;
       if (this.waitingReported.get(name) !== key) {
         this.waitingReported.set(name, key);

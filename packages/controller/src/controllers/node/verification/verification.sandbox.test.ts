@@ -179,12 +179,14 @@ describe('verification', () => {
     expect((await nodeEvents(node)).filter((e) => e.reason === 'VerificationWaitingForNode').map((e) => e.count ?? 1)).toEqual([1]);
   });
 
-  it('a node coming up as on a real cloud (NotReady, then a slow CNI, a cold image pull, a CNI agent taint) opens at attempt 1, deadlines shorter than its bring-up', async () => {
+  it('a node coming up as on a real cloud (NotReady, an agent taint, then a slow CNI and a cold image pull) opens at attempt 1, deadlines shorter than its bring-up', async () => {
     const agent = { key: 'node.example.com/agent-not-ready', value: 'true', effect: 'NoSchedule' };
     // Each phase alone is longer than the worker's schedule and start deadlines (3 s): before the
     // launch gate and the sandbox wait, each one failed an attempt (NotScheduled / NotStarted).
     const ctl = await h.start({ worker: { scheduleTimeout: '3s', startTimeout: '3s' }, reconciliation: { maxRetries: 0 }, nodeManagement: { bringUpTimeout: '2m' } });
-    const node = await h.addNode({ taints: [h.taint, agent], bringUp: { notReadyFor: '4s', cniDelay: '5s', imagePullDelay: '2s', removeTaintsAfter: `${agent.key}=6s` } });
+    // The agent's taint goes after 12 s (a wait under 10 s is not reported); the CNI is ready 12 s
+    // after Ready (16 s), so the launched worker's sandbox waits for it too.
+    const node = await h.addNode({ taints: [h.taint, agent], bringUp: { notReadyFor: '4s', cniDelay: '12s', imagePullDelay: '2s', removeTaintsAfter: `${agent.key}=12s` } });
     const reasons: string[] = [];
     await waitFor(
       async () => {
@@ -205,7 +207,10 @@ describe('verification', () => {
     expect(text).not.toMatch(/kube_node_ready_attempt_outcomes_total\{outcome="Not(Scheduled|Started)"\} [1-9]/);
     const events = await nodeEventsWhen(node, (list) => list.some((e) => e.reason === 'VerificationPassed'), 'the VerificationPassed Event');
     expect(events.filter((e) => e.reason === 'VerificationStarted')).toHaveLength(1);
-    expect(events.find((e) => e.reason === 'VerificationWaitingForNode')?.message).toMatch(/waiting for: Ready \(NotReady/);
+    // Reported at 10 s: Ready by then (4 s), the agent's taint not yet gone (12 s).
+    expect(events.find((e) => e.reason === 'VerificationWaitingForNode')?.message).toBe(
+      `no attempt until the node can run the worker; waiting for: taint ${agent.key}=true:NoSchedule removed (the worker does not tolerate it)`,
+    );
   });
 
   it('verifies a node again when its verified label is removed', async () => {
