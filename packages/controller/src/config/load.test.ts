@@ -54,6 +54,7 @@ describe('defaults', () => {
         taints: [{ key: 'node-ready/unverified', value: 'true', effect: 'NoSchedule' }],
         verifiedLabel: { key: 'node-ready/verified', value: 'true' },
         nodeSelector: '',
+        failedTaint: { enabled: true, key: 'kube-node-ready.io/verification-failed' },
         bringUpTimeout: 600_000,
         verifyUntaintedNodes: false,
         condition: { enabled: true, type: 'kube-node-ready.io/NetworkVerified' },

@@ -271,6 +271,17 @@ const nodeManagementSchema = z
           'Only nodes matching this label selector are watched and verified (the API server filters, so other nodes are not even cached). Empty: all nodes.',
         'x-allowed': 'a label selector ("key", "!key", "key=value", "key!=value", "key in (a,b)", "key notin (a,b)", comma-separated) or ""',
       }),
+    failedTaint: z
+      .object({
+        enabled: z.boolean().default(true).meta({ description: 'Add the taint to a node whose verification failed (retries exhausted).' }),
+        key: qualifiedName('Taint key (effect NoSchedule, value "true").').default(`${GROUP}/verification-failed`),
+      })
+      .strict()
+      .prefault({})
+      .meta({
+        description:
+          'A taint on failed nodes that is not among a Karpenter NodePool\'s startupTaints: Karpenter then stops counting the node as capacity for pending pods (it ignores startup taints on a node that has not initialized) and launches another node, while the failed one is kept for inspection or remediation. Removed when the node is verified again.',
+      }),
     bringUpTimeout: duration(
       '10m',
       'How long after its creation a node may take to become able to run the worker: Ready, no NoSchedule/NoExecute taint the worker does not tolerate (a CNI agent\'s, karpenter.sh/unregistered, the cloud provider\'s), its pod network up. Until then the node waits without using an attempt (condition reason WaitingForNode); after it, it is reported as NodeNotLaunchable (condition, Warning Event). Only remediation.stuckNodeTimeout ever deletes such a node.',

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createNodePool, deleteNodePool, FAULT, k8s, listNodeClaims, type NodeClaim } from '@kube-node-ready/sandbox';
 import type { ControllerConfigInput } from '../../../config/schema.js';
-import { harness, nodeEvents, nodeEventsWhen, readNode, waitFor, type Harness } from '../../../../test/harness.js';
+import { annotations, harness, nodeEvents, nodeEventsWhen, readNode, waitFor, type Harness } from '../../../../test/harness.js';
 import { core, sandbox } from '../../../../../../test/sandbox.js';
 
 let h: Harness;
@@ -92,4 +92,64 @@ it('deleteFailedNodes: a failed Karpenter node is replaced through its NodeClaim
   expect((await nodeEvents(good)).map((e) => e.reason)).not.toContain('RemediationNodeDeleted');
   // The replacement's node is a new node to verify (it fails too: the pool is broken).
   expect((await core().listNode({ labelSelector: `karpenter.sh/nodepool=${pool}` })).items.every((n) => n.metadata?.name !== bad)).toBe(true);
+}, 360_000);
+
+it('remediation off: a failed Karpenter node stops counting as capacity (the failed taint): Karpenter launches another node for the pending pod, and the failed one is kept', async () => {
+  await h.stopAll(); // the first test's controller remediates
+  const capPool = `cap-${h.id}`;
+  const dedicated = { key: 'test.kube-node-ready.io/pool', value: capPool, effect: 'NoSchedule' };
+  // Every node of the pool is broken (its containers never start).
+  await createNodePool(sandbox().kc, {
+    name: capPool,
+    taints: [dedicated],
+    startupTaints: [h.taint],
+    labels: { [h.selector.key]: h.selector.value },
+    annotations: { [FAULT.neverStart]: 'true' },
+  });
+  try {
+    const overrides = {
+      worker: { startTimeout: '3s', tolerations: [{ key: dedicated.key, operator: 'Equal', value: capPool, effect: 'NoSchedule' }] },
+      nodeManagement: { deleteFailedNodes: false },
+    } as unknown as ControllerConfigInput;
+    await h.start(overrides);
+    await sandbox()
+      .kc.makeApiClient(k8s.AppsV1Api)
+      .createNamespacedDeployment({
+        namespace: h.namespace,
+        body: {
+          metadata: { name: 'cap' },
+          spec: {
+            replicas: 1,
+            selector: { matchLabels: { app: 'cap' } },
+            template: {
+              metadata: { labels: { app: 'cap' } },
+              spec: {
+                nodeSelector: { 'karpenter.sh/nodepool': capPool },
+                tolerations: [{ key: dedicated.key, operator: 'Equal', value: capPool, effect: 'NoSchedule' }],
+                terminationGracePeriodSeconds: 1,
+                containers: [{ name: 'main', image: 'sandbox-shell', command: ['/bin/sh', '-c', 'exec sleep 3600'], resources: { requests: { cpu: '1' } } }],
+              },
+            },
+          },
+        },
+      });
+    const claims = async () => (await listNodeClaims(sandbox().kc, capPool)).filter((c) => !c.metadata.deletionTimestamp);
+    const first = await waitFor(async () => (await claims()).find((c) => c.status?.nodeName), `Karpenter to launch a node in ${capPool}`, 90_000, 200);
+    const broken = first.status!.nodeName!;
+    await waitFor(async () => annotations(await readNode(broken))['kube-node-ready.io/phase'] === 'Failed', `${broken} to fail`, 90_000, 250);
+    expect((await readNode(broken))?.spec?.taints?.map((t) => t.key)).toEqual(expect.arrayContaining([h.taint.key, 'kube-node-ready.io/verification-failed']));
+    // Only one NodeClaim until then: the pod was waiting for the first node.
+    expect((await claims()).map((c) => c.metadata.name)).toEqual([first.metadata.name]);
+
+    // Karpenter ignores startup taints on a node that has not initialized, so the first node was
+    // capacity for the pod; the failed taint is not a startup taint: a second node is launched.
+    const second = await waitFor(async () => (await claims()).find((c) => c.metadata.name !== first.metadata.name), 'Karpenter to launch another node for the pending pod', 120_000, 500);
+    expect(second.metadata.name).not.toBe(first.metadata.name);
+    // The failed node is kept, with its taints, for inspection (remediation is off).
+    expect((await readNode(broken))?.spec?.taints?.map((t) => t.key)).toEqual(expect.arrayContaining([h.taint.key, 'kube-node-ready.io/verification-failed']));
+    expect((await claims()).map((c) => c.metadata.name)).toContain(first.metadata.name);
+  } finally {
+    await h.stopAll();
+    await deleteNodePool(sandbox().kc, capPool);
+  }
 }, 360_000);

@@ -46,8 +46,8 @@ describe('attempts that never run', () => {
     expect(a['kube-node-ready.io/last-outcome']).toBe('NotScheduled');
     // The scheduler's message says why.
     expect(a['kube-node-ready.io/last-message']).toMatch(/^the worker pod was not scheduled within 8s: 0\/\d+ nodes are available: .*Insufficient cpu/);
-    // Our taint stays; no verified label.
-    expect(failed.spec?.taints?.map((t) => t.key)).toEqual([h.taint.key]);
+    // Our taint stays, the failed taint is added (Karpenter stops counting the node as capacity); no verified label.
+    expect(failed.spec?.taints?.map((t) => t.key)).toEqual([h.taint.key, 'kube-node-ready.io/verification-failed']);
     expect(failed.metadata?.labels?.[h.verifiedLabel.key]).toBeUndefined();
 
     // The condition says why (written right after the progress).

@@ -125,6 +125,39 @@ describe('nodePatch: storing progress only', () => {
   });
 });
 
+describe('nodePatch: the failed taint', () => {
+  const FAILED = { key: 'kube-node-ready.io/verification-failed', value: 'true', effect: 'NoSchedule' };
+  const failedState: VerificationState = { uid: 'uid-node-1', attempt: 6, failures: 6, phase: Phase.Failed, lastOutcome: Outcome.ChecksFailed };
+
+  it('is appended with the Failed state, after everyone else\'s taints; a node without taints gets the list (tested absent)', () => {
+    const node = aNode().withTaints(DEFAULT_TAINT, GPU).build();
+    const after = applyJsonPatch(node, nodePatch({ node, config, state: failedState, open: false }));
+    expect(after.spec?.taints).toEqual([DEFAULT_TAINT, GPU, FAILED]);
+    expect(readState(after)).toEqual({ kind: 'ok', state: failedState });
+    // Already there (a repeated write): not added twice.
+    expect(applyJsonPatch(after, nodePatch({ node: after, config, state: failedState, open: false })).spec?.taints).toEqual([DEFAULT_TAINT, GPU, FAILED]);
+    const bare: V1Node = { ...aNode().build(), spec: {} };
+    const ops = nodePatch({ node: bare, config, state: failedState, open: false });
+    expect(ops).toContainEqual({ op: 'test', path: '/spec/taints', value: null });
+    expect(applyJsonPatch(bare, ops).spec?.taints).toEqual([FAILED]);
+  });
+
+  it('goes with the next write of a node that is not failed (verified again, or passing), tested at its index', () => {
+    const node = aNode().withTaints(FAILED, DEFAULT_TAINT, CILIUM).build();
+    const verifying: VerificationState = { uid: 'uid-node-1', attempt: 7, failures: 0, phase: Phase.Verifying };
+    const ops = nodePatch({ node, config, state: verifying, open: false });
+    expect(ops).toContainEqual({ op: 'test', path: '/spec/taints/0/key', value: FAILED.key });
+    expect(applyJsonPatch(node, ops).spec?.taints).toEqual([DEFAULT_TAINT, CILIUM]);
+    expect(open(node).spec?.taints).toEqual([CILIUM]);
+  });
+
+  it('is neither added nor removed when turned off', () => {
+    const off = testConfig({ nodeManagement: { failedTaint: { enabled: false } } });
+    const node = aNode().withTaints(DEFAULT_TAINT).build();
+    expect(applyJsonPatch(node, nodePatch({ node, config: off, state: failedState, open: false })).spec?.taints).toEqual([DEFAULT_TAINT]);
+  });
+});
+
 describe('nodePatch: a copy without (all of) our progress', () => {
   const verifying: VerificationState = { uid: 'uid-node-1', attempt: 1, failures: 0, phase: Phase.Verifying };
   const absent = (key: string) => ({ op: 'test', path: `/metadata/annotations/${escapePointer(key)}`, value: null });

@@ -5,7 +5,7 @@ import { annotation, nodeTaints, toMillis } from '../../../kube/objects.js';
 import { isVerificationTaint } from './decide.js';
 import { stateAnnotations } from './state.js';
 import { formatTaint } from './taints.js';
-import type { VerificationState } from './types.js';
+import { Phase, type VerificationState } from './types.js';
 
 /**
  * Node writes as RFC 6902 JSON patches, computed from the node the decision was made on and
@@ -46,15 +46,27 @@ export interface NodePatchInput {
 
 export function nodePatch({ node, config, state, open }: NodePatchInput): JsonPatchOp[] {
   const ops: JsonPatchOp[] = [...guards(node)];
+  const failedTaint = config.nodeManagement.failedTaint;
+  const isFailedTaint = (t: { key: string; effect: string }) => failedTaint.enabled && t.key === failedTaint.key && t.effect === 'NoSchedule';
+  const failed = state.phase === Phase.Failed;
+
+  // Our taints to remove, each tested at its index and removed from the highest index down: the
+  // verification taints when the node opens, the failed taint whenever the node is not failed.
+  const taints = nodeTaints(node);
+  const remove = taints.map((t, i) => ({ t, i })).filter(({ t }) => (open && isVerificationTaint(t, config)) || (!failed && isFailedTaint(t)));
+  for (const { t, i } of remove) {
+    ops.push({ op: 'test', path: `/spec/taints/${i}/key`, value: t.key }, { op: 'test', path: `/spec/taints/${i}/effect`, value: t.effect });
+  }
+  for (const { i } of [...remove].reverse()) ops.push({ op: 'remove', path: `/spec/taints/${i}` });
+
+  // Failed: the failed taint, appended (another writer's taints may move; the end stays the end).
+  if (failed && failedTaint.enabled && !taints.some(isFailedTaint)) {
+    const taint = { key: failedTaint.key, value: 'true', effect: 'NoSchedule' };
+    if (node.spec?.taints === undefined) ops.push({ op: 'test', path: '/spec/taints', value: null }, { op: 'add', path: '/spec/taints', value: [taint] });
+    else ops.push({ op: 'add', path: '/spec/taints/-', value: taint });
+  }
 
   if (open) {
-    const taints = nodeTaints(node);
-    const ours = taints.map((t, i) => ({ t, i })).filter(({ t }) => isVerificationTaint(t, config));
-    for (const { t, i } of ours) {
-      ops.push({ op: 'test', path: `/spec/taints/${i}/key`, value: t.key }, { op: 'test', path: `/spec/taints/${i}/effect`, value: t.effect });
-    }
-    for (const { i } of [...ours].reverse()) ops.push({ op: 'remove', path: `/spec/taints/${i}` });
-
     const { key, value } = config.nodeManagement.verifiedLabel;
     if (node.metadata?.labels === undefined) ops.push({ op: 'test', path: '/metadata/labels', value: null });
     ops.push(...setMapEntries(node.metadata?.labels, '/metadata/labels', { [key]: value }));

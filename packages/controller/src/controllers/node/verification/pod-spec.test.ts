@@ -33,7 +33,7 @@ describe('buildWorkerPod', () => {
     ]);
   });
 
-  it('tolerates exactly our taints (any value), not-ready and unreachable (NoSchedule), then configured ones', () => {
+  it('tolerates exactly our taints (any value), our failed taint, not-ready and unreachable (NoSchedule), then configured ones', () => {
     const cfg = testConfig({
       nodeManagement: { taints: [{ key: 'node-ready/unverified', value: 'true', effect: 'NoSchedule' }, { key: 'x/y', effect: 'NoExecute' }] },
       worker: { tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'gpu', effect: 'NoSchedule' }] },
@@ -41,6 +41,7 @@ describe('buildWorkerPod', () => {
     expect(workerTolerations(cfg)).toEqual([
       { key: 'node-ready/unverified', operator: 'Exists', effect: 'NoSchedule' },
       { key: 'x/y', operator: 'Exists', effect: 'NoExecute' },
+      { key: 'kube-node-ready.io/verification-failed', operator: 'Exists', effect: 'NoSchedule' },
       { key: 'node.kubernetes.io/not-ready', operator: 'Exists', effect: 'NoSchedule' },
       { key: 'node.kubernetes.io/unreachable', operator: 'Exists', effect: 'NoSchedule' },
       { key: 'dedicated', operator: 'Equal', value: 'gpu', effect: 'NoSchedule' },

@@ -142,6 +142,9 @@ export const WORKER_POD_SELECTOR = `${PodLabel.Component}=${PodLabelValue.Compon
  */
 export function workerTolerations(config: ControllerConfig): V1Toleration[] {
   const tolerations: V1Toleration[] = config.nodeManagement.taints.map((t) => ({ key: t.key, operator: 'Exists', effect: t.effect }));
+  // A failed node verified again (kube-node-ready verify) still has our failed taint until the
+  // attempt's write removes it.
+  if (config.nodeManagement.failedTaint.enabled) tolerations.push({ key: config.nodeManagement.failedTaint.key, operator: 'Exists', effect: 'NoSchedule' });
   tolerations.push(
     { key: NODE_NOT_READY_TAINT, operator: 'Exists', effect: 'NoSchedule' },
     { key: NODE_UNREACHABLE_TAINT, operator: 'Exists', effect: 'NoSchedule' },

@@ -83,7 +83,7 @@ describe('verification', () => {
     await waitFor(async () => (await phaseOf(node)) === 'Failed', 'the node to fail', 90_000);
 
     const n = await readNode(node);
-    expect(n?.spec?.taints?.map((t) => t.key)).toEqual([h.taint.key]);
+    expect(n?.spec?.taints?.map((t) => t.key)).toEqual([h.taint.key, 'kube-node-ready.io/verification-failed']);
     expect(n?.metadata?.labels?.[h.verifiedLabel.key]).toBeUndefined();
     expect(annotations(n)['kube-node-ready.io/last-outcome']).toBe('ChecksFailed');
     expect(annotations(n)['kube-node-ready.io/last-message']).toMatch(/^checks? failed: .*dns: /);
@@ -117,7 +117,7 @@ describe('verification', () => {
     expect(a['kube-node-ready.io/attempt']).toBe('2');
     expect(a['kube-node-ready.io/last-outcome']).toBe('WorkerError');
     expect(a['kube-node-ready.io/last-message']).toContain('<html><body>502 Bad Gateway &');
-    expect((await readNode(node))?.spec?.taints?.map((t) => t.key)).toEqual([h.taint.key]);
+    expect((await readNode(node))?.spec?.taints?.map((t) => t.key)).toEqual([h.taint.key, 'kube-node-ready.io/verification-failed']);
   });
 
   it('waits for Karpenter to register the node before removing the taint', async () => {
