@@ -18,6 +18,8 @@ export default defineConfig({
         test: {
           name: 'unit',
           sequence: { groupOrder: 0 },
+          // Vitest's default is one worker less than the cores: 1 here, and the unit tests took twice as long.
+          maxWorkers: 2,
           include: ['packages/*/src/**/*.test.ts', 'test/unit/**/*.test.ts', 'test/chart/**/*.test.ts'],
           exclude: ['**/*.sandbox.test.ts', '**/node_modules/**'],
         },

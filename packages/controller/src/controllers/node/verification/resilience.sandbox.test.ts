@@ -116,7 +116,8 @@ describe('other writers', () => {
     }
     expect(round).toBeGreaterThanOrEqual(3);
     const final = await readNode(node);
-    expect(final?.spec?.taints?.map((t) => t.key)).toEqual([h.taint.key, 'other-writer/x']);
+    // Ours and the other writer's, and the failed taint the Failed write appended.
+    expect(final?.spec?.taints?.map((t) => t.key).sort()).toEqual([h.taint.key, 'other-writer/x', 'kube-node-ready.io/verification-failed'].sort());
     expect(final?.metadata?.labels?.['other-writer/round']).toBe(String(round));
     expect(final?.metadata?.annotations?.['other-writer/round']).toBe(String(round));
     expect(annotations(final)['kube-node-ready.io/attempt']).toBe('4');
