@@ -4,7 +4,7 @@ PrometheusRule (prometheusRule.enabled); examples/prometheus-rules.yaml is this 
 default values, release "kube-node-ready" in "kube-system" (a test keeps them identical).
 
 Metrics (packages/controller/src/metrics/names.ts):
-  kube_node_ready_verification_status{node,status}  1 for the node's current status (verifying, backoff, verified, failed), 0 for the others
+  kube_node_ready_verification_status{node,status}  1 for the node's current status (waiting, verifying, backoff, verified, failed), 0 for the others
   kube_node_ready_verifications_total{status}       finished worker attempts by result (success, failed)
   kube_node_ready_remediation_blocked{reason}       1 while remediation is blocked (circuit-breaker, rate-limit, in-flight, ledger)
   kube_node_ready_leader                            1 on the replica that leads, 0 on the others
@@ -43,7 +43,7 @@ groups:
       {{- end }}
       {{- if not (has "KubeNodeReadyNodeVerificationPending" $disabled) }}
       - alert: KubeNodeReadyNodeVerificationPending
-        expr: max by (node) (kube_node_ready_verification_status{status=~"verifying|backoff"}) == 1
+        expr: max by (node) (kube_node_ready_verification_status{status=~"waiting|verifying|backoff"}) == 1
         for: {{ $rule.pendingFor }}
         labels:
           severity: warning
@@ -52,7 +52,7 @@ groups:
           {{- end }}
         annotations:
           summary: {{ printf "Node {{ $labels.node }} has been waiting for its network verification for more than %s." $rule.pendingFor | quote }}
-          description: {{ printf "Node {{ $labels.node }} is still tainted and neither verified nor failed after %s: its worker pods do not finish, or keep failing and retrying. Capacity the autoscaler bought is not usable." $rule.pendingFor | quote }}
+          description: {{ printf "Node {{ $labels.node }} is still tainted and neither verified nor failed after %s: it cannot run the worker (NotReady, another startup taint), its worker pods do not finish, or they keep failing and retrying. Capacity the autoscaler bought is not usable." $rule.pendingFor | quote }}
           runbook_url: {{ $runbook }}#kubenodereadynodeverificationpending
       {{- end }}
       {{- if not (has "KubeNodeReadyTaintedNodeNotTracked" $disabled) }}

@@ -54,6 +54,16 @@ async function previousLeader(): Promise<{ stepDown: () => Promise<void> }> {
   };
 }
 
+/**
+ * A node of this test once its kubelet has reported it Ready: a copy listed before that would never
+ * become launchable while the watches are stalled, and no worker would be started from it.
+ */
+async function addReadyNode(): Promise<string> {
+  const node = await h.addNode({ faults: { neverStart: true } });
+  await waitFor(async () => (await readNode(node))?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'), `${node} to be Ready`);
+  return node;
+}
+
 /** A controller through the proxy whose node watch stalls once its first list is done (its pod watch keeps going). */
 async function startWithStalledNodeWatch(overrides: object, name: string): Promise<TestController> {
   const watches = () => proxy.requestsByKind()['watch nodes'] ?? 0;
@@ -91,7 +101,7 @@ describe('a node cache behind the apiserver', () => {
 
     // The new replica lists the node before the previous leader has written anything to it; then
     // its watches go silent, so its cache keeps that copy: tainted, none of our annotations.
-    const node = await h.addNode({ faults: { neverStart: true } });
+    const node = await addReadyNode();
     proxy.set({ stallWatches: true });
     const ctl = await h.start(overrides, 'new-leader', { kubeConfig });
     expect(ctl.running.isLeader()).toBe(false);
@@ -169,7 +179,7 @@ describe('a node cache behind the apiserver', () => {
   it('a reconcile after our own write, before the watch delivers it, neither redoes nor re-reads it', async () => {
     // The controller lists the node, then hears nothing more: every later copy of the node it
     // knows of comes from its own writes.
-    const node = await h.addNode({ faults: { neverStart: true } });
+    const node = await addReadyNode();
     proxy.set({ stallWatches: true });
     const ctl = await h.start({ worker: { scheduleTimeout: '30s', startTimeout: '30s' }, reconciliation: { resyncInterval: '1s' } }, 'lagging', { kubeConfig });
 
