@@ -77,12 +77,18 @@ unit: deps sandbox-bins ## Fast tests: pure logic, real loopback servers, helm a
 
 .PHONY: test
 test: deps sandbox-bins build typecheck lint ## Everything: typecheck, lint, unit and sandbox tests, the short fault suite, a quick bench run
-	vitest run --reporter=default --reporter=json --outputFile.json=.test-results.json
+	@# The unit tests need only CPU: they run beside the sandbox tests (which wait on their clusters
+	@# much of the time) as a second vitest run; their output follows the sandbox run's.
+	@echo "==> vitest: the unit project in the background (log .test-unit.log), the sandbox projects here"
+	@vitest run --project unit --reporter=default --reporter=json --outputFile.json=.test-results-unit.json > .test-unit.log 2>&1 & unit=$$!; \
+	  sandbox=0; vitest run --project sandbox --project sandbox-serial --reporter=default --reporter=json --outputFile.json=.test-results.json || sandbox=$$?; \
+	  u=0; wait $$unit || u=$$?; echo "==> vitest: the unit project (exit $$u)"; cat .test-unit.log; \
+	  [ $$sandbox -eq 0 ] && [ $$u -eq 0 ]
 	@# The short fault suite: fails the build on any invariant violation (docs/reliability.md).
 	$(MAKE) --no-print-directory chaos CHAOS=quick
 	@# Keeps the benchmark harness from rotting (results are not asserted; see make bench).
 	$(MAKE) --no-print-directory bench BENCH=quick
-	@node scripts/test-summary.mjs .test-results.json
+	@node scripts/test-summary.mjs .test-results-unit.json .test-results.json
 
 .PHONY: chaos
 chaos: deps sandbox-bins build ## Fault suite: scenarios during node bursts, violations per invariant (docs/reliability.md); CHAOS=quick for the short version
