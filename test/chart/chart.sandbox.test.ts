@@ -222,6 +222,9 @@ describe('the controller under the chart\'s RBAC', () => {
     const taint = { key: `rbac-${id}.kube-node-ready.io/unverified`, value: 'true', effect: 'NoSchedule' };
     const values = {
       image: { repository: 'kube-node-ready', tag: 'dev' },
+      // The chart's own controller pods must not run: kube-controller-manager would start them and
+      // one of them could take the Lease before the controller this test runs (the CI run failed so).
+      controller: { nodeSelector: { [`rbac-${id}.kube-node-ready.io/no-such-node`]: 'true' } },
       config: {
         worker: { priorityClassName: '', timeout: '10s', scheduleTimeout: '10s', startTimeout: '10s', serviceAccountName: `${release}-worker`, configMapName: `${release}-worker` },
         reconciliation: { initialBackoff: '1s', maxBackoff: '2s', maxRetries: 1 },
@@ -278,7 +281,11 @@ describe('the controller under the chart\'s RBAC', () => {
 
       const coordination = sandbox().kc.makeApiClient(k8s.CoordinationV1Api);
       await Promise.race([
-        waitFor(async () => (await coordination.readNamespacedLease({ name: release, namespace }).catch(() => undefined))?.spec?.holderIdentity, 'the leader Lease', 30_000),
+        waitFor(
+          async () => (await coordination.readNamespacedLease({ name: release, namespace }).catch(() => undefined))?.spec?.holderIdentity?.startsWith(`${release}-controller_`),
+          'the leader Lease held by this controller',
+          30_000,
+        ),
         exited,
       ]);
       await waitFor(async () => core().readNamespacedConfigMap({ name: `${release}-worker`, namespace }).catch(() => undefined), 'the worker ConfigMap', 30_000);
