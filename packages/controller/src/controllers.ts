@@ -274,7 +274,12 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     });
   };
 
+  /** Leadership was lost (not given up by stop()): nothing is drained, nothing more is written. */
+  let lost = false;
   if (config.leaderElection.enabled) {
+    // Only the leader writes: until this replica leads, and from the moment it stops leading, every
+    // write the client would send is refused (KubeClient.fenceWrites).
+    kube.fenceWrites(AbortSignal.abort());
     const leaseNamespace = config.leaderElection.namespace || opts.podNamespace || 'kube-system';
     elector = new LeaderElector({
       client: new KubeLeaseClient(kube.coordination, leaseNamespace, config.leaderElection.leaseName),
@@ -286,15 +291,18 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       retryPeriodMs: config.leaderElection.retryPeriod,
       releaseOnCancel: true,
       onStartedLeading: (signal) => {
+        kube.fenceWrites(signal);
         startLeading();
-        // Leadership lost: stop working at once; the caller exits (client-go behaviour).
+        // Leadership ended. Lost: the writes are fenced already; drop the queued work and let the
+        // caller exit (client-go behaviour). Given up by stop(): the queues were drained before.
         signal.addEventListener(
           'abort',
           () => {
+            lost = !stopElection.signal.aborted;
             leading = false;
             apiEndpoints.stop();
-            queue.shutDown();
-            remediationQueue.shutDown();
+            queue.abandon();
+            remediationQueue.abandon();
           },
           { once: true },
         );
@@ -316,13 +324,22 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
       log.info('stopping');
-      // Finish the reconciles in progress before giving up the lease, so two leaders never act.
-      const drained = Promise.all([queue.shutDownWithDrain(), remediationQueue.shutDownWithDrain()]).then(() => undefined);
-      await withDeadline(clock, drained, 30_000, 'queue drain timed out').catch((err: unknown) =>
-        log.warn({ err: errorMessage(err) }, 'stopping without waiting for the last reconciles'),
-      );
-      await workers;
-      await remediationWorkers;
+      if (lost) {
+        // The reconciles still running can no longer write; give them a moment to notice, no more:
+        // the process must be gone within renewDeadline of the loss.
+        const ended = Promise.all([workers, remediationWorkers]).then(() => undefined);
+        await withDeadline(clock, ended, config.leaderElection.renewDeadline, 'reconciles still running').catch((err: unknown) =>
+          log.info({ err: errorMessage(err) }, 'stopping without waiting for the reconciles of the lost leadership'),
+        );
+      } else {
+        // Finish the reconciles in progress before giving up the lease, so two leaders never act.
+        const drained = Promise.all([queue.shutDownWithDrain(), remediationQueue.shutDownWithDrain()]).then(() => undefined);
+        await withDeadline(clock, drained, 30_000, 'queue drain timed out').catch((err: unknown) =>
+          log.warn({ err: errorMessage(err) }, 'stopping without waiting for the last reconciles'),
+        );
+        await workers;
+        await remediationWorkers;
+      }
       stopElection.abort();
       await finished.catch(() => undefined);
       for (const timer of timers) timer.cancel();

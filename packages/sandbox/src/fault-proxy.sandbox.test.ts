@@ -56,6 +56,17 @@ describe('fault proxy in front of the apiserver', () => {
     proxy.set({});
   });
 
+  it('fails only the requests to the resources named in failResources', async () => {
+    proxy.set({ failResources: ['leases.coordination.k8s.io'] });
+    const errors = proxy.stats().errors;
+    expect(await get('/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/any')).toMatchObject({ status: 500 });
+    expect(await get('/apis/coordination.k8s.io/v1/leases')).toMatchObject({ status: 500 });
+    expect(await get('/version')).toMatchObject({ status: 200 });
+    expect(await get('/api/v1/nodes')).toMatchObject({ status: 403 }); // forwarded: the apiserver's answer
+    expect(proxy.stats().errors).toBe(errors + 2);
+    proxy.set({});
+  });
+
   it('breaks the client connection when the apiserver dies mid-response, as a direct connection would', async () => {
     // A stand-in apiserver that answers, sends part of a watch stream, then dies (an apiserver
     // killed during its restart). Without this the client hung until its own inactivity timeout

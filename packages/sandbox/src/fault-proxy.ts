@@ -24,6 +24,11 @@ export interface Faults {
    * watch, or only the watches of these resources, named as requestKind() names them (`nodes`).
    */
   stallWatches?: boolean | readonly string[];
+  /**
+   * Every request to these resources, named as requestKind() names them
+   * (`leases.coordination.k8s.io`), is answered 500; the other requests are not touched by it.
+   */
+  failResources?: readonly string[];
 }
 
 export interface FaultProxy {
@@ -81,7 +86,8 @@ export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultPro
       res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', message: 'injected: too many requests', reason: 'TooManyRequests', code: 429 }));
       return;
     }
-    if (roll(f.errorRate)) {
+    const resource = kind.slice(kind.indexOf(' ') + 1).split('/')[0] ?? '';
+    if (roll(f.errorRate) || f.failResources?.includes(resource)) {
       counters.errors++;
       res.writeHead(500, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', message: 'injected: internal error', reason: 'InternalError', code: 500 }));

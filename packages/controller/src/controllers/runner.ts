@@ -1,13 +1,15 @@
 import type { Logger } from '@kube-node-ready/core';
 import { errorMessage, TerminalError } from '@kube-node-ready/core';
 import type { Clock } from '../clock.js';
+import { WriteFencedError } from '../kube/client.js';
 import type { WorkQueue } from '../queue/workqueue.js';
 
 /**
  * The queue workers (controller-runtime's processNextWorkItem): each takes a key, reconciles it,
  * and then
  *   - on success forgets the key's error backoff and, if asked, re-adds it after requeueAfterMs;
- *   - on a TerminalError logs it and drops the key (no retry);
+ *   - on a TerminalError logs it and drops the key (no retry); a WriteFencedError (leadership
+ *     lost) drops it quietly;
  *   - on any other error re-adds it rate-limited (per-key exponential backoff).
  */
 export interface Reconciler {
@@ -46,7 +48,10 @@ async function worker(opts: RunWorkersOptions): Promise<void> {
       if (result.requeueAfterMs !== undefined) queue.addAfter(key, result.requeueAfterMs);
     } catch (err) {
       observer?.reconciled?.('error', (clock.now() - started) / 1000);
-      if (err instanceof TerminalError) {
+      if (err instanceof WriteFencedError) {
+        log.info({ key, err: errorMessage(err) }, 'reconcile abandoned: this replica may no longer write');
+        queue.forget(key);
+      } else if (err instanceof TerminalError) {
         log.error({ key, err: errorMessage(err) }, 'reconcile failed for good; not retrying');
         queue.forget(key);
       } else {

@@ -14,8 +14,8 @@ import {
   type V1Pod,
   type V1PodList,
 } from '@kubernetes/client-node';
-import pRetry from 'p-retry';
-import type { Logger } from '@kube-node-ready/core';
+import pRetry, { AbortError } from 'p-retry';
+import { TerminalError, type Logger } from '@kube-node-ready/core';
 import { FIELD_MANAGER } from '../api/well-known.js';
 import type { Clock } from '../clock.js';
 import { isAlreadyExists, isNotFound, isTransient, messageOf } from './errors.js';
@@ -38,6 +38,17 @@ export interface KubeClientOptions {
   observer?: { request?(operation: string, ok: boolean): void; throttled?(seconds: number): void };
 }
 
+/**
+ * A write refused because this replica may not write: it is not leading, or it has just lost
+ * leadership. Never retried; the reconcile that made it is abandoned.
+ */
+export class WriteFencedError extends TerminalError {
+  override name = 'WriteFencedError';
+}
+
+/** Operations that change the cluster, by the verb their name starts with (`patch node`). */
+const WRITE_OPERATION = /^(create|update|patch|delete|replace)\b/;
+
 export class KubeClient {
   readonly core: CoreV1Api;
   readonly coordination: CoordinationV1Api;
@@ -46,6 +57,8 @@ export class KubeClient {
   private readonly limiter: PriorityTokenBucket;
   /** Events have their own budget: they are best effort and must not slow node writes down. */
   private readonly eventLimiter: PriorityTokenBucket;
+  /** Writes are refused once this aborts (see fenceWrites). */
+  private writeFence: AbortSignal | undefined;
 
   constructor(
     readonly kubeConfig: KubeConfig,
@@ -75,8 +88,41 @@ export class KubeClient {
     return info.gitVersion;
   }
 
+  /**
+   * From now on, every write (an operation named create/update/patch/delete/replace) runs only while
+   * `signal` has not aborted: one that has not been sent yet is refused with a WriteFencedError,
+   * whether it waits for a rate-limit token or for a retry, and the caller of one in flight gets that
+   * error at once instead of its answer. The composition root fences writes with the leadership
+   * signal, so a replica that is not leading, or has just lost its Lease, writes nothing more. A
+   * request sent before the abort may still be applied: it left while the Lease was ours, and the
+   * Lease outlives the renew deadline by leaseDuration - renewDeadline, so no other leader acts yet.
+   */
+  fenceWrites(signal: AbortSignal): void {
+    this.writeFence = signal;
+  }
+
   /** Runs one API call under the rate limit, retrying transient failures. */
   async call<T>(what: string, fn: () => Promise<T>, opts: { priority?: Priority; limiter?: PriorityTokenBucket } = {}): Promise<T> {
+    const fence = WRITE_OPERATION.test(what) ? this.writeFence : undefined;
+    if (!fence) return this.attempts(what, fn, opts);
+    const refused = (): WriteFencedError => new WriteFencedError(`${what} refused: this replica is not leading (leadership lost or not yet acquired)`);
+    if (fence.aborted) throw refused();
+    let onAbort: (() => void) | undefined;
+    const aborted = new Promise<never>((_, reject) => {
+      onAbort = () => reject(refused());
+      fence.addEventListener('abort', onAbort, { once: true });
+    });
+    try {
+      const attempts = this.attempts(what, fn, opts, () => fence.aborted && refused());
+      attempts.catch(() => undefined); // once refused, how the request in flight ends concerns nobody
+      return await Promise.race([attempts, aborted]);
+    } finally {
+      if (onAbort) fence.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** The call with its retries; `refuse` is asked before each attempt is sent. */
+  private attempts<T>(what: string, fn: () => Promise<T>, opts: { priority?: Priority; limiter?: PriorityTokenBucket }, refuse?: () => Error | false): Promise<T> {
     const limiter = opts.limiter ?? this.limiter;
     return pRetry(
       async () => {
@@ -84,6 +130,8 @@ export class KubeClient {
         await limiter.acquire(opts.priority ?? Priority.Normal);
         const waited = this.opts.clock.now() - queued;
         if (waited > 0) this.opts.observer?.throttled?.(waited / 1000);
+        const refusal = refuse?.();
+        if (refusal) throw new AbortError(refusal);
         try {
           const result = await fn();
           this.opts.observer?.request?.(what, true);

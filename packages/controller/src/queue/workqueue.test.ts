@@ -215,6 +215,22 @@ describe('WorkQueue: shutdown', () => {
     expect(await settled(drained)).toBeUndefined();
   });
 
+  it('abandon drops queued items and re-adds of items in process: nothing more is handed out', async () => {
+    const { queue, depths } = setup();
+    queue.add('a');
+    queue.add('b');
+    queue.add('c');
+    expect(await queue.get()).toBe('a');
+    queue.add('a'); // would be queued again by done()
+    queue.abandon();
+    expect(depths.at(-1)).toBe(0);
+    expect(await queue.get()).toBeUndefined();
+    queue.done('a');
+    expect(queue.len()).toBe(0);
+    expect(await queue.get()).toBeUndefined();
+    await expect(queue.shutDownWithDrain()).resolves.toBeUndefined();
+  });
+
   it('shutDownWithDrain resolves at once when idle', async () => {
     const { queue } = setup();
     await expect(queue.shutDownWithDrain()).resolves.toBeUndefined();

@@ -11,7 +11,7 @@ import { controllerRateLimiter, type RateLimiter } from './rate-limiter.js';
  *   - addRateLimited() delays by the rate limiter (per-item exponential backoff and a global
  *     token bucket); forget() resets an item's backoff once it was processed successfully;
  *   - shutDown() stops accepting items; items already queued are still handed out, and
- *     shutDownWithDrain() resolves once every handed-out item is done.
+ *     shutDownWithDrain() resolves once every handed-out item is done; abandon() drops them.
  */
 export interface QueueObserver {
   /** Called whenever the number of queued (not yet handed out) items changes. */
@@ -127,6 +127,14 @@ export class WorkQueue<K = string> {
       for (const resolve of getters) resolve(undefined);
     }
     if (this.processing.size === 0 && this.queue.length === 0) this.notifyDrained();
+  }
+
+  /** Shuts down and drops every queued item: nothing more is handed out (leadership lost). */
+  abandon(): void {
+    this.queue = [];
+    this.dirty.clear();
+    this.observer.depth?.(0);
+    this.shutDown();
   }
 
   /** Shuts down, then resolves when every queued and handed-out item is done. */

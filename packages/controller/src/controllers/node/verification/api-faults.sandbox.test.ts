@@ -55,3 +55,43 @@ describe('an unreliable API', () => {
     expect(proxy.stats().throttled + proxy.stats().errors).toBeGreaterThan(0);
   });
 });
+
+/** Writes that reached the apiserver through the proxy, by kind, the Lease's own left out. */
+function writes(): Record<string, number> {
+  return Object.fromEntries(Object.entries(proxy.requestsByKind()).filter(([kind]) => /^(create|update|patch|delete)/.test(kind) && !kind.includes('leases.')));
+}
+const total = (counts: Record<string, number>) => Object.values(counts).reduce((a, b) => a + b, 0);
+
+describe('a leader that can no longer renew its Lease', () => {
+  it('writes nothing more once it knows, drops its queued work and stops without draining it', async () => {
+    // A slow client-side rate limit keeps work queued when the Lease is lost: 12 nodes, each needing
+    // several writes, at 2 requests per second.
+    const ctl = await h.start({ kubernetes: { qps: 2, burst: 2 }, worker: { startTimeout: '60s' } }, undefined, { kubeConfig });
+    let ended: string | undefined;
+    void ctl.running.finished.then((result) => (ended = result));
+    await waitFor(async () => ctl.running.isLeader(), 'the controller to lead');
+    const nodes = await Promise.all(Array.from({ length: 12 }, () => h.addNode({ faults: { neverStart: true } })));
+    await waitFor(async () => ctl.logs.some((l) => l.msg === 'started worker pod'), 'a worker pod: work in flight, more queued', 30_000);
+
+    // Every Lease request now fails; the other calls still work (renewDeadline 3 s).
+    proxy.set({ failResources: ['leases.coordination.k8s.io'] });
+    await waitFor(async () => ended, 'the controller to see that it lost leadership', 20_000, 50);
+    expect(ended).toBe('lost');
+    // Requests already on their way when it knew may still arrive: a second for them.
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const atLoss = writes();
+    const started = Date.now();
+    await ctl.stop(); // what main() does before it exits with code 1
+    const stopMs = Date.now() - started;
+    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    const after = writes();
+    const opened = (await Promise.all(nodes.map(async (n) => (await workerPods(h.namespace, n)).length))).filter((n) => n > 0).length;
+    const context = `writes at loss ${JSON.stringify(atLoss)}, after ${JSON.stringify(after)}; stop took ${stopMs} ms; nodes with a worker: ${opened}/12`;
+    expect(total(after) - total(atLoss), context).toBe(0);
+    // Work was still queued when the Lease was lost (the test would prove nothing otherwise) ...
+    expect(opened, context).toBeLessThan(12);
+    // ... and stop() did not drain it.
+    expect(ctl.logs.filter((l) => l.msg === 'stopping without waiting for the last reconciles'), context).toEqual([]);
+    expect(ctl.logs.some((l) => l.msg === 'lost leadership')).toBe(true);
+  });
+});
