@@ -37,6 +37,28 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    name: 'lease-partition',
+    what: 'every Lease request fails for 8 s, 3 times (quick: 1), every other call works: the leader loses its Lease, writes nothing more and exits (restarted); a replica leads again once the Lease answers',
+    fault: async (ctx) => {
+      const times = ctx.quick ? 1 : 3;
+      for (let i = 0; i < times; i++) {
+        await ctx.sleep(ctx.random.between(1000, 4000));
+        await waitUntil(async () => (await ctx.cluster.leader()) !== undefined, 30_000, 'a leader');
+        const leader = (await ctx.cluster.leader())!;
+        ctx.log(`partition ${i + 1}/${times}: Lease requests fail for 8 s (leader: replica ${leader})`);
+        const started = Date.now();
+        ctx.cluster.proxy.set({ failResources: ['leases.coordination.k8s.io'] });
+        // renewDeadline is 4 s: the leader gives up and exits (code 1) within the partition.
+        await waitUntil(async () => ctx.cluster.replicas[leader]?.exited === true, 20_000, `replica ${leader} to exit after losing its Lease`);
+        ctx.log(`replica ${leader} exited ${((Date.now() - started) / 1000).toFixed(1)} s after the partition began`);
+        await ctx.sleep(Math.max(0, started + 8_000 - Date.now()));
+        ctx.cluster.proxy.set({});
+        await ctx.cluster.reviveExited();
+      }
+      await ctx.burstCreated;
+    },
+  },
+  {
     name: 'both-restart',
     what: 'both replicas SIGKILLed at once, restarted 2 s later',
     fault: async (ctx) => {
