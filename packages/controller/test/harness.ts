@@ -26,7 +26,13 @@ export interface Harness {
   config(overrides?: ControllerConfigInput): ControllerConfig;
   /** A simulated node of this test, tainted with its verification taint unless `taints` says otherwise. */
   addNode(opts?: Partial<NodeSpecOptions> & { prefix?: string }): Promise<string>;
-  start(overrides?: ControllerConfigInput, name?: string, opts?: { kubeConfig?: k8s.KubeConfig }): Promise<TestController>;
+  /**
+   * Starts a controller in this process. One that loses its Lease (a renewal held up past
+   * renewDeadline on a busy machine) stops working, as a deposed leader does; like its Deployment
+   * would, the harness then starts it again under the same name (logs kept, a new registry), unless
+   * `restartOnLoss` is false (tests of the loss itself).
+   */
+  start(overrides?: ControllerConfigInput, name?: string, opts?: { kubeConfig?: k8s.KubeConfig; restartOnLoss?: boolean }): Promise<TestController>;
   /** Stops every controller this harness started. */
   stopAll(): Promise<void>;
   /** Stops the controllers, then deletes this test's nodes and worker pods (the sandbox is shared). */
@@ -85,7 +91,9 @@ export async function harness(prefix = 'ctl'): Promise<Harness> {
     },
     reconciliation: { initialBackoff: '1s', maxBackoff: '2s', maxRetries: 1, resyncInterval: '30s', workers: 4 },
     nodeManagement: { taints: [taint], verifiedLabel, condition: { type: conditionType }, nodeSelector: `${selector.key}=${selector.value}` },
-    leaderElection: { leaseName: `knr-${id}`, namespace, leaseDuration: '4s', renewDeadline: '3s', retryPeriod: '1s' },
+    // Timings that hold on a busy 2-core machine: a controller that loses its Lease stops working
+    // for good (as a deposed leader does; its pod would be restarted), and the test would wait in vain.
+    leaderElection: { leaseName: `knr-${id}`, namespace, leaseDuration: '15s', renewDeadline: '10s', retryPeriod: '2s' },
     metrics: { bindAddress: '127.0.0.1:0' },
     kubernetes: { qps: 100, burst: 200 },
   };
@@ -114,16 +122,42 @@ export async function harness(prefix = 'ctl'): Promise<Harness> {
       const logs: Array<Record<string, unknown>> = [];
       const log = await captureLogger(logs, name);
       const cfg = config(overrides);
-      const kube = new KubeClient(opts.kubeConfig ?? sandbox().kc, { qps: cfg.kubernetes.qps, burst: cfg.kubernetes.burst, clock: realClock, log });
-      const registry = new Registry();
-      const running = await startController({ config: cfg, kube, clock: realClock, log, registry, identity: `${name}_test`, version: 'dev', commit: 'test' });
+      const launch = async (): Promise<{ running: RunningController; registry: Registry }> => {
+        const kube = new KubeClient(opts.kubeConfig ?? sandbox().kc, { qps: cfg.kubernetes.qps, burst: cfg.kubernetes.burst, clock: realClock, log });
+        const registry = new Registry();
+        const running = await startController({ config: cfg, kube, clock: realClock, log, registry, identity: `${name}_test`, version: 'dev', commit: 'test' });
+        return { running, registry };
+      };
+      let current = await launch();
+      let stopped = false;
+      const restartOnLoss = (instance: typeof current): void => {
+        void instance.running.finished.then(async (result) => {
+          if (result !== 'lost' || stopped) return;
+          const restart = opts.restartOnLoss !== false;
+          process.stderr.write(`harness: controller ${name} lost its leadership${restart ? '; starting it again, as its Deployment would' : ' and stopped working'}\n`);
+          if (!restart) return;
+          await instance.running.stop();
+          if (stopped) return;
+          current = await launch();
+          if (stopped) await current.running.stop();
+          else restartOnLoss(current);
+        });
+      };
+      restartOnLoss(current);
       const controller: TestController = {
         name,
-        running,
-        registry,
+        get running() {
+          return current.running;
+        },
+        get registry() {
+          return current.registry;
+        },
         logs,
-        stop: () => running.stop(),
-        metrics: () => registry.metrics(),
+        stop: async () => {
+          stopped = true;
+          await current.running.stop();
+        },
+        metrics: () => current.registry.metrics(),
       };
       started.push(controller);
       return controller;

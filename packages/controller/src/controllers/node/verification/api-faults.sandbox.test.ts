@@ -66,7 +66,11 @@ describe('a leader that can no longer renew its Lease', () => {
   it('writes nothing more once it knows, drops its queued work and stops without draining it', async () => {
     // A slow client-side rate limit keeps work queued when the Lease is lost: 12 nodes, each needing
     // several writes, at 2 requests per second.
-    const ctl = await h.start({ kubernetes: { qps: 2, burst: 2 }, worker: { startTimeout: '60s' } }, undefined, { kubeConfig });
+    const ctl = await h.start(
+      { kubernetes: { qps: 2, burst: 2 }, worker: { startTimeout: '60s' }, leaderElection: { leaseDuration: '4s', renewDeadline: '3s', retryPeriod: '1s' } },
+      undefined,
+      { kubeConfig, restartOnLoss: false },
+    );
     let ended: string | undefined;
     void ctl.running.finished.then((result) => (ended = result));
     await waitFor(async () => ctl.running.isLeader(), 'the controller to lead');
