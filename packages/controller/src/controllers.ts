@@ -12,7 +12,7 @@ import { KubeRemediationEvents } from './controllers/node/remediation/events.js'
 import { Remediator } from './controllers/node/remediation/remediator.js';
 import { ClusterWideFailures } from './controllers/node/verification/cluster-wide.js';
 import { nodeFingerprint, VerificationController } from './controllers/node/verification/controller.js';
-import { hasVerificationTaint } from './controllers/node/verification/decide.js';
+import { hasVerificationTaint, isVerified } from './controllers/node/verification/decide.js';
 import { configHash, WORKER_POD_SELECTOR, workerConfigDocument, workerImage } from './controllers/node/verification/pod-spec.js';
 import { VerificationSlots } from './controllers/node/verification/slots.js';
 import { AnnotationProgressStore, MemoryProgressStore } from './controllers/node/verification/store.js';
@@ -21,7 +21,7 @@ import { KubeEventRecorder, type EventSink } from './events/recorder.js';
 import { buildServer, parseBindAddress, type Probe } from './http/server.js';
 import type { KubeClient } from './kube/client.js';
 import { SelfHealingInformer, slimNode, stripObject } from './kube/informer.js';
-import { annotation, isPodTerminal } from './kube/objects.js';
+import { annotation, isPodTerminal, toMillis } from './kube/objects.js';
 import { LeaderElector, type RunResult } from './leader/elector.js';
 import { KubeLeaseClient } from './leader/lease-client.js';
 import { ControllerMetrics } from './metrics/metrics.js';
@@ -131,6 +131,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     worker: { image: workerImage(config.worker.image, opts.version), configHash: configHash(workerConfig), apiEndpoints: () => apiEndpoints.current() },
     enqueue: (name) => queue.add(name),
     clusterWide,
+    podRefused: (node) => remediator?.podRefused(node),
   });
 
   // 2b. Remediation of failed nodes (nodeManagement.deleteFailedNodes): a queue of its own, one worker.
@@ -147,6 +148,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
         dryRun: config.dryRun,
         nodes: () => nodeInformer.list(),
         progress: store,
+        slots,
       })
     : undefined;
   const remediationQueue = new WorkQueue<string>({ clock });
@@ -234,6 +236,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   const lead = async (): Promise<void> => {
     metrics.leader.set(1);
     leading = true;
+    remediator?.startedLeading();
     const [written] = await Promise.all([
       kube.applyConfigMap(workerNamespace, config.worker.configMapName, { 'worker.yaml': workerConfig }, {
         [PodLabel.Name]: PodLabelValue.Name,
@@ -242,6 +245,14 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       apiEndpoints.start(),
     ]);
     log.info({ configMap: `${workerNamespace}/${config.worker.configMapName}`, result: written }, 'worker configuration in place; starting to reconcile');
+    // Nodes already waiting for a verification line up in order of arrival before the first
+    // reconcile: the cache lists them by name, and the first reconciles would otherwise take the
+    // free slots in that order. Each leaves the line when its reconcile finds it needs no slot.
+    const inFlight = slots.active();
+    for (const node of nodeInformer.list()) {
+      const name = node.metadata?.name ?? '';
+      if (hasVerificationTaint(node, config) && !isVerified(node, config) && !inFlight.has(name)) slots.wait(name, toMillis(node.metadata?.creationTimestamp) ?? 0);
+    }
     for (const node of nodeInformer.list()) queue.add(node.metadata?.name ?? '');
     workers = runWorkers({
       queue,

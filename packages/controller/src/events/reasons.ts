@@ -30,6 +30,8 @@ export const Reason = {
   VerificationWaitingForNode: 'VerificationWaitingForNode',
   /** Still not able to run the worker nodeManagement.bringUpTimeout after its creation: once per node. */
   NodeNotLaunchable: 'NodeNotLaunchable',
+  /** The API server refused the worker pod (admission, quota, Pod Security): once per node and message; not an attempt. */
+  WorkerPodRefused: 'WorkerPodRefused',
   /** Passed, but waiting for karpenter.sh/registered=true before removing the taint. */
   AwaitingKarpenterRegistration: 'AwaitingKarpenterRegistration',
   /** Dry run: the node passed and would have been opened. */

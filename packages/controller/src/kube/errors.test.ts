@@ -1,10 +1,19 @@
 import { ApiException } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { isAlreadyExists, isConflict, isNotFound, isTransient, messageOf } from './errors.js';
+import { isAlreadyExists, isConflict, isNotFound, isRefusal, isTransient, messageOf } from './errors.js';
 
 const api = (code: number, body: object | string) => new ApiException(code, 'HTTP error', typeof body === 'string' ? body : JSON.stringify(body), {});
 
 describe('API error helpers', () => {
+  it('tells a refusal of the request itself (admission, quota, Pod Security) from conflicts, throttling and failures', () => {
+    expect(isRefusal(api(403, { reason: 'Forbidden', message: 'pods "w" is forbidden: exceeded quota: pods' }))).toBe(true);
+    expect(isRefusal(api(400, { reason: 'BadRequest', message: 'admission webhook "deny.example.com" denied the request' }))).toBe(true);
+    expect(isRefusal(api(422, { reason: 'Invalid', message: 'ValidatingAdmissionPolicy denied request' }))).toBe(true);
+    expect(isRefusal(api(404, { reason: 'NotFound', message: 'namespaces "x" not found' }))).toBe(true);
+    for (const code of [401, 409, 429, 500, 503]) expect(isRefusal(api(code, { message: 'x' })), String(code)).toBe(false);
+    expect(isRefusal(new Error('fetch failed'))).toBe(false);
+  });
+
   it('tells conflicts (409, or 422 from a failed JSON-patch test) from AlreadyExists', () => {
     expect(isConflict(api(409, { reason: 'Conflict', message: 'the object has been modified' }))).toBe(true);
     expect(isConflict(api(422, { reason: 'Invalid', message: 'the server rejected our request due to an error in our request: testing value /metadata/uid failed: test failed' }))).toBe(true);

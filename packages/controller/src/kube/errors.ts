@@ -10,6 +10,14 @@ export function statusCode(err: unknown): number | undefined {
 }
 
 export const isNotFound = (err: unknown): boolean => statusCode(err) === 404;
+/**
+ * The API server said no to the request itself (admission webhook or policy, quota, Pod Security,
+ * validation, a missing namespace): a 4xx other than a conflict, throttling or authentication.
+ */
+export const isRefusal = (err: unknown): boolean => {
+  const code = statusCode(err);
+  return code !== undefined && code >= 400 && code < 500 && code !== 401 && code !== 409 && code !== 429;
+};
 export const isAlreadyExists = (err: unknown): boolean => statusCode(err) === 409 && reasonOf(err) === 'AlreadyExists';
 /**
  * A write refused because the object changed: 409 Conflict, or 422 from a JSON patch that did not

@@ -89,7 +89,7 @@ describe('slimNode', () => {
     const read = readState(full);
     const state = read.kind === 'ok' ? read.state : undefined;
     expect(readState(slim)).toEqual(read);
-    expect(decide(slim, [], T0 + 30_000, config, { state, activeVerifications: 0 })).toEqual(decide(full, [], T0 + 30_000, config, { state, activeVerifications: 0 }));
+    expect(decide(slim, [], T0 + 30_000, config, { state, slotsTaken: 0 })).toEqual(decide(full, [], T0 + 30_000, config, { state, slotsTaken: 0 }));
     expect(nodeFingerprint(slim, config)).toBe(nodeFingerprint(full, config));
     const next = { uid: full.metadata?.uid ?? '', attempt: 2, failures: 0, phase: Phase.Passed, verifiedAt: T0 };
     expect(nodePatch({ node: slim, config, state: next, open: true })).toEqual(nodePatch({ node: full, config, state: next, open: true }));

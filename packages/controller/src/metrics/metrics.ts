@@ -44,6 +44,7 @@ export class ControllerMetrics {
   readonly checkFailuresTotal: Counter<typeof L.Check>;
   readonly checkDuration: Histogram<typeof L.Check | typeof L.Result>;
   readonly workerWarningsTotal: Counter<typeof L.Check>;
+  readonly workerPodsRefusedTotal: Counter<typeof L.Reason>;
   readonly activeVerifications: Gauge;
   readonly clusterWideFailures: Gauge<typeof L.Check>;
   readonly reconcileDuration: Histogram<typeof L.Result>;
@@ -139,6 +140,12 @@ export class ControllerMetrics {
       name: MetricName.WorkerWarningsTotal,
       help: 'Warnings reported by workers (findings that do not fail the node, such as slow answers), by check.',
       labelNames: [L.Check],
+      registers,
+    });
+    this.workerPodsRefusedTotal = new Counter({
+      name: MetricName.WorkerPodsRefusedTotal,
+      help: 'Worker pods the API server refused to create (admission webhook or policy, ResourceQuota, Pod Security), by the refusal\'s reason (Forbidden, Invalid, BadRequest...). Not counted against the node: it feeds the remediation circuit breaker.',
+      labelNames: [L.Reason],
       registers,
     });
     this.activeVerifications = new Gauge({
@@ -272,6 +279,10 @@ export class ControllerMetrics {
       this.checkDuration.observe({ check: check.name, result }, check.durationMs / 1000);
     }
     for (const warning of attempt.warnings ?? []) this.workerWarningsTotal.inc({ check: warning.check });
+  }
+
+  recordPodRefused(reason: string): void {
+    this.workerPodsRefusedTotal.inc({ reason });
   }
 
   recordRetry(node: string): void {

@@ -21,6 +21,7 @@ export const MetricName = {
   CheckDuration: 'kube_node_ready_check_duration_seconds',
   WorkerWarningsTotal: 'kube_node_ready_worker_warnings_total',
   ActiveVerifications: 'kube_node_ready_active_verifications',
+  WorkerPodsRefusedTotal: 'kube_node_ready_worker_pods_refused_total',
   ClusterWideFailures: 'kube_node_ready_cluster_wide_failures',
   // Controller machinery
   ReconcileDuration: 'kube_node_ready_reconcile_duration_seconds',

@@ -40,7 +40,7 @@ export const remediationSchema = z
     minNodeAge: duration('10m', 'A node younger than this (from its creationTimestamp) is not deleted yet, even if it failed.'),
     stuckNodeTimeout: duration(
       '1h',
-      'A node that still carries a verification taint this long after it was created, was never verified and has no attempt in flight (the controller could never run a worker on it) is treated as failed. Keep it above the longest a verification can take. 0 turns it off.',
+      'A node that still carries a verification taint this long after it was created, was never verified and has no attempt in flight (the controller could never run a worker on it) is treated as failed. Counted from when this controller started leading if that is later, and without the time the node waited in line for a verification slot. Keep it above the longest a verification can take. 0 turns it off.',
       { min: 60_000, zeroAllowed: true },
     ),
     maxInFlight: int(2, 'Deletions in progress at once (issued, and the node not gone yet).', 1, 1000),

@@ -10,9 +10,11 @@ import {
   longestVerificationMs,
   nodePoolOf,
   STUCK_BACKOFF_GRACE_MS,
+  STUCK_WAITING_RECHECK_MS,
   type BreakerVerdict,
   type Decision,
   type LimitVerdict,
+  type StuckClock,
 } from './decide.js';
 import type { Target } from './executor.js';
 
@@ -33,6 +35,7 @@ interface RunOptions {
   remediation?: RemediationConfigInput;
   breaker?: BreakerVerdict;
   limits?: LimitVerdict;
+  stuckClock?: StuckClock;
 }
 
 /** decide() with safe test defaults, and a record of which guards were read. */
@@ -44,6 +47,7 @@ function run(node: V1Node, o: RunOptions = {}): Decision & { read: string[] } {
     config,
     remediation: parseRemediationConfig(o.remediation ?? {}),
     ...(o.target ? { target: o.target } : {}),
+    ...(o.stuckClock ? { stuckClock: o.stuckClock } : {}),
     breaker: () => (read.push('breaker'), o.breaker ?? closed),
     limits: () => (read.push('limits'), o.limits ?? free),
   });
@@ -202,6 +206,25 @@ describe('decide: stuck nodes (tainted, never verified, no worker ever ran)', ()
 
   it('off with stuckNodeTimeout 0', () => {
     expect(run(tainted().build(), { remediation: { stuckNodeTimeout: '0' } })).toEqual({ kind: 'ignore', reason: 'NotFailed', read: [] });
+  });
+
+  it('a new leader gives itself stuckNodeTimeout before it calls a node stuck: the clock starts when it started leading', () => {
+    const old = tainted(NOW - 3 * 60 * MIN).build();
+    const since = (leadingSince: number): StuckClock => ({ leadingSince, waiting: () => false, queuedMs: () => 0 });
+    expect(run(old, { stuckClock: since(NOW - 10 * MIN) })).toMatchObject({ kind: 'ignore', reason: 'NotFailed', requeueAfterMs: 50 * MIN });
+    expect(run(old, { stuckClock: since(NOW - 61 * MIN) })).toMatchObject({ kind: 'delete', trigger: 'stuck' });
+    // Leading since before the node was created: its creation counts, as before.
+    expect(run(tainted(NOW - 59 * MIN).build(), { stuckClock: since(NOW - 5 * 60 * MIN) })).toMatchObject({ kind: 'ignore', requeueAfterMs: MIN });
+  });
+
+  it('time in line for a verification slot is not stuck time; a node in line now is never stuck', () => {
+    const node = tainted(NOW - 90 * MIN).build();
+    const clock = (o: { waiting: boolean; queuedMs: number }): StuckClock => ({ leadingSince: T0, waiting: () => o.waiting, queuedMs: () => o.queuedMs });
+    expect(run(node, { stuckClock: clock({ waiting: true, queuedMs: 90 * MIN }) })).toEqual({ kind: 'ignore', reason: 'NotFailed', requeueAfterMs: STUCK_WAITING_RECHECK_MS, read: [] });
+    // Out of line after 40 minutes in it: 90 - 40 = 50 minutes count, 10 to go.
+    expect(run(node, { stuckClock: clock({ waiting: false, queuedMs: 40 * MIN }) })).toMatchObject({ kind: 'ignore', reason: 'NotFailed', requeueAfterMs: 10 * MIN });
+    expect(run(node, { stuckClock: clock({ waiting: false, queuedMs: 20 * MIN }) })).toMatchObject({ kind: 'delete', trigger: 'stuck' });
+    expect(isFailedNode(node, NOW, { config, remediation: parseRemediationConfig({}), stuckClock: clock({ waiting: true, queuedMs: 0 }) })).toBe(false);
   });
 
   it('a stuck node goes through the same guards', () => {

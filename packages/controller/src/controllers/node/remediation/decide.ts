@@ -1,7 +1,7 @@
 import type { V1Node } from '@kubernetes/client-node';
 import { formatDuration } from '@kube-node-ready/core';
 import type { ControllerConfig } from '../../../config/schema.js';
-import { annotation, label, toMillis } from '../../../kube/objects.js';
+import { annotation, label, nodeName, toMillis } from '../../../kube/objects.js';
 import { backoffDelay, hasVerificationTaint, isVerified } from '../verification/decide.js';
 import { RUN_GRACE_MS } from '../verification/pod-result.js';
 import { readState, type StateRead } from '../verification/state.js';
@@ -67,11 +67,30 @@ export interface DecideContext {
    * Undefined: not looked up (yet), or the lookup failed; the deletion itself always looks up afresh.
    */
   target?: Target;
+  /** What the stuck-node clock leaves out (stuckDeadline); without it, it counts from node creation. */
+  stuckClock?: StuckClock;
   /** Guard 9, read only when reached. */
   breaker: () => BreakerVerdict;
   /** Guard 10, read only when reached. */
   limits: () => LimitVerdict;
 }
+
+/**
+ * Time that is not the node's fault, left out of the stuck-node clock: before this controller
+ * started leading (a new leader has stuckNodeTimeout to act itself before it calls a node stuck),
+ * and the node's turns in line for a verification slot (verification/slots.ts).
+ */
+export interface StuckClock {
+  /** When this replica started leading. */
+  leadingSince: number | undefined;
+  /** Whether the node is waiting for a verification slot now. */
+  waiting(node: string): boolean;
+  /** How long the node has waited for a slot in all. */
+  queuedMs(node: string): number;
+}
+
+/** A node waiting in line for a slot is looked at again this often (it leaves the line by launching). */
+export const STUCK_WAITING_RECHECK_MS = 60_000;
 
 export function decide(node: V1Node, now: number, ctx: DecideContext): Decision {
   // 1. Switched off.
@@ -85,6 +104,7 @@ export function decide(node: V1Node, now: number, ctx: DecideContext): Decision 
   const state = read.kind === 'ok' ? read.state : undefined;
   const trigger = failureTrigger(node, state, now, ctx);
   if (!trigger) {
+    if (ctx.stuckClock?.waiting(nodeName(node))) return { kind: 'ignore', reason: 'NotFailed', requeueAfterMs: STUCK_WAITING_RECHECK_MS };
     const stuckAt = stuckDeadline(node, state, ctx);
     return stuckAt !== undefined && stuckAt > now
       ? { kind: 'ignore', reason: 'NotFailed', requeueAfterMs: stuckAt - now }
@@ -168,7 +188,7 @@ export function failureTrigger(
   node: V1Node,
   state: VerificationState | undefined,
   now: number,
-  ctx: Pick<DecideContext, 'config' | 'remediation'>,
+  ctx: Pick<DecideContext, 'config' | 'remediation' | 'stuckClock'>,
 ): Trigger | undefined {
   if (state?.phase === Phase.Failed) return 'failed';
   const at = stuckDeadline(node, state, ctx);
@@ -179,16 +199,18 @@ export function failureTrigger(
  * When a node that is not (yet) failed would count as stuck, or undefined if it never will in its
  * current state. Stuck means: remediation.stuckNodeTimeout is on; the node carries a verification
  * taint, is not verified and never was; and no attempt is in flight or due soon: no progress at
- * all (the controller could never launch a worker: pod creation refused, the node not selected at
- * first, the controller down), or a Backoff whose next attempt is more than STUCK_BACKOFF_GRACE_MS
- * overdue (launches keep failing).
+ * all (the controller could never launch a worker: pod creation refused, the node never became
+ * able to run it), or a Backoff whose next attempt is more than STUCK_BACKOFF_GRACE_MS overdue
+ * (launches keep failing). The clock starts at node creation, or when this controller started
+ * leading if later, and stops while the node waits its turn for a verification slot (StuckClock):
+ * neither a change of leader nor a long queue makes a node deletable.
  * A node in phase Verifying has a worker whose own deadlines (worker.scheduleTimeout, startTimeout,
  * timeout) end the attempt; once retries are exhausted it becomes Failed, which step 3 handles.
  */
 export function stuckDeadline(
   node: V1Node,
   state: VerificationState | undefined,
-  ctx: Pick<DecideContext, 'config' | 'remediation'>,
+  ctx: Pick<DecideContext, 'config' | 'remediation' | 'stuckClock'>,
 ): number | undefined {
   const timeout = ctx.remediation.stuckNodeTimeout;
   if (timeout <= 0) return undefined;
@@ -197,7 +219,9 @@ export function stuckDeadline(
   if (state?.verifiedAt !== undefined) return undefined;
   const created = toMillis(node.metadata?.creationTimestamp);
   if (created === undefined) return undefined;
-  const deadline = created + timeout;
+  const clock = ctx.stuckClock;
+  if (clock?.waiting(nodeName(node))) return undefined;
+  const deadline = Math.max(created, clock?.leadingSince ?? created) + timeout + (clock?.queuedMs(nodeName(node)) ?? 0);
   // Backing off: not stuck while its next attempt is due or only just overdue.
   if (state?.phase === Phase.Backoff && state.nextAttemptAt !== undefined) return Math.max(deadline, state.nextAttemptAt + STUCK_BACKOFF_GRACE_MS);
   return deadline;
@@ -235,7 +259,7 @@ export function nodePoolOf(node: V1Node): string {
  * Failed or stuck (for the NodePool share of the circuit breaker and for counting deletions in
  * flight), whatever the other guards say.
  */
-export function isFailedNode(node: V1Node, now: number, ctx: Pick<DecideContext, 'config' | 'remediation' | 'readState'>): boolean {
+export function isFailedNode(node: V1Node, now: number, ctx: Pick<DecideContext, 'config' | 'remediation' | 'readState' | 'stuckClock'>): boolean {
   const read = (ctx.readState ?? readState)(node);
   return failureTrigger(node, read.kind === 'ok' ? read.state : undefined, now, ctx) !== undefined;
 }

@@ -245,6 +245,16 @@ describe('Remediator: deleting', () => {
     expect(events.events[0]?.message).toMatch(/stuck: the node kept its verification taint for 2h/);
   });
 
+  it('a new leader first gives itself stuckNodeTimeout: a node stuck by age is not deleted the moment it starts leading', async () => {
+    const { clock, targets, remediator } = setup();
+    const node = aNode('stuck').tainted().createdAt(T0).build(); // 2h old
+    targets.add(node);
+    remediator.startedLeading();
+    expect(await remediator.consider(node)).toMatchObject({ decision: { kind: 'ignore', reason: 'NotFailed' }, requeueAfterMs: HOUR });
+    await clock.advance(HOUR);
+    expect(await remediator.consider(node)).toMatchObject({ decision: { kind: 'delete', trigger: 'stuck' }, result: 'deleted' });
+  });
+
   it('an API error: reported (Event, metric, log), the slot and the charge given back, retried later', async () => {
     const { targets, events, remediator, total, blocked, lines } = setup({ remediation: { maxInFlight: 1, maxPerHour: 1 } });
     const node = failed('n3').build();

@@ -11,7 +11,7 @@ import { readState, type StateRead } from '../verification/state.js';
 import { Phase } from '../verification/types.js';
 import { CircuitBreaker, type PoolCount } from './breaker.js';
 import type { RemediationConfig } from './config.js';
-import { decide, isFailedNode, longestVerificationMs, nodePoolOf, type BreakerVerdict, type Decision, type LimitVerdict, type Trigger } from './decide.js';
+import { decide, isFailedNode, longestVerificationMs, nodePoolOf, type BreakerVerdict, type Decision, type LimitVerdict, type StuckClock, type Trigger } from './decide.js';
 import type { RemediationEvents } from './events.js';
 import { RemediationExecutor, type NodeClaimRef, type RemediationKube, type RemediationTargets, type Target } from './executor.js';
 import { ConfigMapLedger, ledgerLocation, type LedgerEntry, type RemediationLedger } from './ledger.js';
@@ -76,6 +76,8 @@ export interface RemediatorOptions {
    * node's annotations. In the controller-wide dry run progress lives in memory: pass that store.
    */
   progress?: { read(node: V1Node): StateRead };
+  /** The verification slots (verification/slots.ts): time a node waited for one is not stuck time. */
+  slots?: Pick<StuckClock, 'waiting' | 'queuedMs'>;
 }
 
 export type ConsiderDecision = Decision | { kind: 'ignore'; reason: 'AlreadyRemediated' | 'Busy' | 'Gone' };
@@ -127,6 +129,8 @@ export class Remediator {
   /** Failed nodes being deleted by others, as last counted (for the in-flight gauge). */
   private external = 0;
   private readonly readState: (node: V1Node) => StateRead;
+  /** When this replica started leading (startedLeading()); the stuck-node clock counts from there at the earliest. */
+  private leadingSince: number | undefined;
 
   constructor(private readonly opts: RemediatorOptions) {
     const progress = opts.progress;
@@ -153,7 +157,22 @@ export class Remediator {
     if (opts.enabled) opts.log.info({ dryRun: this.dryRun, ...summary(opts.remediation) }, 'remediation of failed nodes is on');
   }
 
+  /** This replica leads from now on: stuck-node remediation first gives it stuckNodeTimeout to act itself. */
+  startedLeading(): void {
+    this.leadingSince = this.opts.clock.now();
+  }
+
   // -- Feeding -------------------------------------------------------------------------------
+
+  /**
+   * The API server refused a worker pod for this node (admission, quota, Pod Security). Not the
+   * node's fault, but a sign the cluster cannot verify nodes: it counts as one failure for the
+   * circuit breaker's window (once per node), so refusals on many nodes stop deletions (a node that
+   * later fails on its own, or a stuck one, is then held back) instead of replacing every node.
+   */
+  podRefused(node: V1Node): void {
+    this.breaker.record(`${nodeUid(node)}/refused`, true);
+  }
 
   /**
    * A node was added or updated. Records a finished verification (the node reached Passed or
@@ -380,6 +399,7 @@ export class Remediator {
       config: this.opts.config,
       remediation: this.opts.remediation,
       readState: this.readState,
+      stuckClock: this.stuckClock,
       ...(target ? { target } : {}),
       breaker: () => this.checkBreaker(node, now),
       limits: () => this.checkLimits(now, self ?? nodeUid(node)),
@@ -511,7 +531,16 @@ export class Remediator {
   }
 
   private get failedCtx(): Parameters<typeof isFailedNode>[2] {
-    return { config: this.opts.config, remediation: this.opts.remediation, readState: this.readState };
+    return { config: this.opts.config, remediation: this.opts.remediation, readState: this.readState, stuckClock: this.stuckClock };
+  }
+
+  private get stuckClock(): StuckClock {
+    const slots = this.opts.slots;
+    return {
+      leadingSince: this.leadingSince,
+      waiting: (node) => slots?.waiting(node) ?? false,
+      queuedMs: (node) => slots?.queuedMs(node) ?? 0,
+    };
   }
 
   private notePool(pool: string, verdict: BreakerVerdict): void {

@@ -6,15 +6,15 @@ import type { Clock } from '../../../clock.js';
 import type { ControllerConfig } from '../../../config/schema.js';
 import type { EventRecorder } from '../../../events/recorder.js';
 import type { KubeClient } from '../../../kube/client.js';
-import { messageOf } from '../../../kube/errors.js';
+import { isRefusal, messageOf, reasonOf } from '../../../kube/errors.js';
 import { slimNode, stripObject } from '../../../kube/informer.js';
 import { annotation, nodeName, nodeUid, toMillis } from '../../../kube/objects.js';
 import type { ControllerMetrics } from '../../../metrics/metrics.js';
 import type { NodeStatus } from '../../../metrics/names.js';
 import { noteClusterWide, type ClusterWideFailures } from './cluster-wide.js';
 import { desiredCondition, waitingCondition } from './condition.js';
-import { decide, hasVerificationTaint, type Action, type PodRef } from './decide.js';
-import { awaitingRegistrationEvent, completedEvents, startedEvent, waitingForNodeEvent, type NodeEvent } from './events.js';
+import { decide, hasVerificationTaint, POD_REFUSED_RETRY_MS, type Action, type PodRef } from './decide.js';
+import { awaitingRegistrationEvent, completedEvents, podRefusedEvent, startedEvent, waitingForNodeEvent, type NodeEvent } from './events.js';
 import { workerPodName } from './naming.js';
 import { NodeCopies } from './node-copies.js';
 import { conditionPatch, taintsToRemove, type ConditionInput } from './node-patch.js';
@@ -49,6 +49,8 @@ export interface VerificationDeps {
   enqueue: (name: string) => void;
   /** Recent failed checks of all nodes: a failure shared with other nodes is named cluster-wide. */
   clusterWide?: ClusterWideFailures;
+  /** The API server refused a worker pod for this node (remediation's circuit breaker counts it). */
+  podRefused?: (node: V1Node) => void;
 }
 
 export interface ReconcileResult {
@@ -80,13 +82,14 @@ interface Report {
 const CONFLICT: Applied = { kind: 'conflict' };
 
 export class VerificationController {
-  private readonly waitingForSlot = new Set<string>();
   /**
    * Pods this controller created that the pod cache may not show yet (client-go's
    * "expectations"): spares a live read when the next reconcile comes before the watch event.
    */
   private readonly recentlyCreated = new Map<string, { pod: V1Pod; at: number }>();
   private readonly reportedInvalid = new Map<string, string>();
+  /** Nodes told their worker pod was refused (the Event is recorded once per message): node name -> message. */
+  private readonly refusedReported = new Map<string, string>();
   /** Nodes told they wait to become launchable (the Event is recorded once): node name -> `uid|overdue`. */
   private readonly waitingReported = new Map<string, string>();
   /** The condition last written per node: the cache lags our own writes, so compare with this too. */
@@ -114,12 +117,19 @@ export class VerificationController {
       const pods = await this.workerPods(node, state);
 
       // 3. Decide, then apply.
+      const arrival = toMillis(node.metadata?.creationTimestamp) ?? 0;
       const action = decide(node, pods, this.deps.clock.now(), config, {
         state,
-        activeVerifications: this.deps.slots.activeExcept(name),
+        slotsTaken: this.deps.slots.taken(name, arrival),
       });
-      // A launch takes its slot now, before any await, so parallel reconciles see it.
+      // A launch takes its slot now, before any await, so parallel reconciles see it; a node that
+      // found none keeps its place in line; any other step leaves the line.
       if (action.kind === 'Launch') this.deps.slots.reserve(name);
+      else if (action.kind === 'Wait' && action.reason === 'ConcurrencyLimit') this.deps.slots.wait(name, arrival);
+      else if (this.deps.slots.waiting(name)) {
+        this.deps.slots.leaveQueue(name);
+        this.slotFreed(); // its place in line goes to the next
+      }
       // A pod launched from a copy the write found stale runs on only if the fresh decision follows it.
       if (launched && !follows(action, launched.name, node)) {
         await this.discardLaunched(launched, log);
@@ -187,10 +197,10 @@ export class VerificationController {
     this.deps.metrics.forgetNode(name);
     this.deps.store.forget(name);
     this.nodes.forget(name);
-    this.deps.slots.release(name);
-    this.waitingForSlot.delete(name);
+    this.deps.slots.forget(name);
     this.reportedInvalid.delete(name);
     this.waitingReported.delete(name);
+    this.refusedReported.delete(name);
     this.writtenCondition.delete(name);
     for (const [pod, entry] of this.recentlyCreated) if (annotation(entry.pod, PodAnnotation.NodeName) === name) this.recentlyCreated.delete(pod);
     if (orphans.length > 0) log.info({ pods: orphans.length }, 'node is gone; deleted its worker pods');
@@ -273,7 +283,6 @@ export class VerificationController {
   private ignore(node: V1Node, action: Extract<Action, { kind: 'Ignore' }>, log: Logger): Done {
     const name = node.metadata?.name ?? '';
     this.deps.slots.release(name);
-    this.waitingForSlot.delete(name);
     if (action.reason === 'NodeDeleting' || action.reason === 'NotCandidate') this.deps.metrics.forgetNode(name);
     log.trace({ reason: action.reason }, 'nothing to do');
     return { kind: 'done', node, result: {} };
@@ -289,8 +298,8 @@ export class VerificationController {
       written = saved;
       log.info({ attempt: action.attempt }, 'resumed an attempt whose worker pod already existed');
     }
-    if (action.reason === 'ConcurrencyLimit') this.waitingForSlot.add(name);
-    else this.waitingForSlot.delete(name);
+    // Waiting its turn costs no request; the status metric says it.
+    if (action.reason === 'ConcurrencyLimit') this.deps.metrics.setNodeStatus(name, 'waiting');
     if (action.reason === 'KarpenterRegistration') this.emit(name, awaitingRegistrationEvent());
     log.debug({ reason: action.reason, attempt: action.attempt, requeueAfterMs: action.requeueAfterMs, waitingFor: action.waitingFor }, 'waiting');
     if (action.reason === 'NodeNotLaunchable') {
@@ -320,7 +329,6 @@ export class VerificationController {
   private async launch(node: V1Node, action: Extract<Action, { kind: 'Launch' }>, log: Logger): Promise<Applied> {
     const { config, kube, worker } = this.deps;
     const name = node.metadata?.name ?? '';
-    this.waitingForSlot.delete(name);
 
     // 1. The pod first: its deterministic name makes a repeat (after a crash or a conflict) a no-op.
     const pod = buildWorkerPod({
@@ -332,7 +340,14 @@ export class VerificationController {
       configHash: worker.configHash,
       apiEndpoints: worker.apiEndpoints?.() ?? [],
     });
-    const created = await kube.createPod(pod);
+    let created: V1Pod | undefined;
+    try {
+      created = await kube.createPod(pod);
+    } catch (err) {
+      if (!isRefusal(err)) throw err;
+      this.podRefused(node, action.podName, err, log);
+      return { kind: 'done', node, result: requeue(POD_REFUSED_RETRY_MS) };
+    }
     const now = this.deps.clock.now();
     for (const [podName, entry] of this.recentlyCreated) if (now - entry.at >= RECENTLY_CREATED_TTL_MS) this.recentlyCreated.delete(podName);
     if (created) this.recentlyCreated.set(action.podName, { pod: stripObject(created), at: now });
@@ -347,6 +362,24 @@ export class VerificationController {
     if (action.state.failures > 0) this.deps.metrics.recordRetry(name);
     log.info({ attempt: action.attempt, pod: action.podName, existed: created === undefined }, 'started worker pod');
     return { kind: 'done', node: saved, state: action.state, result: requeue(action.requeueAfterMs) };
+  }
+
+  /**
+   * The API server refused the worker pod (admission, quota, Pod Security): no pod, so the slot goes
+   * back at once; the node's progress is untouched (not an attempt: the node is not at fault); it
+   * tries again in POD_REFUSED_RETRY_MS. Said once per node and message; counted for the breaker.
+   */
+  private podRefused(node: V1Node, podName: string, err: unknown, log: Logger): void {
+    const name = nodeName(node);
+    const message = messageOf(err);
+    this.deps.slots.release(name);
+    this.slotFreed();
+    this.deps.metrics.recordPodRefused(reasonOf(err) ?? 'Unknown');
+    this.deps.podRefused?.(node);
+    if (this.refusedReported.get(name) === message) return;
+    this.refusedReported.set(name, message);
+    this.emit(name, podRefusedEvent(podName, message));
+    log.warn({ pod: podName, err: message, retryAfterMs: POD_REFUSED_RETRY_MS }, 'the API server refused the worker pod; not counted as an attempt, tried again later');
   }
 
   private async complete(
@@ -440,18 +473,12 @@ export class VerificationController {
 
   /**
    * The pod watch reports a worker pod that no longer holds a verification slot (finished, being
-   * deleted, or gone): a node waiting for a slot may go now. Waking on the cache change (not when
+   * deleted, or gone): the first node in line for a slot may go now. Waking on the cache change (not when
    * the controller decides to delete) means the woken reconcile sees the slot free.
    */
   slotFreed(): void {
-    this.wakeOneWaiting();
-  }
-
-  private wakeOneWaiting(): void {
-    const next = this.waitingForSlot.values().next();
-    if (next.done) return;
-    this.waitingForSlot.delete(next.value);
-    this.deps.enqueue(next.value);
+    const next = this.deps.slots.first();
+    if (next !== undefined) this.deps.enqueue(next);
   }
 }
 

@@ -16,7 +16,7 @@ function run(node: V1Node, pods: V1Pod[] = [], opts: { now?: number; config?: Co
   const read = readState(node);
   return decide(node, pods, opts.now ?? NOW, opts.config ?? defaults, {
     state: read.kind === 'ok' ? read.state : undefined,
-    activeVerifications: opts.active ?? 0,
+    slotsTaken: opts.active ?? 0,
   });
 }
 

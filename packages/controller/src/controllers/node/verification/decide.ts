@@ -85,9 +85,15 @@ export type Action =
 export interface DecideContext {
   /** Progress stored on the node (annotations), or in memory in dry-run mode. */
   state: VerificationState | undefined;
-  /** Verifications in flight cluster-wide, not counting this node's. */
-  activeVerifications: number;
+  /**
+   * Verification slots this node cannot have now: verifications in flight cluster-wide (not this
+   * node's), plus the nodes that wait ahead of it in line (slots.ts: served in order of arrival).
+   */
+  slotsTaken: number;
 }
+
+/** A node whose worker pod the API server refused tries again this often (the policy may be fixed any time). */
+export const POD_REFUSED_RETRY_MS = 30_000;
 
 /** How often a node waiting for a free verification slot looks again (it is also woken when one frees). */
 export const CONCURRENCY_RECHECK_MS = 5_000;
@@ -162,8 +168,8 @@ export function decide(
     };
   }
 
-  // 8. Bounded concurrency, cluster-wide.
-  if (ctx.activeVerifications >= config.reconciliation.maxConcurrentVerifications) {
+  // 8. Bounded concurrency, cluster-wide, first come first served.
+  if (ctx.slotsTaken >= config.reconciliation.maxConcurrentVerifications) {
     return { kind: 'Wait', reason: 'ConcurrencyLimit', requeueAfterMs: CONCURRENCY_RECHECK_MS, cleanup: cleanup(mine, foreign, { keep }) };
   }
 

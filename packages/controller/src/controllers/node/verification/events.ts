@@ -1,7 +1,7 @@
 import { formatDuration } from '@kube-node-ready/core';
 import type { ControllerConfig } from '../../../config/schema.js';
 import { EventType, Reason } from '../../../events/reasons.js';
-import type { Action } from './decide.js';
+import { POD_REFUSED_RETRY_MS, type Action } from './decide.js';
 import { Outcome, Phase } from './types.js';
 
 /** What to say on the Node about a step of its verification (pure; the controller records it). */
@@ -98,4 +98,13 @@ export function waitingForNodeEvent(waitingFor: readonly string[], overdue: bool
         message: `the node cannot run the worker ${formatDuration(config.nodeManagement.bringUpTimeout)} after its creation (nodeManagement.bringUpTimeout); waiting for: ${waitingFor.join('; ')}`,
       }
     : { type: EventType.Normal, reason: Reason.VerificationWaitingForNode, message: `no attempt until the node can run the worker; waiting for: ${waitingFor.join('; ')}` };
+}
+
+/** The API server refused the worker pod: not an attempt, and not the node's fault. */
+export function podRefusedEvent(pod: string, message: string): NodeEvent {
+  return {
+    type: EventType.Warning,
+    reason: Reason.WorkerPodRefused,
+    message: `the API server refused worker pod ${pod}: ${message}; not counted as an attempt (not the node's fault), tried again every ${formatDuration(POD_REFUSED_RETRY_MS)}. Check admission webhooks and policies, ResourceQuotas and Pod Security for the worker namespace`,
+  };
 }
