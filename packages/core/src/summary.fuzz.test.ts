@@ -1,7 +1,11 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { encodeSummary, parseSummary, SUMMARY_MAX_BYTES, type WorkerSummary } from './summary.js';
 import { fuzz } from './testing/fuzz.js';
 import { isValidSummaryDoc, knownKeys, randomSummary, randomText, terminationMessage } from './testing/summary-inputs.js';
+
+// Wall-clock budget for a busy machine: the fuzz loops are bounded by count and by CPU time
+// (hangAfterCpuMs), and the default 5 s failed a loaded CI-like run.
+vi.setConfig({ testTimeout: 120_000 });
 
 /**
  * Fuzz tests of the termination-message format (seeded: a failure names its seed, and

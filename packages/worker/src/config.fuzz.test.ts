@@ -11,6 +11,10 @@ import { MAX_DURATION_MS } from '@kube-node-ready/core';
 import { CHECK_NAMES, FLAGS, loadWorkerConfig, workerConfigSchema, type WorkerConfig } from './config.js';
 import { configOf } from './testing/harness.js';
 
+// Wall-clock budget for a busy machine: the fuzz loops are bounded by count and by CPU time
+// (hangAfterCpuMs), and the default 5 s failed a loaded CI-like run.
+vi.setConfig({ testTimeout: 120_000 });
+
 /**
  * Fuzz test of the worker's configuration (seeded: a failure names its seed, and
  * KNR_FUZZ_SEED=<seed> replays that case alone). Whatever the file (or the flags) hold,

@@ -10,6 +10,10 @@ import { configJsonSchema, type JsonSchemaNode } from './json-schema.js';
 import { formatPath, loadConfig } from './load.js';
 import type { ControllerConfig } from './schema.js';
 
+// Wall-clock budget for a busy machine: the fuzz loops are bounded by count and by CPU time
+// (hangAfterCpuMs), and the default 5 s failed a loaded CI-like run.
+vi.setConfig({ testTimeout: 120_000 });
+
 /**
  * Fuzz test of the controller's config loader (seeded: a failure names its seed, and
  * KNR_FUZZ_SEED=<seed> replays that case alone). Whatever the file holds, loadConfig returns a

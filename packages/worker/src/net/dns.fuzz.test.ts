@@ -2,13 +2,17 @@ import dgram from 'node:dgram';
 import net, { type AddressInfo } from 'node:net';
 import { silentLogger } from '@kube-node-ready/core';
 import dns2 from 'dns2';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { fuzzAsync, isReplay, type Rng } from '../../../core/src/testing/fuzz.js';
 import { dnsCheck } from '../checks/dns.js';
 import type { HostPort } from '../config.js';
 import { configOf } from '../testing/harness.js';
 import { deadline } from './deadline.js';
 import { DnsQueryError, lookupAddresses, type DnsAnswer } from './dns-client.js';
+
+// Wall-clock budget for a busy machine: the fuzz loops are bounded by count and by CPU time
+// (hangAfterCpuMs), and the default 5 s failed a loaded CI-like run.
+vi.setConfig({ testTimeout: 120_000 });
 
 /**
  * Fuzz test of the worker's DNS client and dns check against a loopback nameserver that answers
