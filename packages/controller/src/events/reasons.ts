@@ -24,6 +24,8 @@ export const Reason = {
   VerificationWorkerPodDeleted: 'VerificationWorkerPodDeleted',
   /** The worker reported warnings (findings that do not fail the node, e.g. a slow nameserver): one per attempt, naming each check and finding. */
   VerificationWarning: 'VerificationWarning',
+  /** An attempt failed the way most recent nodes fail (cluster-wide fault): not counted against the node, tried again later. */
+  VerificationInconclusive: 'VerificationInconclusive',
   /** Retries exhausted: the node stays tainted and is marked failed. */
   VerificationFailed: 'VerificationFailed',
   /** The node cannot run the worker yet (NotReady, another startup taint): once per node, naming what it waits for. */

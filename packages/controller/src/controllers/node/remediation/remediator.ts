@@ -8,7 +8,7 @@ import { messageOf } from '../../../kube/errors.js';
 import { label, nodeName, nodeUid } from '../../../kube/objects.js';
 import { hasVerificationTaint, isVerified } from '../verification/decide.js';
 import { readState, type StateRead } from '../verification/state.js';
-import { Phase } from '../verification/types.js';
+import { Outcome, Phase } from '../verification/types.js';
 import { CircuitBreaker, type PoolCount } from './breaker.js';
 import type { RemediationConfig } from './config.js';
 import { decide, isFailedNode, longestVerificationMs, nodePoolOf, type BreakerVerdict, type Decision, type LimitVerdict, type StuckClock, type Trigger } from './decide.js';
@@ -193,6 +193,9 @@ export class Remediator {
         this.breaker.record(key, state.phase === Phase.Failed, at);
       }
     }
+    // An inconclusive attempt (a fault most recent nodes share) is no verdict on the node, but the
+    // cluster cannot verify nodes: one failure per node for the breaker, as a refused worker pod.
+    if (state?.phase === Phase.Backoff && state.lastOutcome === Outcome.ClusterWide) this.breaker.record(`${uid}/cluster-wide`, true);
     if (!this.opts.enabled) return false;
     if (state?.phase === Phase.Failed || this.remediated.has(uid)) return true;
     return this.opts.remediation.stuckNodeTimeout > 0 && hasVerificationTaint(node, this.opts.config) && !isVerified(node, this.opts.config);

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { testConfig } from '../../../testing/builders.js';
 import { FakeClock } from '../../../testing/fake-clock.js';
 import { ClusterWideFailures, clusterWidePrefix, noteClusterWide } from './cluster-wide.js';
+import { desiredCondition } from './condition.js';
 import type { Action } from './decide.js';
 import { completedEvents } from './events.js';
 import { MAX_MESSAGE } from './pod-result.js';
@@ -10,6 +11,7 @@ import { Outcome, Phase, type AttemptResult } from './types.js';
 
 const MIN = 60_000;
 const DNS = '10.96.0.10:53';
+const NOW = Date.UTC(2025, 0, 1);
 
 function failed(check: string, target?: string): CheckSummary {
   return { name: check, ok: false, durationMs: 5000, error: 'timeout', ...(target !== undefined ? { target } : {}) };
@@ -118,8 +120,27 @@ describe('ClusterWideFailures', () => {
     const failures = new ClusterWideFailures({ now: () => now }, { windowMs: 10 * MIN, minOtherNodes: 2, maxEntries: opts?.maxEntries ?? 100 });
     for (const [i, step] of steps.entries()) {
       now = start + step.at * MIN;
-      expect(failures.record(step.node, step.checks), `step ${i} (${step.node} at ${step.at} min)`).toEqual(step.shared);
+      // No node passed in these cases: every shared fault is one most nodes fail.
+      const shared = step.shared.map((s) => ({ ...s, passedSince: 0, most: true }));
+      expect(failures.record(step.node, step.checks), `step ${i} (${step.node} at ${step.at} min)`).toEqual(shared);
     }
+  });
+
+  it('a fault is one most nodes fail while fewer nodes passed since it began than failed it; passes before it do not count', async () => {
+    const clock = new FakeClock();
+    const failures = new ClusterWideFailures(clock);
+    for (const node of ['p1', 'p2', 'p3', 'p4']) failures.recordPass(node); // before the fault
+    await clock.advance(1000);
+    failures.record('a', [failed('dns', DNS)]);
+    failures.recordPass('p5');
+    failures.recordPass('p6');
+    failures.record('b', [failed('dns', DNS)]);
+    failures.recordPass('p7');
+    expect(failures.record('c', [failed('dns', DNS)])).toEqual([{ check: 'dns', target: DNS, nodes: 3, passedSince: 3, most: false }]);
+    expect(failures.record('d', [failed('dns', DNS)])).toEqual([{ check: 'dns', target: DNS, nodes: 4, passedSince: 3, most: true }]);
+    // A node that passed and then fails counts as failing only.
+    failures.recordPass('a');
+    expect(failures.record('a', [failed('dns', DNS)])).toEqual([{ check: 'dns', target: DNS, nodes: 4, passedSince: 3, most: true }]);
   });
 
   it('gives the gauge the most nodes per check over targets, and 0 once the window has passed', async () => {
@@ -151,10 +172,17 @@ describe('noteClusterWide', () => {
   const message = `check failed: dns: kubernetes.default.svc.cluster.local @${DNS}: timeout`;
   const eventsOf = (action: Extract<Action, { kind: 'Complete' }>) => completedEvents(action, config, { dryRun: false, removedTaints: [] }).map((e) => `${e.reason}: ${e.message}`);
 
-  it('names the fault cluster-wide, first, in the stored message and the Events when 3 nodes fail dns against one nameserver', () => {
+  const note = (failures: ClusterWideFailures, node: string, action: Extract<Action, { kind: 'Complete' }>) => noteClusterWide(failures, node, action, NOW, config);
+  const passed = (failures: ClusterWideFailures, node: string) => {
+    const action = completeAction([], 'all checks passed');
+    note(failures, node, { ...action, result: { ...action.result, outcome: Outcome.Passed } });
+  };
+
+  it('names the fault cluster-wide, first, in the stored message and the Events when 3 nodes fail dns against one nameserver (as many passed since)', () => {
     const failures = new ClusterWideFailures(new FakeClock());
-    for (const node of ['a', 'b']) noteClusterWide(failures, node, completeAction([failed('dns', DNS)], message));
-    const noted = noteClusterWide(failures, 'c', completeAction([failed('dns', DNS)], message));
+    for (const node of ['a', 'b']) note(failures, node, completeAction([failed('dns', DNS)], message));
+    for (const node of ['p1', 'p2', 'p3']) passed(failures, node);
+    const noted = note(failures, 'c', completeAction([failed('dns', DNS)], message));
     const line = `cluster-wide? dns against ${DNS} is failing on 3 nodes in the last 10m (this one and 2 others): ${message}`;
     expect(noted.result.message).toBe(line);
     expect(noted.state.lastMessage).toBe(line);
@@ -164,11 +192,25 @@ describe('noteClusterWide', () => {
     ]);
   });
 
+  it('an attempt failing the way most nodes fail is inconclusive: not counted, Backoff for maxBackoff, condition Unknown, its own Event', () => {
+    const failures = new ClusterWideFailures(new FakeClock());
+    for (const node of ['a', 'b']) note(failures, node, completeAction([failed('dns', DNS)], message));
+    const noted = note(failures, 'c', completeAction([failed('dns', DNS)], message));
+    const line = `cluster-wide: dns against ${DNS} failed on 3 nodes in the last 10m, and 0 passed since it began; not this node's fault: ${message}`;
+    expect(noted.result).toMatchObject({ outcome: Outcome.ClusterWide, message: line });
+    // completeAction stands for the third counted failure (failures 3, Failed): it is the second.
+    expect(noted.state).toEqual({ uid: 'u', attempt: 3, failures: 2, phase: Phase.Backoff, nextAttemptAt: NOW + config.reconciliation.maxBackoff, lastOutcome: Outcome.ClusterWide, lastMessage: line });
+    expect(noted.open).toBe(false);
+    expect(noted.requeueAfterMs).toBe(config.reconciliation.maxBackoff);
+    expect(eventsOf(noted)).toEqual([`VerificationInconclusive: attempt inconclusive, not counted against the node (2 of 3 counted attempts failed so far): ${line}; retrying in 300s`]);
+    expect(desiredCondition(noted.state, config)).toMatchObject({ status: 'Unknown', reason: 'ClusterWide', message: expect.stringMatching(/^attempt inconclusive, not counted against the node: cluster-wide: dns against /) });
+  });
+
   it('says nothing when the nameservers differ', () => {
     const failures = new ClusterWideFailures(new FakeClock());
     for (const [node, target] of [['a', '10.96.0.10:53'], ['b', '10.96.0.11:53'], ['c', '10.96.0.12:53']] as const) {
       const action = completeAction([failed('dns', target)], message);
-      const noted = noteClusterWide(failures, node, action);
+      const noted = note(failures, node, action);
       expect(noted).toBe(action);
       expect(eventsOf(noted).join('\n')).not.toContain('cluster-wide');
     }
@@ -178,10 +220,10 @@ describe('noteClusterWide', () => {
     const failures = new ClusterWideFailures(new FakeClock());
     const long = `check failed: dns: ${'x'.repeat(2 * MAX_MESSAGE)}`;
     for (const node of ['a', 'b', 'c']) {
-      const noted = noteClusterWide(failures, node, completeAction([failed('dns', DNS)], long));
+      const noted = note(failures, node, completeAction([failed('dns', DNS)], long));
       if (node === 'c') {
         expect(noted.result.message.length).toBe(MAX_MESSAGE);
-        expect(noted.result.message).toMatch(/^cluster-wide\? dns against 10\.96\.0\.10:53 is failing on 3 nodes /);
+        expect(noted.result.message).toMatch(/^cluster-wide: dns against 10\.96\.0\.10:53 failed on 3 nodes /);
       }
     }
   });
@@ -191,7 +233,7 @@ describe('noteClusterWide', () => {
     for (const node of ['a', 'b', 'c']) {
       const action = { ...completeAction([failed('dns', DNS)], message) };
       const notScheduled = { ...action, result: { ...action.result, outcome: Outcome.NotScheduled } };
-      expect(noteClusterWide(failures, node, notScheduled)).toBe(notScheduled);
+      expect(note(failures, node, notScheduled)).toBe(notScheduled);
     }
   });
 
@@ -200,8 +242,8 @@ describe('noteClusterWide', () => {
     expect(
       clusterWidePrefix(
         [
-          { check: 'dns', target: DNS, nodes: 5 },
-          { check: 'api', target: '10.96.0.1:443', nodes: 3 },
+          { check: 'dns', target: DNS, nodes: 5, passedSince: 9, most: false },
+          { check: 'api', target: '10.96.0.1:443', nodes: 3, passedSince: 9, most: false },
         ],
         600_000,
       ),

@@ -1,9 +1,10 @@
 import { formatDuration } from '@kube-node-ready/core';
 import type { Clock } from '../../../clock.js';
+import type { ControllerConfig } from '../../../config/schema.js';
 import type { Action } from './decide.js';
 import { bounded } from './pod-result.js';
 import type { CheckSummary } from './summary.js';
-import { Outcome } from './types.js';
+import { Outcome, Phase, type VerificationState } from './types.js';
 
 /** How far back failures of other nodes count. */
 export const CLUSTER_WIDE_WINDOW_MS = 10 * 60_000;
@@ -18,6 +19,10 @@ export interface SharedFailure {
   target: string;
   /** Distinct nodes that failed it in the window, this one included. */
   nodes: number;
+  /** Nodes that passed since this fault was first seen in the window (and did not fail it since). */
+  passedSince: number;
+  /** More nodes failed it than passed since it began: the fault is outside the nodes (attempt inconclusive). */
+  most: boolean;
 }
 
 /**
@@ -28,6 +33,10 @@ export interface SharedFailure {
 export class ClusterWideFailures {
   /** Key `check \n target \n node`, in insertion order (oldest first), re-inserted when seen again. */
   private readonly seen = new Map<string, { check: string; target: string; node: string; at: number }>();
+  /** Nodes whose latest attempt passed, with its time, in insertion order (oldest first). */
+  private readonly passed = new Map<string, number>();
+  /** Key `check \n target`: when it was first seen failing (while any node's failure of it is in the window). */
+  private readonly since = new Map<string, number>();
 
   constructor(
     private readonly clock: Pick<Clock, 'now'>,
@@ -56,10 +65,25 @@ export class ClusterWideFailures {
       this.seen.delete(key);
       while (this.seen.size >= this.opts.maxEntries) this.seen.delete(this.seen.keys().next().value as string);
       this.seen.set(key, { check, target, node, at: now });
+      if (!this.since.has(`${check}\n${target}`)) this.since.set(`${check}\n${target}`, now);
+      this.passed.delete(node);
       const nodes = this.nodesFailing(check, target);
-      if (nodes - 1 >= this.opts.minOtherNodes) shared.push({ check, target, nodes });
+      if (nodes - 1 < this.opts.minOtherNodes) continue;
+      const began = this.since.get(`${check}\n${target}`) ?? now;
+      let passedSince = 0;
+      for (const at of this.passed.values()) if (at >= began) passedSince++;
+      shared.push({ check, target, nodes, passedSince, most: nodes > passedSince });
     }
     return shared;
+  }
+
+  /** `node` passed: it counts against a fault looking cluster-wide while that fault's failures are in the window. */
+  recordPass(node: string): void {
+    const now = this.clock.now();
+    this.prune(now);
+    this.passed.delete(node);
+    while (this.passed.size >= this.opts.maxEntries) this.passed.delete(this.passed.keys().next().value as string);
+    this.passed.set(node, now);
   }
 
   /** Per check: the most distinct nodes failing it against one target in the window (for the gauge). */
@@ -89,6 +113,14 @@ export class ClusterWideFailures {
       if (now - e.at < this.opts.windowMs) break;
       this.seen.delete(key);
     }
+    for (const [node, at] of this.passed) {
+      if (now - at < this.opts.windowMs) break;
+      this.passed.delete(node);
+    }
+    for (const key of this.since.keys()) {
+      const [check, target] = key.split('\n') as [string, string];
+      if (this.nodesFailing(check, target) === 0) this.since.delete(key);
+    }
   }
 }
 
@@ -104,15 +136,52 @@ export function clusterWidePrefix(shared: readonly SharedFailure[], windowMs: nu
 }
 
 /**
- * A failed attempt whose check failed against the same target on other nodes too, recorded and
- * named: its message (stored, in the condition and the Events) says so first, where truncation
- * cannot cut it off. Recording is idempotent per node, so a write retried after a conflict counts
- * the node once.
+ * A finished attempt, recorded. A failed one whose check failed against the same target on other
+ * nodes too is named: its message (stored, in the condition and the Events) says so first, where
+ * truncation cannot cut it off. When more nodes failed that check since the fault began than
+ * passed, the fault is outside the node: the attempt is inconclusive (outcome ClusterWide), not
+ * counted against the node (its failure count stays), no remediation signal, and tried again
+ * after reconciliation.maxBackoff. Recording is idempotent per node, so a write retried after a
+ * conflict counts the node once.
  */
-export function noteClusterWide(failures: ClusterWideFailures, node: string, action: Extract<Action, { kind: 'Complete' }>): Extract<Action, { kind: 'Complete' }> {
+export function noteClusterWide(
+  failures: ClusterWideFailures,
+  node: string,
+  action: Extract<Action, { kind: 'Complete' }>,
+  now: number,
+  config: ControllerConfig,
+): Extract<Action, { kind: 'Complete' }> {
+  if (action.result.outcome === Outcome.Passed) failures.recordPass(node);
   if (action.result.outcome !== Outcome.ChecksFailed) return action;
-  const prefix = clusterWidePrefix(failures.record(node, action.result.checks), failures.windowMs);
-  if (prefix === '') return action;
-  const message = bounded(prefix + action.result.message);
-  return { ...action, result: { ...action.result, message }, state: { ...action.state, lastMessage: message } };
+  const shared = failures.record(node, action.result.checks);
+  if (shared.length === 0) return action;
+  const most = shared.filter((s) => s.most);
+  if (most.length === 0) {
+    const message = bounded(clusterWidePrefix(shared, failures.windowMs) + action.result.message);
+    return { ...action, result: { ...action.result, message }, state: { ...action.state, lastMessage: message } };
+  }
+  const message = bounded(clusterWideInconclusive(most, failures.windowMs) + action.result.message);
+  const delay = config.reconciliation.maxBackoff;
+  const state: VerificationState = {
+    uid: action.state.uid,
+    attempt: action.state.attempt,
+    // decide() counted this attempt as failed (failedState: one more); it is not.
+    failures: Math.max(0, action.state.failures - 1),
+    phase: Phase.Backoff,
+    nextAttemptAt: now + delay,
+    lastOutcome: Outcome.ClusterWide,
+    lastMessage: message,
+  };
+  if (action.state.verifiedAt !== undefined) state.verifiedAt = action.state.verifiedAt;
+  return { ...action, result: { ...action.result, outcome: Outcome.ClusterWide, message }, state, open: false, requeueAfterMs: delay };
+}
+
+/**
+ * `cluster-wide: dns against 10.96.0.10:53 failed on 5 nodes in the last 10m, and 0 passed since
+ * it began; not this node's fault: `.
+ */
+function clusterWideInconclusive(most: readonly SharedFailure[], windowMs: number): string {
+  const window = formatDuration(windowMs);
+  const parts = most.map((s) => `${s.check} against ${s.target} failed on ${s.nodes} nodes in the last ${window}, and ${s.passedSince} passed since it began`);
+  return `cluster-wide: ${parts.join('; ')}; not this node's fault: `;
 }

@@ -2,7 +2,7 @@ import { formatDuration } from '@kube-node-ready/core';
 import type { ControllerConfig } from '../../../config/schema.js';
 import type { ConditionInput } from './node-patch.js';
 import { formatTime } from './state.js';
-import { Phase, type VerificationState } from './types.js';
+import { Outcome, Phase, type VerificationState } from './types.js';
 
 /**
  * The node condition (type nodeManagement.condition.type, default kube-node-ready.io/NetworkVerified)
@@ -36,6 +36,10 @@ export function desiredCondition(state: VerificationState, config: ControllerCon
       return { type, status: 'True', reason: ConditionReason.Passed, message: state.lastMessage ?? 'all checks passed' };
     case Phase.Backoff: {
       const next = state.nextAttemptAt === undefined ? '' : `; next attempt at ${formatTime(state.nextAttemptAt)}`;
+      // A cluster-wide fault says nothing about the node: Unknown, not False.
+      if (state.lastOutcome === Outcome.ClusterWide) {
+        return { type, status: 'Unknown', reason: Outcome.ClusterWide, message: `attempt inconclusive, not counted against the node: ${last}${next}` };
+      }
       return { type, status: 'False', reason: state.lastOutcome ?? 'Failed', message: `attempt ${state.failures} of ${max} failed: ${last}${next}` };
     }
     case Phase.Failed:

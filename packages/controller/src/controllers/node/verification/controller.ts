@@ -390,7 +390,7 @@ export class VerificationController {
   ): Promise<Applied> {
     const { config, clock, metrics } = this.deps;
     const name = node.metadata?.name ?? '';
-    const action = this.deps.clusterWide ? noteClusterWide(this.deps.clusterWide, name, decided) : decided;
+    const action = this.deps.clusterWide ? noteClusterWide(this.deps.clusterWide, name, decided, clock.now(), config) : decided;
     const removedTaints = action.open ? taintsToRemove(node, config) : [];
 
     // 1. One guarded write: the outcome, and for a pass the taint removal and the label.

@@ -19,6 +19,7 @@ const OUTCOME_REASON: Record<Outcome, Reason> = {
   [Outcome.NotStarted]: Reason.VerificationWorkerNotStarted,
   [Outcome.DeadlineExceeded]: Reason.VerificationDeadlineExceeded,
   [Outcome.PodDeleted]: Reason.VerificationWorkerPodDeleted,
+  [Outcome.ClusterWide]: Reason.VerificationInconclusive,
 };
 
 export function outcomeReason(outcome: Outcome): Reason {
@@ -59,8 +60,12 @@ export function completedEvents(
     return [{ type: EventType.Normal, reason: Reason.VerificationPassed, message: `${result.message}; ${taints}added label ${label}` }, ...warnings];
   }
 
-  const attempt = `attempt ${state.failures} of ${max}`;
   const next = state.phase === Phase.Backoff && action.requeueAfterMs !== undefined ? `; retrying in ${Math.round(action.requeueAfterMs / 1000)}s` : '';
+  if (result.outcome === Outcome.ClusterWide) {
+    const counted = `${state.failures} of ${max} counted attempts failed so far`;
+    return [{ type: EventType.Warning, reason: Reason.VerificationInconclusive, message: `attempt inconclusive, not counted against the node (${counted}): ${result.message}${next}` }, ...warnings];
+  }
+  const attempt = `attempt ${state.failures} of ${max}`;
   const events: NodeEvent[] = [{ type: EventType.Warning, reason: outcomeReason(result.outcome), message: `${attempt} failed: ${result.message}${next}` }, ...warnings];
   if (state.phase === Phase.Failed) {
     events.push({

@@ -16,6 +16,12 @@ export const Outcome = {
   DeadlineExceeded: 'DeadlineExceeded',
   /** The pod disappeared, was deleted or evicted before it reported a result. */
   PodDeleted: 'PodDeleted',
+  /**
+   * Inconclusive: the checks failed, but the same check failed against the same target on most
+   * nodes that finished an attempt since that fault was first seen (cluster-wide.ts): a fault
+   * outside the node. Not counted against the node, no remediation signal; tried again later.
+   */
+  ClusterWide: 'ClusterWide',
 } as const;
 export type Outcome = (typeof Outcome)[keyof typeof Outcome];
 export const OUTCOMES: readonly Outcome[] = Object.values(Outcome);

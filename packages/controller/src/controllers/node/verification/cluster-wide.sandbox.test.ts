@@ -1,0 +1,73 @@
+// A DNS fault every new node shares (issue 14 item 3), with the whole controller against the real
+// API server: five nodes whose pods all get the same dead nameserver, as they would during a cluster
+// DNS outage, and one retry allowed (the harness's maxRetries 1). Once most nodes fail the same check
+// against the same target with none passing, attempts are inconclusive: not counted against the
+// node, condition Unknown/ClusterWide, a VerificationInconclusive Event. No node ends Failed; when
+// DNS comes back, every node opens.
+//
+// Before the fix every node used its two attempts and ended Failed (keeping its taint for good).
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { FAULT, k8s } from '@kube-node-ready/sandbox';
+import { annotations, harness, nodeEvents, readNode, waitFor, type Harness } from '../../../../test/harness.js';
+import { core } from '../../../../../../test/sandbox.js';
+
+let h: Harness;
+
+beforeAll(async () => {
+  h = await harness('ctlwide');
+});
+
+afterAll(async () => {
+  await h?.cleanup();
+});
+
+const NODES = 5;
+
+it('a fault most nodes share is not counted against them: no node fails, each says cluster-wide, all open once it is gone', { timeout: 240_000 }, async () => {
+  const c = await h.start({ reconciliation: { maxRetries: 1, initialBackoff: '1s', maxBackoff: '3s' } });
+  const nodes = await Promise.all(Array.from({ length: NODES }, (_, i) => h.addNode({ prefix: `w${i}${h.id}`, faults: { dns: 'dead' } })));
+
+  // Every node gets an inconclusive attempt (its Event) while the fault lasts, and the condition says so.
+  const conditionReasons = new Map<string, Set<string>>();
+  await waitFor(
+    async () => {
+      for (const node of nodes) {
+        const n = await readNode(node);
+        const reason = n?.status?.conditions?.find((x) => x.type === h.conditionType)?.reason;
+        if (reason) conditionReasons.set(node, (conditionReasons.get(node) ?? new Set()).add(reason));
+      }
+      const events = await Promise.all(nodes.map(async (n) => (await nodeEvents(n)).some((e) => e.reason === 'VerificationInconclusive')));
+      return events.every(Boolean) || undefined;
+    },
+    'a VerificationInconclusive Event on every node',
+    120_000,
+  );
+  const inconclusive = (await nodeEvents(nodes[NODES - 1]!)).find((e) => e.reason === 'VerificationInconclusive');
+  expect(inconclusive?.message).toMatch(/^attempt inconclusive, not counted against the node \([01] of 2 counted attempts failed so far\): cluster-wide: dns against \S+ failed on \d nodes in the last 10m, and 0 passed since it began; not this node's fault: /);
+  expect([...conditionReasons.values()].some((r) => r.has('ClusterWide')), `condition reasons seen: ${JSON.stringify([...conditionReasons].map(([n, r]) => [n, [...r]]))}`).toBe(true);
+  // Several rounds of attempts later, still no node is failed.
+  await new Promise((r) => setTimeout(r, 7_000));
+  for (const node of nodes) {
+    const a = annotations(await readNode(node));
+    expect(a['kube-node-ready.io/phase'], node).not.toBe('Failed');
+    expect(Number(a['kube-node-ready.io/failures'] ?? '0'), `${node}: counted failures`).toBeLessThanOrEqual(1);
+  }
+  expect(await c.metrics()).toMatch(/kube_node_ready_attempt_outcomes_total\{outcome="ClusterWide"\} [1-9]/);
+
+  // DNS back (the nodes' pods get the cluster's nameserver again): every node opens.
+  for (const node of nodes) {
+    await core().patchNode(
+      { name: node, body: [{ op: 'remove', path: `/metadata/annotations/${FAULT.dns.replace('/', '~1')}` }] },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch),
+    );
+  }
+  await waitFor(
+    async () => {
+      const open = await Promise.all(nodes.map(async (n) => (await readNode(n))?.metadata?.labels?.[h.verifiedLabel.key] === h.verifiedLabel.value));
+      return open.every(Boolean) || undefined;
+    },
+    'every node to open once DNS is back',
+    120_000,
+  );
+  for (const node of nodes) expect((await nodeEvents(node)).filter((e) => e.reason === 'VerificationFailed'), node).toEqual([]);
+});
