@@ -3,7 +3,7 @@ import type { Logger } from '@kube-node-ready/core';
 import { errorMessage } from '@kube-node-ready/core';
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
-import { PodAnnotation, PodLabelValue, PodLabel } from './api/well-known.js';
+import { Annotation, PodAnnotation, PodLabelValue, PodLabel } from './api/well-known.js';
 import { withDeadline, type Clock, type Timer } from './clock.js';
 import type { ControllerConfig } from './config/schema.js';
 import { RemediationController } from './controllers/node/remediation/controller.js';
@@ -16,6 +16,7 @@ import { hasVerificationTaint, isVerified } from './controllers/node/verificatio
 import { configHash, WORKER_POD_SELECTOR, workerConfigDocument, workerImage } from './controllers/node/verification/pod-spec.js';
 import { VerificationSlots } from './controllers/node/verification/slots.js';
 import { AnnotationProgressStore, MemoryProgressStore } from './controllers/node/verification/store.js';
+import { Phase } from './controllers/node/verification/types.js';
 import { runWorkers } from './controllers/runner.js';
 import { KubeEventRecorder, type EventSink } from './events/recorder.js';
 import { buildServer, parseBindAddress, type Probe } from './http/server.js';
@@ -221,8 +222,9 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     timers[0] = clock.setTimer(TICK_MS, tick);
   };
   const resync = (): void => {
+    const withWorkers = new Set(pods.list().map((p) => annotation(p, PodAnnotation.NodeName) ?? ''));
     for (const node of nodeInformer.list()) {
-      if (relevant(node, config)) queue.add(node.metadata?.name ?? '');
+      if (hasWork(node, config, withWorkers)) queue.add(node.metadata?.name ?? '');
       remediate(node);
     }
     timers[1] = clock.setTimer(config.reconciliation.resyncInterval, resync);
@@ -372,10 +374,18 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   };
 }
 
-/** Resync covers nodes that carry our taint or our progress; other nodes only change by events. */
-function relevant(node: V1Node, config: ControllerConfig): boolean {
+/**
+ * Nodes the safety-net resync re-queues: those with verification work left (a worker pod still
+ * around, a verification taint on a node that is not verified, an attempt in flight or a backoff).
+ * A verified node's changes arrive as watch events; re-queuing every verified node each resync cost
+ * one reconcile per node per interval for nothing (1000 per minute on a 1000-node cluster).
+ */
+function hasWork(node: V1Node, config: ControllerConfig, withWorkers: ReadonlySet<string>): boolean {
+  if (withWorkers.has(node.metadata?.name ?? '')) return true;
+  if (isVerified(node, config)) return false;
   if (hasVerificationTaint(node, config)) return true;
-  return Object.keys(node.metadata?.annotations ?? {}).some((k) => k.startsWith('kube-node-ready.io/'));
+  const phase = annotation(node, Annotation.Phase);
+  return phase === Phase.Verifying || phase === Phase.Backoff;
 }
 
 function countWorkerPods(pods: readonly V1Pod[]): Record<WorkerPodStatus, number> {

@@ -34,6 +34,8 @@ export const Reason = {
   NodeNotLaunchable: 'NodeNotLaunchable',
   /** The API server refused the worker pod (admission, quota, Pod Security): once per node and message; not an attempt. */
   WorkerPodRefused: 'WorkerPodRefused',
+  /** The node's operating system is not Linux (a Windows node): no worker is ever launched; once per node. */
+  NodeOSUnsupported: 'NodeOSUnsupported',
   /** Passed, but waiting for karpenter.sh/registered=true before removing the taint. */
   AwaitingKarpenterRegistration: 'AwaitingKarpenterRegistration',
   /** Dry run: the node passed and would have been opened. */

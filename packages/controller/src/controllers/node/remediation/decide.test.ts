@@ -227,6 +227,10 @@ describe('decide: stuck nodes (tainted, never verified, no worker ever ran)', ()
     expect(isFailedNode(node, NOW, { config, remediation: parseRemediationConfig({}), stuckClock: clock({ waiting: true, queuedMs: 0 }) })).toBe(false);
   });
 
+  it('a node the worker cannot run on (kubernetes.io/os windows) is never stuck: a replacement would be the same', () => {
+    expect(run(tainted(NOW - 3 * 60 * MIN).label('kubernetes.io/os', 'windows').build())).toEqual({ kind: 'ignore', reason: 'NotFailed', read: [] });
+  });
+
   it('a stuck node goes through the same guards', () => {
     expect(run(tainted().annotate('kube-node-ready.io/remediation', 'disabled').build())).toMatchObject({ kind: 'skip', reason: 'OptedOut', trigger: 'stuck' });
     expect(run(tainted().build(), { breaker: open })).toMatchObject({ kind: 'blocked', trigger: 'stuck' });

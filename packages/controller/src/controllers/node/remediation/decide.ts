@@ -2,7 +2,7 @@ import type { V1Node } from '@kubernetes/client-node';
 import { formatDuration } from '@kube-node-ready/core';
 import type { ControllerConfig } from '../../../config/schema.js';
 import { annotation, label, nodeName, toMillis } from '../../../kube/objects.js';
-import { backoffDelay, hasVerificationTaint, isVerified } from '../verification/decide.js';
+import { backoffDelay, hasVerificationTaint, isVerified, unsupportedOS } from '../verification/decide.js';
 import { RUN_GRACE_MS } from '../verification/pod-result.js';
 import { readState, type StateRead } from '../verification/state.js';
 import { Phase, type VerificationState } from '../verification/types.js';
@@ -215,6 +215,9 @@ export function stuckDeadline(
   const timeout = ctx.remediation.stuckNodeTimeout;
   if (timeout <= 0) return undefined;
   if (!hasVerificationTaint(node, ctx.config) || isVerified(node, ctx.config)) return undefined;
+  // A node the worker cannot run on (Windows) is a configuration error, not a broken node: its
+  // replacement would be the same.
+  if (unsupportedOS(node) !== undefined) return undefined;
   if (state && (state.phase === Phase.Verifying || state.phase === Phase.Passed || state.phase === Phase.Failed)) return undefined;
   if (state?.verifiedAt !== undefined) return undefined;
   const created = toMillis(node.metadata?.creationTimestamp);

@@ -23,6 +23,7 @@ export const ConditionReason = {
   NodeNotLaunchable: 'NodeNotLaunchable',
   Passed: 'Passed',
   RetriesExhausted: 'RetriesExhausted',
+  UnsupportedOS: 'UnsupportedOS',
 } as const;
 
 export function desiredCondition(state: VerificationState, config: ControllerConfig): ConditionInput {
@@ -50,6 +51,16 @@ export function desiredCondition(state: VerificationState, config: ControllerCon
         message: `verification failed after ${state.failures} attempts; last: ${state.lastOutcome ?? 'unknown'}: ${last}`,
       };
   }
+}
+
+/** The condition of a node the worker cannot run on at all (decide(): UnsupportedOS). */
+export function unsupportedOSCondition(os: string, config: ControllerConfig): ConditionInput {
+  return {
+    type: config.nodeManagement.condition.type,
+    status: 'False',
+    reason: ConditionReason.UnsupportedOS,
+    message: `the verification worker runs on Linux only; this node's kubernetes.io/os is ${os}: not verified, the verification taint stays`,
+  };
 }
 
 /** The condition of a node that cannot run the worker yet (decide(): NodeNotLaunchable); no stored progress is involved. */

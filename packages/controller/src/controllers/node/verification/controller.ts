@@ -12,9 +12,9 @@ import { annotation, nodeName, nodeUid, toMillis } from '../../../kube/objects.j
 import type { ControllerMetrics } from '../../../metrics/metrics.js';
 import type { NodeStatus } from '../../../metrics/names.js';
 import { noteClusterWide, type ClusterWideFailures } from './cluster-wide.js';
-import { desiredCondition, waitingCondition } from './condition.js';
-import { decide, hasVerificationTaint, POD_REFUSED_RETRY_MS, type Action, type PodRef } from './decide.js';
-import { awaitingRegistrationEvent, completedEvents, podRefusedEvent, startedEvent, waitingForNodeEvent, type NodeEvent } from './events.js';
+import { desiredCondition, unsupportedOSCondition, waitingCondition } from './condition.js';
+import { decide, hasVerificationTaint, POD_REFUSED_RETRY_MS, unsupportedOS, type Action, type PodRef } from './decide.js';
+import { awaitingRegistrationEvent, completedEvents, podRefusedEvent, startedEvent, unsupportedOSEvent, waitingForNodeEvent, type NodeEvent } from './events.js';
 import { workerPodName } from './naming.js';
 import { NodeCopies } from './node-copies.js';
 import { conditionPatch, taintsToRemove, type ConditionInput } from './node-patch.js';
@@ -302,6 +302,16 @@ export class VerificationController {
     if (action.reason === 'ConcurrencyLimit') this.deps.metrics.setNodeStatus(name, 'waiting');
     if (action.reason === 'KarpenterRegistration') this.emit(name, awaitingRegistrationEvent());
     log.debug({ reason: action.reason, attempt: action.attempt, requeueAfterMs: action.requeueAfterMs, waitingFor: action.waitingFor }, 'waiting');
+    if (action.reason === 'UnsupportedOS') {
+      const os = unsupportedOS(node) ?? 'unknown';
+      const key = `${nodeUid(node)}|os`;
+      if (this.waitingReported.get(name) !== key) {
+        this.waitingReported.set(name, key);
+        this.emit(name, unsupportedOSEvent(os, this.deps.config));
+        log.warn({ os }, 'the worker cannot run on this node (not Linux); it is not verified and keeps its taint');
+      }
+      return { kind: 'done', node: written, report: { status: 'waiting', condition: unsupportedOSCondition(os, this.deps.config) }, result: {} };
+    }
     if (action.reason === 'NodeNotLaunchable') {
       const waitingFor = action.waitingFor ?? [];
       const overdue = action.overdue ?? false;

@@ -103,6 +103,16 @@ describe('decide: launching', () => {
     });
   });
 
+  it('never sends a worker to a node that is not Linux (kubernetes.io/os): it waits, reported, and its pods go', () => {
+    const windows = aNode().tainted().label('kubernetes.io/os', 'windows');
+    const node = windows.build();
+    const pod = aWorkerPod(node, 1).createdAt(T0).build();
+    expect(run(node, [pod])).toEqual({ kind: 'Wait', reason: 'UnsupportedOS', cleanup: [{ namespace: pod.metadata?.namespace, name: pod.metadata?.name }] });
+    expect(run(aNode().label('kubernetes.io/os', 'windows').build())).toMatchObject({ kind: 'Ignore', reason: 'NotCandidate' });
+    expect(run(windows.verified().build())).toMatchObject({ kind: 'Ignore', reason: 'Verified' });
+    expect(run(aNode().tainted().label('kubernetes.io/os', 'linux').build()).kind).toBe('Launch');
+  });
+
   it('waits for a free slot when the cluster-wide bound is reached', () => {
     const config = testConfig({ reconciliation: { maxConcurrentVerifications: 3 } });
     const node = aNode().tainted().build();

@@ -39,7 +39,9 @@ export type WaitReason =
   /** The worker passed, but Karpenter has not registered the node: it would put the taint back. */
   | 'KarpenterRegistration'
   /** The node cannot run the worker yet (NotReady, another startup taint): no attempt is used. */
-  | 'NodeNotLaunchable';
+  | 'NodeNotLaunchable'
+  /** The node's operating system (label kubernetes.io/os) is not Linux: the worker cannot run there at all. */
+  | 'UnsupportedOS';
 
 export type Action =
   | { kind: 'Ignore'; reason: IgnoreReason; cleanup: PodRef[] }
@@ -95,6 +97,9 @@ export interface DecideContext {
 /** A node whose worker pod the API server refused tries again this often (the policy may be fixed any time). */
 export const POD_REFUSED_RETRY_MS = 30_000;
 
+/** The kubelet's operating-system label. */
+export const OS_LABEL = 'kubernetes.io/os';
+
 /** How often a node waiting for a free verification slot looks again (it is also woken when one frees). */
 export const CONCURRENCY_RECHECK_MS = 5_000;
 
@@ -127,6 +132,13 @@ export function decide(
   const ownProgress = state !== undefined && (!config.nodeManagement.condition.enabled || hasOwnCondition(node, config));
   if (!hasVerificationTaint(node, config) && !ownProgress && !config.nodeManagement.verifyUntaintedNodes) {
     return { kind: 'Ignore', reason: 'NotCandidate', cleanup: cleanup(mine, foreign, { keep: 0 }) };
+  }
+
+  // 3b. The worker is a Linux program: a node of another operating system (a Windows node) is never
+  //     sent one. It is reported and left as it is: its taint stays, and remediation leaves it alone
+  //     (a replacement would be the same). Putting the verification taint on it is a configuration error.
+  if (unsupportedOS(node) !== undefined) {
+    return { kind: 'Wait', reason: 'UnsupportedOS', cleanup: cleanup(mine, foreign, { keep: 0, all: true }) };
   }
 
   // 4. Retries exhausted: the taint stays; remediation (or a reset) takes it from here.
@@ -358,6 +370,12 @@ export function launchBlockers(node: V1Node, config: ControllerConfig): string[]
   const taints = untoleratedTaints(nodeTaints(node), workerTolerations(config)).filter((t) => !READY_SHADOW_TAINTS.has(t.key));
   if (taints.length > 0) blockers.push(`${taints.length === 1 ? 'taint' : 'taints'} ${taints.map(formatTaint).join(', ')} removed (the worker does not tolerate ${taints.length === 1 ? 'it' : 'them'})`);
   return blockers;
+}
+
+/** The node's operating system when the worker cannot run on it (kubernetes.io/os set and not linux), else undefined. */
+export function unsupportedOS(node: V1Node): string | undefined {
+  const os = label(node, OS_LABEL);
+  return os !== undefined && os !== 'linux' ? os : undefined;
 }
 
 /** Karpenter-managed nodes (label karpenter.sh/nodepool) must carry karpenter.sh/registered=true. */

@@ -105,6 +105,15 @@ export function waitingForNodeEvent(waitingFor: readonly string[], overdue: bool
     : { type: EventType.Normal, reason: Reason.VerificationWaitingForNode, message: `no attempt until the node can run the worker; waiting for: ${waitingFor.join('; ')}` };
 }
 
+/** A node the worker cannot run on (decide(): UnsupportedOS). */
+export function unsupportedOSEvent(os: string, config: ControllerConfig): NodeEvent {
+  return {
+    type: EventType.Warning,
+    reason: Reason.NodeOSUnsupported,
+    message: `the verification worker runs on Linux only and this node's kubernetes.io/os is ${os}: no worker is launched, the node keeps its verification taint and is not remediated. Keep ${config.nodeManagement.taints.map((t) => t.key).join(', ')} off ${os} nodes (their NodePool's startupTaints), or remove it from this node by hand`,
+  };
+}
+
 /** The API server refused the worker pod: not an attempt, and not the node's fault. */
 export function podRefusedEvent(pod: string, message: string): NodeEvent {
   return {

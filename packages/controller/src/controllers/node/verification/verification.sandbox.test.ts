@@ -213,6 +213,39 @@ describe('verification', () => {
     );
   });
 
+  // (That stuck-node remediation leaves such a node alone is a decide() table test: it takes 60 s or more.)
+  it('a Windows node is never sent the Linux worker: reported (condition, Event, status waiting), its taint kept', async () => {
+    const ctl = await h.start();
+    const node = await h.addNode({ labels: { 'kubernetes.io/os': 'windows' } });
+    const condition = await waitFor(
+      async () => (await readNode(node))?.status?.conditions?.find((c) => c.type === h.conditionType && c.reason === 'UnsupportedOS'),
+      'the UnsupportedOS condition',
+      30_000,
+    );
+    expect(condition).toMatchObject({ status: 'False', message: expect.stringMatching(/runs on Linux only; this node's kubernetes.io\/os is windows/) });
+    const events = await nodeEventsWhen(node, (list) => list.some((e) => e.reason === 'NodeOSUnsupported'), 'the NodeOSUnsupported Event');
+    expect(events.filter((e) => e.reason === 'NodeOSUnsupported')).toHaveLength(1);
+    expect(await workerPods(h.namespace, node)).toEqual([]);
+    const n = await readNode(node);
+    expect(n?.spec?.taints?.map((t) => t.key)).toContain(h.taint.key);
+    expect(annotations(n)['kube-node-ready.io/attempt']).toBeUndefined();
+    expect(await ctl.metrics()).toContain(`kube_node_ready_verification_status{node="${node}",status="waiting"} 1`);
+  });
+
+  it('the safety-net resync re-queues only nodes with work left: a verified node is not reconciled again without an event', async () => {
+    const ctl = await h.start({ reconciliation: { resyncInterval: '1s' } });
+    const node = await h.addNode();
+    await waitFor(async () => (await readNode(node))?.metadata?.labels?.[h.verifiedLabel.key] === 'true', 'the node to open', 60_000);
+    await waitFor(async () => ((await workerPods(h.namespace, node)).length === 0 ? true : undefined), 'its worker pod to go', 30_000);
+    await new Promise((r) => setTimeout(r, 3_000)); // the events of our own last writes
+    const adds = async () => Number(/^kube_node_ready_queue_adds_total (\d+)/m.exec(await ctl.metrics())?.[1] ?? 'NaN');
+    const before = await adds();
+    await new Promise((r) => setTimeout(r, 6_000)); // six resyncs
+    const after = await adds();
+    // Before: one add per resync (6). At most one stray event is allowed for.
+    expect(after - before, `queue adds during six resyncs (${before} -> ${after})`).toBeLessThanOrEqual(1);
+  });
+
   it('verifies a node again when its verified label is removed', async () => {
     await h.start();
     const node = await h.addNode();
