@@ -21,6 +21,10 @@ const SLOWEST_FIRST = [
   'sandbox/src/kubelet-lifecycle.sandbox', // 66
   'chart/alerts.live.sandbox', // 62
   'verification/resilience.sandbox', // 61
+  'verification/cluster-wide.sandbox', // 60
+  'verification/failures.sandbox', // 52
+  'verification/refused.sandbox', // 38
+  'sandbox/src/lifecycle.sandbox', // 38
 ];
 
 /** Vitest's order (projects, groups, its cache), except that within a project the files above go first. */

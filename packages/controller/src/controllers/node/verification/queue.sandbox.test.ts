@@ -33,7 +33,7 @@ it('nodes waiting their turn for a slot are served in order of arrival, and none
   }
   const c = await h.start({
     reconciliation: { maxConcurrentVerifications: 1 },
-    worker: { startTimeout: '90s' },
+    worker: { scheduleTimeout: '60s', startTimeout: '90s' },
     nodeManagement: {
       deleteFailedNodes: true,
       bringUpTimeout: '30s',

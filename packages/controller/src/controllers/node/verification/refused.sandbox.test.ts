@@ -72,7 +72,8 @@ it('refused worker pods use no attempt, are reported, and open the circuit break
   });
 
   const nodes = await Promise.all(Array.from({ length: NODES }, (_, i) => h.addNode({ prefix: `r${i}${h.id}` })));
-  const c = await h.start({ nodeManagement: { deleteFailedNodes: true, remediation: { minNodeAge: '0s' } } });
+  // Worker deadlines a busy machine keeps (the harness's 4 s are for tests of those deadlines).
+  const c = await h.start({ nodeManagement: { deleteFailedNodes: true, remediation: { minNodeAge: '0s' } }, worker: { scheduleTimeout: '60s', startTimeout: '60s' } });
 
   // Each node says why it has no worker, once.
   for (const node of nodes) {
