@@ -192,17 +192,21 @@ describe('noteClusterWide', () => {
     ]);
   });
 
-  it('an attempt failing the way most nodes fail is inconclusive: not counted, Backoff for maxBackoff, condition Unknown, its own Event', () => {
+  it('an attempt failing the way most nodes fail is inconclusive: not counted, a backoff growing with the uncounted attempts, condition Unknown, its own Event', () => {
     const failures = new ClusterWideFailures(new FakeClock());
     for (const node of ['a', 'b']) note(failures, node, completeAction([failed('dns', DNS)], message));
     const noted = note(failures, 'c', completeAction([failed('dns', DNS)], message));
     const line = `cluster-wide: dns against ${DNS} failed on 3 nodes in the last 10m, and 0 passed since it began; not this node's fault: ${message}`;
     expect(noted.result).toMatchObject({ outcome: Outcome.ClusterWide, message: line });
     // completeAction stands for the third counted failure (failures 3, Failed): it is the second.
-    expect(noted.state).toEqual({ uid: 'u', attempt: 3, failures: 2, phase: Phase.Backoff, nextAttemptAt: NOW + config.reconciliation.maxBackoff, lastOutcome: Outcome.ClusterWide, lastMessage: line });
+    // Attempt 3 with 2 counted failures: the first uncounted one waits initialBackoff (10 s).
+    expect(noted.state).toEqual({ uid: 'u', attempt: 3, failures: 2, phase: Phase.Backoff, nextAttemptAt: NOW + 10_000, lastOutcome: Outcome.ClusterWide, lastMessage: line });
     expect(noted.open).toBe(false);
-    expect(noted.requeueAfterMs).toBe(config.reconciliation.maxBackoff);
-    expect(eventsOf(noted)).toEqual([`VerificationInconclusive: attempt inconclusive, not counted against the node (2 of 3 counted attempts failed so far): ${line}; retrying in 300s`]);
+    expect(noted.requeueAfterMs).toBe(10_000);
+    expect(eventsOf(noted)).toEqual([`VerificationInconclusive: attempt inconclusive, not counted against the node (2 of 3 counted attempts failed so far): ${line}; retrying in 10s`]);
+    // The next uncounted attempts wait longer: 20 s, 40 s, ... up to maxBackoff.
+    const later = note(failures, 'c', { ...completeAction([failed('dns', DNS)], message), attempt: 5, state: { ...completeAction([], message).state, attempt: 5 } });
+    expect(later.requeueAfterMs).toBe(40_000);
     expect(desiredCondition(noted.state, config)).toMatchObject({ status: 'Unknown', reason: 'ClusterWide', message: expect.stringMatching(/^attempt inconclusive, not counted against the node: cluster-wide: dns against /) });
   });
 

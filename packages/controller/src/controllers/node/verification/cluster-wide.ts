@@ -1,7 +1,7 @@
 import { formatDuration } from '@kube-node-ready/core';
 import type { Clock } from '../../../clock.js';
 import type { ControllerConfig } from '../../../config/schema.js';
-import type { Action } from './decide.js';
+import { backoffDelay, type Action } from './decide.js';
 import { bounded } from './pod-result.js';
 import type { CheckSummary } from './summary.js';
 import { Outcome, Phase, type VerificationState } from './types.js';
@@ -140,8 +140,9 @@ export function clusterWidePrefix(shared: readonly SharedFailure[], windowMs: nu
  * nodes too is named: its message (stored, in the condition and the Events) says so first, where
  * truncation cannot cut it off. When more nodes failed that check since the fault began than
  * passed, the fault is outside the node: the attempt is inconclusive (outcome ClusterWide), not
- * counted against the node (its failure count stays), no remediation signal, and tried again
- * after reconciliation.maxBackoff. Recording is idempotent per node, so a write retried after a
+ * counted against the node (its failure count stays), no remediation signal, and tried again after
+ * a backoff that grows with the attempts not counted (reconciliation.initialBackoff x backoffFactor^n,
+ * up to maxBackoff). Recording is idempotent per node, so a write retried after a
  * conflict counts the node once.
  */
 export function noteClusterWide(
@@ -161,12 +162,14 @@ export function noteClusterWide(
     return { ...action, result: { ...action.result, message }, state: { ...action.state, lastMessage: message } };
   }
   const message = bounded(clusterWideInconclusive(most, failures.windowMs) + action.result.message);
-  const delay = config.reconciliation.maxBackoff;
+  // decide() counted this attempt as failed (failedState: one more); it is not.
+  const counted = Math.max(0, action.state.failures - 1);
+  // A short blip costs a short wait; a long outage is not hammered.
+  const delay = backoffDelay(Math.max(1, action.state.attempt - counted), config.reconciliation);
   const state: VerificationState = {
     uid: action.state.uid,
     attempt: action.state.attempt,
-    // decide() counted this attempt as failed (failedState: one more); it is not.
-    failures: Math.max(0, action.state.failures - 1),
+    failures: counted,
     phase: Phase.Backoff,
     nextAttemptAt: now + delay,
     lastOutcome: Outcome.ClusterWide,
