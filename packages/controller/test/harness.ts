@@ -26,6 +26,8 @@ export interface Harness {
   config(overrides?: ControllerConfigInput): ControllerConfig;
   /** A simulated node of this test, tainted with its verification taint unless `taints` says otherwise. */
   addNode(opts?: Partial<NodeSpecOptions> & { prefix?: string }): Promise<string>;
+  /** Waits until every one of `nodes` carries this test's verified label (a timeout describes the nodes). */
+  waitForOpen(nodes: readonly string[], what: string, timeoutMs: number): Promise<void>;
   /**
    * Starts a controller in this process. One that loses its Lease (a renewal held up past
    * renewDeadline on a busy machine) stops working, as a deposed leader does; like its Deployment
@@ -113,6 +115,16 @@ export async function harness(prefix = 'ctl'): Promise<Harness> {
     conditionType,
     selector,
     config,
+    async waitForOpen(nodes, what, timeoutMs) {
+      await waitFor(
+        async () => {
+          const open = await Promise.all(nodes.map(async (n) => (await readNode(n))?.metadata?.labels?.[verifiedLabel.key] === verifiedLabel.value));
+          return open.every(Boolean) || undefined;
+        },
+        what,
+        timeoutMs,
+      );
+    },
     async addNode(opts = {}) {
       const name = opts.name ?? uniqueName(opts.prefix ?? `n${id}`);
       const taints = opts.taints ?? [taint];

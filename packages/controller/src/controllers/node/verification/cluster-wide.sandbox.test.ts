@@ -66,13 +66,6 @@ it('a fault most nodes share is not counted against them: no node fails, each sa
       k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch),
     );
   }
-  await waitFor(
-    async () => {
-      const open = await Promise.all(nodes.map(async (n) => (await readNode(n))?.metadata?.labels?.[h.verifiedLabel.key] === h.verifiedLabel.value));
-      return open.every(Boolean) || undefined;
-    },
-    'every node to open once DNS is back',
-    120_000,
-  );
+  await h.waitForOpen(nodes, 'every node to open once DNS is back', 120_000);
   for (const node of nodes) expect((await nodeEvents(node)).filter((e) => e.reason === 'VerificationFailed'), node).toEqual([]);
 });

@@ -108,14 +108,7 @@ it('refused worker pods use no attempt, are reported, and open the circuit break
 
   // Pods allowed again: every node opens at its first attempt.
   await removePolicy();
-  await waitFor(
-    async () => {
-      const open = await Promise.all(nodes.map(async (n) => (await readNode(n))?.metadata?.labels?.[h.verifiedLabel.key] === h.verifiedLabel.value));
-      return open.every(Boolean) || undefined;
-    },
-    'every node to open once pods are allowed',
-    90_000,
-  ).catch((err: unknown) => {
+  await h.waitForOpen(nodes, 'every node to open once pods are allowed', 90_000).catch((err: unknown) => {
     throw new Error(`${String(err)}; controller logs about ${nodes[0]}:\n${c.logs.filter((l) => l.node === nodes[0] || l.level === 'error').slice(-30).map((l) => JSON.stringify(l)).join('\n')}`);
   });
   for (const node of nodes) {
