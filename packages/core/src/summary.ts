@@ -18,6 +18,11 @@ export interface CheckSummary {
    * readers that do not know the field ignore it. Cut and dropped with the errors for space.
    */
   target?: string;
+  /**
+   * The HTTP status the Kubernetes API answered with, when that answer is what failed the check
+   * (`503`, `429`): the node reached the API, the API refused. Optional like `target`.
+   */
+  httpStatus?: number;
 }
 
 export interface WorkerSummary {
@@ -129,6 +134,7 @@ const checkSchema = z.object({
   durationMs: z.number({ error: 'expected a number' }),
   error: z.optional(z.string({ error: 'expected a string' })),
   target: z.optional(z.string({ error: 'expected a string' })),
+  httpStatus: z.optional(z.int({ error: 'expected a whole number' })),
 });
 const summarySchema = z.object(
   {
@@ -167,6 +173,7 @@ function serialize(summary: WorkerSummary): string {
       durationMs: finiteOr0(c.durationMs),
       ...(c.error !== undefined ? { error: c.error } : {}),
       ...(c.target !== undefined ? { target: c.target } : {}),
+      ...(c.httpStatus !== undefined ? { httpStatus: c.httpStatus } : {}),
     })),
     ...(summary.error !== undefined ? { error: summary.error } : {}),
     ...(summary.omittedChecks ? { omittedChecks: summary.omittedChecks } : {}),

@@ -116,6 +116,21 @@ describe('runWorker end to end (fake API server and DNS servers on loopback)', (
     expect(run.logs.at(-1)).toMatchObject({ msg: 'verification failed', failed: ['tcp'], exitCode: 1 });
   });
 
+  it('the API answering 503: the summary carries httpStatus on the checks that read it (the controller blames the API, not the node)', async () => {
+    cluster.api.state.failing.set('/api/v1/namespaces/default/services/kubernetes', 503);
+    try {
+      const run = await worker([...args, '--checks', 'api,service'], cluster.env);
+      expect(run.code).toBe(ExitCode.CHECK_FAILED);
+      const failed = run.summary?.checks.filter((c) => !c.ok).map((c) => ({ name: c.name, httpStatus: c.httpStatus }));
+      expect(failed).toEqual([
+        { name: 'api', httpStatus: 503 },
+        { name: 'service', httpStatus: 503 },
+      ]);
+    } finally {
+      cluster.api.state.failing.clear();
+    }
+  });
+
   it('the overall deadline bounds the run even when the check timeout is longer', async () => {
     const hole = await startBlackhole();
     try {

@@ -148,6 +148,7 @@ export async function runChecks(config: WorkerConfig, log: Logger, registry: Che
       durationMs: o.durationMs,
       ...(o.error !== undefined ? { error: o.error } : {}),
       ...(!o.ok && o.target !== undefined ? { target: o.target } : {}),
+      ...(!o.ok && o.httpStatus !== undefined ? { httpStatus: o.httpStatus } : {}),
     })),
     ...(warnings.length > 0 ? { warnings } : {}),
   };

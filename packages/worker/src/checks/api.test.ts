@@ -56,6 +56,22 @@ describe('api check against a local HTTPS API server', () => {
     expect(outcome.details).toMatchObject({ version: 'v1.33.1' });
   });
 
+  it('fails naming the HTTP status when the API answers 503 or 429 (httpStatus: the API refused, the node reached it)', async () => {
+    const c = await cluster();
+    c.api.state.failing.set('/version', 503);
+    const outcome = await runCheck('api', [], c.env);
+    expect(outcome.ok).toBe(false);
+    expect(outcome.httpStatus).toBe(503);
+    expect(outcome.error).toMatch(/^GET \/version: 503 Service Unavailable/);
+    c.api.state.failing.set('/version', 429);
+    expect((await runCheck('api', [], c.env)).httpStatus).toBe(429);
+  });
+
+  it('every HTTP error answer carries its status (the controller judges which are the API\'s fault)', async () => {
+    const c = await cluster({ token: 'expired-token' });
+    expect((await runCheck('api', [], c.env)).httpStatus).toBe(401);
+  });
+
   it('fails with a TLS error when the server certificate is not signed by the service-account CA', async () => {
     const c = await cluster({ saCa: 'wrong' });
     const outcome = await runCheck('api', [], c.env);
@@ -81,6 +97,7 @@ describe('api check against a local HTTPS API server', () => {
     const port = await closedPort();
     const outcome = await runCheck('api', [], { ...c.env, KUBERNETES_SERVICE_PORT: String(port.port) });
     expect(outcome.error).toBe(`connection refused by 127.0.0.1:${port.port}`);
+    expect(outcome.httpStatus).toBeUndefined();
   });
 });
 

@@ -1,6 +1,6 @@
 import { errorMessage } from '@kube-node-ready/core';
 import { formatHostPort, type ServiceRef } from '../config.js';
-import { failedAgainst, Slowness, verdict, type Check } from './types.js';
+import { answeredWith, failedAgainst, Slowness, verdict, type Check } from './types.js';
 
 export const KUBERNETES_SERVICE: ServiceRef = { namespace: 'default', name: 'kubernetes' };
 
@@ -33,7 +33,7 @@ export const apiCheck: Check = async ({ cluster, signal, config }) => {
     try {
       Object.assign(details, await step());
     } catch (err) {
-      return failedAgainst(verdict([...(await routingProblem()), errorMessage(err)], details, slow.warnings), target);
+      return answeredWith(failedAgainst(verdict([...(await routingProblem()), errorMessage(err)], details, slow.warnings), target), err);
     }
   }
   for (const [key, what] of [['tlsMs', 'TLS handshake'], ['versionMs', 'GET /version'], ['authenticatedMs', 'GET the kubernetes Service']] as const) {

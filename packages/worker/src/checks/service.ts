@@ -3,7 +3,7 @@ import { formatHostPort, formatServiceRef, type ServiceRef } from '../config.js'
 import { clusterIPs, notReadyCount, readyEndpoints } from '../kube/objects.js';
 import { lookupAddresses, type DnsAnswer } from '../net/dns-client.js';
 import { answerProblem, disagreement } from './dns.js';
-import { verdict, type Check, type CheckContext } from './types.js';
+import { answeredWith, verdict, type Check, type CheckContext } from './types.js';
 
 /**
  * service: each configured Service (default default/kubernetes, plus the cluster DNS Service)
@@ -20,7 +20,8 @@ export const serviceCheck: Check = async (ctx) => {
     const why = ctx.config.enabled.includes('dns') ? 'the dns check says why' : (unanswered[0]?.unanswered ?? '');
     problems.push(`DNS not compared for ${unanswered.length === 1 ? 'Service' : 'Services'} ${which}: no nameserver answered (${why})`);
   }
-  return verdict(problems, { services: reports.map((r) => r.report) });
+  const refused = reports.find((r) => r.apiError !== undefined);
+  return answeredWith(verdict(problems, { services: reports.map((r) => r.report) }), refused?.apiError);
 };
 
 interface ServiceReport {
@@ -29,6 +30,8 @@ interface ServiceReport {
   report: Record<string, unknown>;
   /** No nameserver answered the Service's name: the failures. */
   unanswered?: string;
+  /** Reading the Service or its EndpointSlices failed with this error. */
+  apiError?: unknown;
 }
 
 async function checkService(ctx: CheckContext, ref: ServiceRef): Promise<ServiceReport> {
@@ -44,7 +47,7 @@ async function checkService(ctx: CheckContext, ref: ServiceRef): Promise<Service
     [service, slices] = await Promise.all([cluster.service(ref, signal), cluster.endpointSlices(ref, signal)]);
   } catch (err) {
     const text = errorMessage(err);
-    return problem(/\b404 Not Found\b/.test(text) ? `not found (${text})` : text);
+    return { ...problem(/\b404 Not Found\b/.test(text) ? `not found (${text})` : text), apiError: err };
   }
   const ips = clusterIPs(service.body);
   const ready = slices.body.flatMap(readyEndpoints).map((e) => e.address);

@@ -1,5 +1,6 @@
 import { formatDuration, type Logger } from '@kube-node-ready/core';
 import type { CheckName, HostPort, WorkerConfig } from '../config.js';
+import { ApiError } from '../kube/api-client.js';
 import type { ClusterApi } from '../kube/cluster.js';
 
 /** The nameservers to test: from --dns-server / dns.servers, else from resolv.conf, or why there are none. */
@@ -28,6 +29,14 @@ export interface CheckResult {
    * knows it: the controller names a fault shared by several nodes against one target as cluster-wide.
    */
   target?: string;
+  /** The HTTP status of the API answer that failed the check (5xx, 429...): the controller then blames the API, not the node. */
+  httpStatus?: number;
+}
+
+/** `result` with `httpStatus` set when `err` is the API answering with an HTTP error (the check failed on it). */
+export function answeredWith(result: CheckResult, err: unknown): CheckResult {
+  if (result.ok || !(err instanceof ApiError) || err.kind !== 'http' || err.status === undefined) return result;
+  return { ...result, httpStatus: err.status };
 }
 
 /** `result` with `target` set to the given addresses (sorted, unique), when it failed and there are some. */

@@ -14,6 +14,8 @@ export interface FakeApiState {
   slices: Map<string, object[]>;
   /** Paths (without query) answered 403. */
   forbidden: Set<string>;
+  /** Paths (without query) answered with this HTTP error status (503, 429...). */
+  failing: Map<string, number>;
   requests: string[];
 }
 
@@ -31,6 +33,7 @@ export async function startFakeApi(pki: TestPki, token: string): Promise<FakeApi
     services: new Map(),
     slices: new Map(),
     forbidden: new Set(),
+    failing: new Map(),
     requests: [],
   };
   const server = https.createServer({ cert: pki.serverCert, key: pki.serverKey }, (req, res) => {
@@ -44,6 +47,8 @@ export async function startFakeApi(pki: TestPki, token: string): Promise<FakeApi
       send(code, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code });
 
     if (req.headers.authorization !== `Bearer ${state.token}`) return status(401, 'Unauthorized', 'Unauthorized');
+    const failing = state.failing.get(url.pathname);
+    if (failing !== undefined) return status(failing, failing === 429 ? 'TooManyRequests' : 'ServiceUnavailable', failing === 429 ? 'too many requests, please try again later' : 'the server is currently unable to handle the request');
     if (url.pathname === '/version') return send(200, { major: '1', minor: '33', gitVersion: 'v1.33.1', platform: 'linux/amd64' });
 
     let m = /^\/api\/v1\/namespaces\/([^/]+)\/services\/([^/]+)$/.exec(url.pathname);
