@@ -86,6 +86,7 @@ const BASE_PERMISSIONS = [
   'Role/kube-system/kube-node-ready-controller core/configmaps/kube-node-ready-worker get',
   'Role/kube-system/kube-node-ready-controller core/configmaps/kube-node-ready-worker update',
   'Role/default/kube-node-ready-api-endpoints discovery.k8s.io/endpointslices list',
+  'Role/kube-system/kube-node-ready-cluster-dns discovery.k8s.io/endpointslices list',
   'Role/kube-system/kube-node-ready-leader-election coordination.k8s.io/leases create',
   'Role/kube-system/kube-node-ready-leader-election coordination.k8s.io/leases/kube-node-ready-controller get',
   'Role/kube-system/kube-node-ready-leader-election coordination.k8s.io/leases/kube-node-ready-controller update',
@@ -151,9 +152,11 @@ describe('helm template: what is created', () => {
         'PodDisruptionBudget/kube-node-ready-controller',
         'PriorityClass/kube-node-ready-worker',
         'Role/kube-node-ready-api-endpoints',
+        'Role/kube-node-ready-cluster-dns',
         'Role/kube-node-ready-controller',
         'Role/kube-node-ready-leader-election',
         'RoleBinding/kube-node-ready-api-endpoints',
+        'RoleBinding/kube-node-ready-cluster-dns',
         'RoleBinding/kube-node-ready-controller',
         'RoleBinding/kube-node-ready-leader-election',
         'Service/kube-node-ready-metrics',
@@ -233,6 +236,7 @@ describe('helm template: what is created', () => {
       expect(labels['helm.sh/chart']).toBe('kube-node-ready-0.1.0');
       expect(labels['example.com/team']).toBe('platform'); // commonLabels
       // The API server endpoints are the EndpointSlices of default/kubernetes: that Role lives beside them.
+      // The cluster DNS Service's, in kube-system: the release namespace here.
       const namespace = o.metadata.name === 'kube-node-ready-api-endpoints' ? 'default' : NAMESPACE;
       const clusterScoped = o.kind.startsWith('Cluster') || o.kind === 'PriorityClass';
       if (clusterScoped) expect(o.metadata.namespace, `${o.kind}/${o.metadata.name}`).toBeUndefined();
@@ -248,6 +252,9 @@ describe('helm template: what is created', () => {
     expect(find(objects, 'Role', 'kube-node-ready-leader-election').metadata.namespace).toBe('node-ready');
     expect(find(objects, 'Role', 'kube-node-ready-api-endpoints').metadata.namespace).toBe('default');
     expect((find(objects, 'RoleBinding', 'kube-node-ready-api-endpoints').subjects as Array<{ namespace: string }>)[0]?.namespace).toBe('node-ready');
+    // The cluster DNS Service's EndpointSlices: beside them, whatever the release namespace.
+    expect(find(objects, 'Role', 'kube-node-ready-cluster-dns').metadata.namespace).toBe('kube-system');
+    expect((find(objects, 'RoleBinding', 'kube-node-ready-cluster-dns').subjects as Array<{ namespace: string }>)[0]?.namespace).toBe('node-ready');
     const workerSa = find(objects, 'ServiceAccount', 'kube-node-ready-worker');
     expect(workerSa.metadata.namespace).toBe('node-ready');
   });
@@ -289,6 +296,7 @@ describe('RBAC', () => {
     expect(subjects('RoleBinding', 'kube-node-ready-controller')).toEqual(['kube-system/kube-node-ready-controller']);
     expect(subjects('RoleBinding', 'kube-node-ready-leader-election')).toEqual(['kube-system/kube-node-ready-controller']);
     expect(subjects('RoleBinding', 'kube-node-ready-api-endpoints')).toEqual(['kube-system/kube-node-ready-controller']);
+    expect(subjects('RoleBinding', 'kube-node-ready-cluster-dns')).toEqual(['kube-system/kube-node-ready-controller']);
     expect(subjects('ClusterRoleBinding', 'kube-node-ready-worker')).toEqual(['kube-system/kube-node-ready-worker']);
     // The controller names this ServiceAccount in every worker pod.
     expect(withTempFile(configOf(defaults), (p) => loadConfig(p)).worker.serviceAccountName).toBe('kube-node-ready-worker');
@@ -296,10 +304,18 @@ describe('RBAC', () => {
 
   it('leader election off: no Lease role (and a single replica is required)', async () => {
     const objects = await template({ controller: { replicas: 1 }, config: { leaderElection: { enabled: false } } });
-    expect(findAll(objects, 'Role').map((r) => r.metadata.name)).toEqual(['kube-node-ready-controller', 'kube-node-ready-api-endpoints']);
+    expect(findAll(objects, 'Role').map((r) => r.metadata.name)).toEqual(['kube-node-ready-controller', 'kube-node-ready-api-endpoints', 'kube-node-ready-cluster-dns']);
     const twoReplicas = await tryTemplate({ config: { leaderElection: { enabled: false } } });
     expect(twoReplicas.code).not.toBe(0);
     expect(twoReplicas.stderr).toContain('controller.replicas must be 1 when config.leaderElection.enabled is false');
+  });
+
+  it('the cluster DNS Role follows config.reconciliation.clusterDnsService, and is left out when it is ""', async () => {
+    const other = await template({ config: { reconciliation: { clusterDnsService: 'dns-system/coredns' } } });
+    expect(find(other, 'Role', 'kube-node-ready-cluster-dns').metadata.namespace).toBe('dns-system');
+    const none = await template({ config: { reconciliation: { clusterDnsService: '' } } });
+    expect(findAll(none, 'Role').map((r) => r.metadata.name)).not.toContain('kube-node-ready-cluster-dns');
+    expect(findAll(none, 'RoleBinding').map((r) => r.metadata.name)).not.toContain('kube-node-ready-cluster-dns');
   });
 
   it('rbac.create=false renders no roles or bindings', async () => {

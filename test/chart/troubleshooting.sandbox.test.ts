@@ -394,6 +394,14 @@ const COMMANDS: Record<string, RunEntry> = {
       else expect(`${r.out}${r.stderr}`).toMatch(/No resources found in kube-system namespace/);
     },
   },
+  // ### Cold start: every node's taints, one line each.
+  'kubectl get nodes -o custom-columns=NAME:.metadata.name,TAINTS:.spec.taints[*].key': {
+    check(r, c) {
+      const row = lines(r.out).find((l) => l.startsWith(`${c.failing} `));
+      expect(row, r.out).toMatch(new RegExp(`^${c.failing}\\s+\\S*${c.taint.key.replace(/[./]/g, '\\$&')}`));
+      expect(lines(r.out)[0]).toMatch(/^NAME\s+TAINTS$/);
+    },
+  },
   'kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes': {
     check: (r) => expect(r.out).toMatch(/^kubernetes\s+IPv4\s+6443\s+10\.0\.0\.1\s/m),
   },

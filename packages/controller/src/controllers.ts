@@ -11,6 +11,7 @@ import { ApiEndpoints } from './controllers/node/verification/api-endpoints.js';
 import { KubeRemediationEvents } from './controllers/node/remediation/events.js';
 import { Remediator } from './controllers/node/remediation/remediator.js';
 import { ClusterWideFailures } from './controllers/node/verification/cluster-wide.js';
+import { ClusterDnsEndpoints } from './controllers/node/verification/dns-endpoints.js';
 import { nodeFingerprint, VerificationController } from './controllers/node/verification/controller.js';
 import { hasVerificationTaint, isVerified } from './controllers/node/verification/decide.js';
 import { configHash, WORKER_POD_SELECTOR, workerConfigDocument, workerImage } from './controllers/node/verification/pod-spec.js';
@@ -74,6 +75,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     // Called at scrape time only, after `pods` below exists.
     workerPods: () => countWorkerPods(pods.list()),
     clusterWideFailures: () => clusterWide.maxNodesByCheck(),
+    clusterWideFaults: () => clusterWide.activeFaults(),
   });
   kube.observe({
     request: (operation, ok) => metrics.apiRequestsTotal.inc({ operation, result: ok ? 'success' : 'error' }),
@@ -132,6 +134,9 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     worker: { image: workerImage(config.worker.image, opts.version), configHash: configHash(workerConfig), apiEndpoints: () => apiEndpoints.current() },
     enqueue: (name) => queue.add(name),
     clusterWide,
+    ...(config.reconciliation.clusterDnsService
+      ? { clusterDns: new ClusterDnsEndpoints({ kube, clock, log: log.child({ component: 'cluster-dns' }), service: config.reconciliation.clusterDnsService }) }
+      : {}),
     podRefused: (node) => remediator?.podRefused(node),
   });
 

@@ -31,6 +31,8 @@ export class ClusterDns {
   private records: Records = { a: new Map() };
   private mode: DnsMode = 'ok';
   private deadPods = new Set<string>();
+  /** Whether the kube-dns Service has a ready endpoint: without one its ClusterIP answers nothing (as kube-proxy with no backend). */
+  private serviceHasEndpoints = true;
   private servers: Array<{ close: () => void }> = [];
   private watches: Array<{ stop: () => void }> = [];
   queries = 0;
@@ -91,6 +93,8 @@ export class ClusterDns {
       if (addrs.length) a.set(name, addrs);
     }
     this.records = { a };
+    const dnsSlices = this.catalog.slicesOf('kube-system', 'kube-dns');
+    this.serviceHasEndpoints = dnsSlices.some((slice) => (slice.endpoints ?? []).some((ep) => ep.conditions?.ready !== false && ep.addresses.length > 0));
   }
 
   /** What the cluster DNS answers for a name right now (used by tests of the sandbox itself). */
@@ -116,6 +120,9 @@ export class ClusterDns {
     if (role === 'blackhole') return;
     if (role === 'cluster' && this.deadPods.has(ip)) return;
     if (role === 'cluster' && this.mode === 'timeout') return;
+    // A Service without a ready endpoint: kube-proxy has nowhere to send the query (a real one
+    // rejects it with ICMP; here it goes unanswered, a timeout for the worker).
+    if (role === 'cluster' && ip === this.layout.clusterDnsIp && !this.serviceHasEndpoints) return;
     const res = Packet.createResponseFromRequest(req);
     const q = req.questions[0];
     if (!q) return send(res);

@@ -6,6 +6,7 @@ default values, release "kube-node-ready" in "kube-system" (a test keeps them id
 Metrics (packages/controller/src/metrics/names.ts):
   kube_node_ready_verification_status{node,status}  1 for the node's current status (waiting, verifying, backoff, verified, failed), 0 for the others
   kube_node_ready_verifications_total{status}       finished worker attempts by result (success, failed)
+  kube_node_ready_cluster_wide_fault{check}         1 while attempts failing the check are inconclusive: the cause is outside the nodes
   kube_node_ready_remediation_blocked{reason}       1 while remediation is blocked (circuit-breaker, rate-limit, in-flight, ledger)
   kube_node_ready_leader                            1 on the replica that leads, 0 on the others
   kube_node_ready_controller_healthy                1 when watches run and caches are synced
@@ -92,6 +93,20 @@ groups:
           summary: {{ `{{ $value | humanizePercentage }} of node verification attempts are failing.` | quote }}
           description: {{ printf "The share of failed worker attempts over the last %s is above %v. Failures on many nodes at once usually mean a cluster-wide fault (cluster DNS, CNI, API server, a network policy) rather than bad nodes: new nodes stay closed and scale-up does not help." $rule.failureRate.window $rule.failureRate.threshold | quote }}
           runbook_url: {{ $runbook }}#kubenodereadyhighfailurerate
+      {{- end }}
+      {{- if not (has "KubeNodeReadyClusterWideFault" $disabled) }}
+      - alert: KubeNodeReadyClusterWideFault
+        expr: max by (check) (kube_node_ready_cluster_wide_fault) == 1
+        for: {{ dig "KubeNodeReadyClusterWideFault" "5m" $for }}
+        labels:
+          severity: critical
+          {{- with $labels }}
+          {{- toYaml . | nindent 10 }}
+          {{- end }}
+        annotations:
+          summary: {{ `New nodes cannot be verified: the {{ $labels.check }} check fails because of something outside the nodes.` | quote }}
+          description: {{ `Worker attempts failing the {{ $labels.check }} check are inconclusive: the cluster DNS Service has no ready endpoint, the API server answers 429/5xx, or most recent nodes fail it against the same target. They are not counted against the nodes and no node is replaced for them, but every new node stays tainted until the dependency works again. The VerificationInconclusive Events and the nodes' kube-node-ready condition name the dependency.` | quote }}
+          runbook_url: {{ $runbook }}#kubenodereadyclusterwidefault
       {{- end }}
       {{- if not (has "KubeNodeReadyRemediationBlocked" $disabled) }}
       - alert: KubeNodeReadyRemediationBlocked

@@ -238,6 +238,14 @@ const reconciliationSchema = z
     }),
     maxConcurrentVerifications: int(100, 'Worker pods running at the same time, cluster-wide. Nodes beyond it wait for a free slot.', 1, 100_000),
     workers: int(20, 'Reconcile loops working the queue in parallel (one node is never reconciled by two at once). Reconciles mostly wait on the API, so this can exceed the CPU count.', 1, 1000),
+    clusterDnsService: z
+      .string()
+      .regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?\/[a-z0-9]([-a-z0-9]*[a-z0-9])?)?$/, 'expected NAMESPACE/NAME of a Service, or ""')
+      .default('kube-system/kube-dns')
+      .meta({
+        description:
+          'The cluster DNS Service, as NAMESPACE/NAME. A failed dns check while this Service has no ready endpoint (CoreDNS runs nowhere: a cold start, a broken rollout) is the cluster\'s fault: the attempt is inconclusive, not counted against the node (docs/remediation.md). The controller lists its EndpointSlices (the chart grants that in its namespace). "": no such evidence; failures shared by most nodes still count as cluster-wide.',
+      }),
   })
   .strict();
 

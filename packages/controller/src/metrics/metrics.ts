@@ -27,6 +27,8 @@ export interface MetricsOptions {
   workerPods?: () => Record<WorkerPodStatus, number>;
   /** Per check, the most distinct nodes failing it against one target in the window, at scrape time. */
   clusterWideFailures?: () => ReadonlyMap<string, number>;
+  /** The checks whose cluster-wide signal is raised (an attempt was inconclusive on them, no node passed them since), at scrape time. */
+  clusterWideFaults?: () => ReadonlyMap<string, unknown>;
 }
 
 const L = LabelName;
@@ -47,6 +49,7 @@ export class ControllerMetrics {
   readonly workerPodsRefusedTotal: Counter<typeof L.Reason>;
   readonly activeVerifications: Gauge;
   readonly clusterWideFailures: Gauge<typeof L.Check>;
+  readonly clusterWideFault: Gauge<typeof L.Check>;
   readonly reconcileDuration: Histogram<typeof L.Result>;
   readonly queueDepth: Gauge;
   readonly queueAddsTotal: Counter;
@@ -165,6 +168,18 @@ export class ControllerMetrics {
         for (const check of KNOWN_CHECKS) this.set({ check }, max.get(check) ?? 0);
       },
     });
+    const faults = opts.clusterWideFaults;
+    this.clusterWideFault = new Gauge({
+      name: MetricName.ClusterWideFault,
+      help: '1 while attempts failing this check are inconclusive because the cause is outside the nodes (the cluster DNS Service without endpoints, the API answering 429/5xx, most recent nodes failing it alike), until a node passes it; by check. Set by the leader.',
+      labelNames: [L.Check],
+      registers,
+      collect() {
+        if (!faults) return;
+        const raised = faults();
+        for (const check of new Set([...KNOWN_CHECKS, ...raised.keys()])) this.set({ check }, raised.has(check) ? 1 : 0);
+      },
+    });
     this.reconcileDuration = new Histogram({
       name: MetricName.ReconcileDuration,
       help: 'Duration of one reconcile of one node, by result (success, error).',
@@ -231,6 +246,7 @@ export class ControllerMetrics {
       this.checkFailuresTotal.inc({ check }, 0);
       this.workerWarningsTotal.inc({ check }, 0);
       this.clusterWideFailures.set({ check }, 0);
+      this.clusterWideFault.set({ check }, 0);
       for (const result of CheckResult) this.checkDuration.zero({ check, result });
     }
     for (const resource of WatchedResource) this.watchRestartsTotal.inc({ resource }, 0);

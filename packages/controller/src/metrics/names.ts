@@ -23,6 +23,7 @@ export const MetricName = {
   ActiveVerifications: 'kube_node_ready_active_verifications',
   WorkerPodsRefusedTotal: 'kube_node_ready_worker_pods_refused_total',
   ClusterWideFailures: 'kube_node_ready_cluster_wide_failures',
+  ClusterWideFault: 'kube_node_ready_cluster_wide_fault',
   // Controller machinery
   ReconcileDuration: 'kube_node_ready_reconcile_duration_seconds',
   QueueDepth: 'kube_node_ready_queue_depth',

@@ -231,6 +231,13 @@ describe('decide: stuck nodes (tainted, never verified, no worker ever ran)', ()
     expect(run(tainted(NOW - 3 * 60 * MIN).label('kubernetes.io/os', 'windows').build())).toEqual({ kind: 'ignore', reason: 'NotFailed', read: [] });
   });
 
+  it('a node whose latest attempt was inconclusive (a cluster-wide fault) is never stuck, even with its next attempt long overdue', () => {
+    const inconclusive = tainted(NOW - 3 * 60 * MIN).withState({ attempt: 4, failures: 0, phase: Phase.Backoff, nextAttemptAt: NOW - 2 * STUCK_BACKOFF_GRACE_MS, lastOutcome: Outcome.ClusterWide });
+    expect(run(inconclusive.build())).toEqual({ kind: 'ignore', reason: 'NotFailed', read: [] });
+    // The same node after a counted failure is judged as before.
+    expect(run(tainted(NOW - 3 * 60 * MIN).withState({ attempt: 4, failures: 1, phase: Phase.Backoff, nextAttemptAt: NOW - 2 * STUCK_BACKOFF_GRACE_MS, lastOutcome: Outcome.ChecksFailed }).build())).toMatchObject({ kind: 'delete', trigger: 'stuck' });
+  });
+
   it('a stuck node goes through the same guards', () => {
     expect(run(tainted().annotate('kube-node-ready.io/remediation', 'disabled').build())).toMatchObject({ kind: 'skip', reason: 'OptedOut', trigger: 'stuck' });
     expect(run(tainted().build(), { breaker: open })).toMatchObject({ kind: 'blocked', trigger: 'stuck' });

@@ -5,7 +5,7 @@ import { annotation, label, nodeName, toMillis } from '../../../kube/objects.js'
 import { backoffDelay, hasVerificationTaint, isVerified, unsupportedOS } from '../verification/decide.js';
 import { RUN_GRACE_MS } from '../verification/pod-result.js';
 import { readState, type StateRead } from '../verification/state.js';
-import { Phase, type VerificationState } from '../verification/types.js';
+import { Outcome, Phase, type VerificationState } from '../verification/types.js';
 import type { RemediationConfig } from './config.js';
 import type { Target } from './executor.js';
 import { CONTROL_PLANE_LABELS, KarpenterApi, OPT_IN_VALUE, OPT_OUT_ANNOTATION, type BlockReason } from './names.js';
@@ -204,6 +204,7 @@ export function failureTrigger(
  * (launches keep failing). The clock starts at node creation, or when this controller started
  * leading if later, and stops while the node waits its turn for a verification slot (StuckClock):
  * neither a change of leader nor a long queue makes a node deletable.
+ * A node whose latest attempt was inconclusive (a cluster-wide fault) is never stuck.
  * A node in phase Verifying has a worker whose own deadlines (worker.scheduleTimeout, startTimeout,
  * timeout) end the attempt; once retries are exhausted it becomes Failed, which step 3 handles.
  */
@@ -220,6 +221,9 @@ export function stuckDeadline(
   if (unsupportedOS(node) !== undefined) return undefined;
   if (state && (state.phase === Phase.Verifying || state.phase === Phase.Passed || state.phase === Phase.Failed)) return undefined;
   if (state?.verifiedAt !== undefined) return undefined;
+  // Its worker ran, and the cluster is at fault (a DNS Service without endpoints, the API refusing):
+  // a replacement would fail the same way. It waits, with the cluster-wide signal raised.
+  if (state?.lastOutcome === Outcome.ClusterWide) return undefined;
   const created = toMillis(node.metadata?.creationTimestamp);
   if (created === undefined) return undefined;
   const clock = ctx.stuckClock;

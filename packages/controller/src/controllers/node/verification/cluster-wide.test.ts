@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { testConfig } from '../../../testing/builders.js';
 import { FakeClock } from '../../../testing/fake-clock.js';
-import { ClusterWideFailures, clusterWidePrefix, noteClusterWide } from './cluster-wide.js';
+import { CLUSTER_WIDE_WINDOW_MS, ClusterWideFailures, clusterWidePrefix, noteClusterWide } from './cluster-wide.js';
 import { desiredCondition } from './condition.js';
 import type { Action } from './decide.js';
 import { completedEvents } from './events.js';
@@ -172,7 +172,7 @@ describe('noteClusterWide', () => {
   const message = `check failed: dns: kubernetes.default.svc.cluster.local @${DNS}: timeout`;
   const eventsOf = (action: Extract<Action, { kind: 'Complete' }>) => completedEvents(action, config, { dryRun: false, removedTaints: [] }).map((e) => `${e.reason}: ${e.message}`);
 
-  const note = (failures: ClusterWideFailures, node: string, action: Extract<Action, { kind: 'Complete' }>) => noteClusterWide(failures, node, action, NOW, config);
+  const note = (failures: ClusterWideFailures, node: string, action: Extract<Action, { kind: 'Complete' }>) => noteClusterWide(failures, node, action, NOW, config).action;
   const passed = (failures: ClusterWideFailures, node: string) => {
     const action = completeAction([], 'all checks passed');
     note(failures, node, { ...action, result: { ...action.result, outcome: Outcome.Passed } });
@@ -239,6 +239,53 @@ describe('noteClusterWide', () => {
       const notScheduled = { ...action, result: { ...action.result, outcome: Outcome.NotScheduled } };
       expect(note(failures, node, notScheduled)).toBe(notScheduled);
     }
+  });
+
+  it('direct evidence makes the first failing node inconclusive: the cluster DNS Service without a ready endpoint', () => {
+    const failures = new ClusterWideFailures(new FakeClock());
+    const evidence = [{ check: 'dns', why: 'the cluster DNS Service kube-system/kube-dns has no ready endpoint' }];
+    const { action, signal } = noteClusterWide(failures, 'a', completeAction([failed('dns', DNS)], message), NOW, config, evidence);
+    const line = `cluster-wide: the cluster DNS Service kube-system/kube-dns has no ready endpoint; not this node's fault: ${message}`;
+    expect(action.result).toMatchObject({ outcome: Outcome.ClusterWide, message: line });
+    expect(action.state).toMatchObject({ failures: 2, phase: Phase.Backoff, lastOutcome: Outcome.ClusterWide });
+    expect(signal).toEqual({ raised: [{ check: 'dns', why: evidence[0]!.why }], cleared: [] });
+    expect([...failures.activeFaults().keys()]).toEqual(['dns']);
+    // Raised once: the next node's inconclusive attempt keeps it raised without saying it again.
+    expect(noteClusterWide(failures, 'b', completeAction([failed('dns', DNS)], message), NOW, config, evidence).signal).toEqual({ raised: [], cleared: [] });
+  });
+
+  it('evidence about a check that passed explains nothing', () => {
+    const failures = new ClusterWideFailures(new FakeClock());
+    const action = completeAction([failed('tcp', '10.0.0.5:443'), { name: 'dns', ok: true, durationMs: 3 }], message);
+    const noted = noteClusterWide(failures, 'a', action, NOW, config, [{ check: 'dns', why: 'no endpoints' }]);
+    expect(noted.action).toBe(action);
+    expect(failures.activeFaults().size).toBe(0);
+  });
+
+  it('the API answering 429 or 5xx (httpStatus in the summary) is the API\'s fault; 401/403 are not', () => {
+    for (const [httpStatus, inconclusive] of [[503, true], [500, true], [429, true], [401, false], [403, false], [404, false]] as const) {
+      const failures = new ClusterWideFailures(new FakeClock());
+      const check: CheckSummary = { name: 'api', ok: false, durationMs: 10, error: `GET /version: ${httpStatus}`, target: '10.96.0.1:443', httpStatus };
+      const { action } = noteClusterWide(failures, 'a', completeAction([check], 'check failed: api'), NOW, config);
+      expect(action.result.outcome, `HTTP ${httpStatus}`).toBe(inconclusive ? Outcome.ClusterWide : Outcome.ChecksFailed);
+      if (inconclusive) expect(action.result.message).toBe(`cluster-wide: the API server answered HTTP ${httpStatus} to the api check; not this node's fault: check failed: api`);
+    }
+  });
+
+  it('the signal is cleared by a node passing the check, or after the window without an inconclusive attempt', async () => {
+    const clock = new FakeClock();
+    const failures = new ClusterWideFailures(clock);
+    const evidence = [{ check: 'dns', why: 'no endpoints' }];
+    noteClusterWide(failures, 'a', completeAction([failed('dns', DNS)], message), NOW, config, evidence);
+    // A node failing another check while passing dns: dns works again.
+    const other = completeAction([failed('tcp', '10.0.0.5:443'), { name: 'dns', ok: true, durationMs: 3 }], message);
+    expect(noteClusterWide(failures, 'b', other, NOW, config).signal.cleared).toEqual(['dns']);
+    expect(failures.activeFaults().size).toBe(0);
+    noteClusterWide(failures, 'c', completeAction([failed('dns', DNS)], message), NOW, config, evidence);
+    await clock.advance(CLUSTER_WIDE_WINDOW_MS - 1);
+    expect(failures.activeFaults().size).toBe(1);
+    await clock.advance(1);
+    expect(failures.activeFaults().size).toBe(0);
   });
 
   it('prefix lists each shared check', () => {

@@ -13,6 +13,28 @@ export const CLUSTER_WIDE_MIN_OTHER_NODES = 2;
 /** Most failures remembered; the oldest go first (bounds memory on a cluster full of failing nodes). */
 export const CLUSTER_WIDE_MAX_ENTRIES = 2000;
 
+/**
+ * Direct evidence that a failed check's dependency is down for every node, not just this one: read
+ * from the cluster (the cluster DNS Service has no ready endpoint) or from the worker's answer (the
+ * API server answered 429 or 5xx: the node reached it, the API refused).
+ */
+export interface Evidence {
+  /** The failed check it explains. */
+  check: string;
+  /** One clause: `the cluster DNS Service kube-system/kube-dns has no ready endpoint`. */
+  why: string;
+}
+
+/** The API server's answer about itself: overloaded (429) or failing (5xx). Other statuses (401, 403, 404) are this node's or our configuration's. */
+export function apiRefused(status: number | undefined): boolean {
+  return status === 429 || (status !== undefined && status >= 500 && status <= 599);
+}
+
+/** Evidence in the summary itself: the checks that failed on the API answering 429 or 5xx. */
+export function evidenceInSummary(checks: readonly CheckSummary[]): Evidence[] {
+  return checks.filter((c) => !c.ok && apiRefused(c.httpStatus)).map((c) => ({ check: c.name, why: `the API server answered HTTP ${c.httpStatus} to the ${c.name} check` }));
+}
+
 /** One check of one node failing against one target: several nodes sharing it point at the target, not the nodes. */
 export interface SharedFailure {
   check: string;
@@ -37,6 +59,8 @@ export class ClusterWideFailures {
   private readonly passed = new Map<string, number>();
   /** Key `check \n target`: when it was first seen failing (while any node's failure of it is in the window). */
   private readonly since = new Map<string, number>();
+  /** Checks an attempt was inconclusive on (the cluster-wide signal), until a node passes them or the window passes. */
+  private readonly faults = new Map<string, { since: number; last: number; why: string }>();
 
   constructor(
     private readonly clock: Pick<Clock, 'now'>,
@@ -86,6 +110,30 @@ export class ClusterWideFailures {
     this.passed.set(node, now);
   }
 
+  /**
+   * An attempt was inconclusive because of `check` (the dependency behind it is down): raises the
+   * cluster-wide signal for it. Returns true when it was not raised before.
+   */
+  raise(check: string, why: string): boolean {
+    const now = this.clock.now();
+    this.prune(now);
+    const fault = this.faults.get(check);
+    this.faults.set(check, { since: fault?.since ?? now, last: now, why });
+    return fault === undefined;
+  }
+
+  /** A node passed these checks: their dependency works again. Returns the checks whose signal this cleared. */
+  working(checks: readonly string[]): string[] {
+    this.prune(this.clock.now());
+    return checks.filter((check) => this.faults.delete(check));
+  }
+
+  /** The raised signals: check -> since when, and the latest reason. Cleared by a pass, or after the window without an inconclusive attempt. */
+  activeFaults(): ReadonlyMap<string, { since: number; why: string }> {
+    this.prune(this.clock.now());
+    return this.faults;
+  }
+
   /** Per check: the most distinct nodes failing it against one target in the window (for the gauge). */
   maxNodesByCheck(): Map<string, number> {
     this.prune(this.clock.now());
@@ -117,6 +165,7 @@ export class ClusterWideFailures {
       if (now - at < this.opts.windowMs) break;
       this.passed.delete(node);
     }
+    for (const [check, fault] of this.faults) if (now - fault.last >= this.opts.windowMs) this.faults.delete(check);
     for (const key of this.since.keys()) {
       const [check, target] = key.split('\n') as [string, string];
       if (this.nodesFailing(check, target) === 0) this.since.delete(key);
@@ -135,14 +184,24 @@ export function clusterWidePrefix(shared: readonly SharedFailure[], windowMs: nu
   return `cluster-wide? ${parts.join('; ')}: `;
 }
 
+/** What noteClusterWide did to the cluster-wide signal, for the log. */
+export interface ClusterWideChange {
+  /** Checks whose signal this attempt raised (it was not raised before). */
+  raised: Array<{ check: string; why: string }>;
+  /** Checks whose signal this attempt cleared (it passed them). */
+  cleared: string[];
+}
+
 /**
- * A finished attempt, recorded. A failed one whose check failed against the same target on other
- * nodes too is named: its message (stored, in the condition and the Events) says so first, where
- * truncation cannot cut it off. When more nodes failed that check since the fault began than
- * passed, the fault is outside the node: the attempt is inconclusive (outcome ClusterWide), not
- * counted against the node (its failure count stays), no remediation signal, and tried again after
- * a backoff that grows with the attempts not counted (reconciliation.initialBackoff x backoffFactor^n,
- * up to maxBackoff). Recording is idempotent per node, so a write retried after a
+ * A finished attempt, recorded. A failed one is inconclusive (outcome ClusterWide) when the cause
+ * is outside the node: direct `evidence` explains one of its failed checks (the cluster DNS Service
+ * has no ready endpoint, the API answered 429/5xx), or more nodes failed that check against the same
+ * target since the fault began than passed. Inconclusive: not counted against the node (its failure
+ * count stays), no remediation signal, tried again after a backoff that grows with the attempts not
+ * counted (reconciliation.initialBackoff x backoffFactor^n, up to maxBackoff), and the cluster-wide
+ * signal is raised for the check (the kube_node_ready_cluster_wide_fault gauge) until a node passes
+ * it. A failed attempt whose check only some other nodes share is named: its message says so first,
+ * where truncation cannot cut it off. Recording is idempotent per node, so a write retried after a
  * conflict counts the node once.
  */
 export function noteClusterWide(
@@ -151,17 +210,27 @@ export function noteClusterWide(
   action: Extract<Action, { kind: 'Complete' }>,
   now: number,
   config: ControllerConfig,
-): Extract<Action, { kind: 'Complete' }> {
+  evidence: readonly Evidence[] = [],
+): { action: Extract<Action, { kind: 'Complete' }>; signal: ClusterWideChange } {
+  const signal: ClusterWideChange = { raised: [], cleared: [] };
+  const checks = action.result.checks;
   if (action.result.outcome === Outcome.Passed) failures.recordPass(node);
-  if (action.result.outcome !== Outcome.ChecksFailed) return action;
-  const shared = failures.record(node, action.result.checks);
-  if (shared.length === 0) return action;
-  const most = shared.filter((s) => s.most);
-  if (most.length === 0) {
+  signal.cleared = failures.working(checks.filter((c) => c.ok).map((c) => c.name));
+  if (action.result.outcome !== Outcome.ChecksFailed) return { action, signal };
+  const shared = failures.record(node, checks);
+  const failed = new Set(checks.filter((c) => !c.ok).map((c) => c.name));
+  const direct = [...evidenceInSummary(checks), ...evidence].filter((e) => failed.has(e.check));
+  // Direct evidence says it plainly; the failures of other nodes only where it says nothing.
+  const most = shared.filter((s) => s.most && !direct.some((e) => e.check === s.check));
+  if (direct.length === 0 && most.length === 0) {
+    if (shared.length === 0) return { action, signal };
     const message = bounded(clusterWidePrefix(shared, failures.windowMs) + action.result.message);
-    return { ...action, result: { ...action.result, message }, state: { ...action.state, lastMessage: message } };
+    return { action: { ...action, result: { ...action.result, message }, state: { ...action.state, lastMessage: message } }, signal };
   }
-  const message = bounded(clusterWideInconclusive(most, failures.windowMs) + action.result.message);
+  const message = bounded(clusterWideInconclusive(direct, most, failures.windowMs) + action.result.message);
+  for (const blamed of [...direct.map((e) => ({ check: e.check, why: e.why })), ...most.map((m) => ({ check: m.check, why: sharedWhy(m, failures.windowMs) }))]) {
+    if (failures.raise(blamed.check, blamed.why) && !signal.raised.some((r) => r.check === blamed.check)) signal.raised.push(blamed);
+  }
   // decide() counted this attempt as failed (failedState: one more); it is not.
   const counted = Math.max(0, action.state.failures - 1);
   // A short blip costs a short wait; a long outage is not hammered.
@@ -176,15 +245,18 @@ export function noteClusterWide(
     lastMessage: message,
   };
   if (action.state.verifiedAt !== undefined) state.verifiedAt = action.state.verifiedAt;
-  return { ...action, result: { ...action.result, outcome: Outcome.ClusterWide, message }, state, open: false, requeueAfterMs: delay };
+  return { action: { ...action, result: { ...action.result, outcome: Outcome.ClusterWide, message }, state, open: false, requeueAfterMs: delay }, signal };
 }
 
+const sharedWhy = (s: SharedFailure, windowMs: number) =>
+  `${s.check} against ${s.target} failed on ${s.nodes} nodes in the last ${formatDuration(windowMs)}, and ${s.passedSince} passed since it began`;
+
 /**
- * `cluster-wide: dns against 10.96.0.10:53 failed on 5 nodes in the last 10m, and 0 passed since
- * it began; not this node's fault: `.
+ * `cluster-wide: the cluster DNS Service kube-system/kube-dns has no ready endpoint; not this node's
+ * fault: ` or `cluster-wide: dns against 10.96.0.10:53 failed on 5 nodes in the last 10m, and 0
+ * passed since it began; not this node's fault: `.
  */
-function clusterWideInconclusive(most: readonly SharedFailure[], windowMs: number): string {
-  const window = formatDuration(windowMs);
-  const parts = most.map((s) => `${s.check} against ${s.target} failed on ${s.nodes} nodes in the last ${window}, and ${s.passedSince} passed since it began`);
+function clusterWideInconclusive(direct: readonly Evidence[], most: readonly SharedFailure[], windowMs: number): string {
+  const parts = [...new Set([...direct.map((e) => e.why), ...most.map((s) => sharedWhy(s, windowMs))])];
   return `cluster-wide: ${parts.join('; ')}; not this node's fault: `;
 }

@@ -11,7 +11,8 @@ import { slimNode, stripObject } from '../../../kube/informer.js';
 import { annotation, nodeName, nodeUid, toMillis } from '../../../kube/objects.js';
 import type { ControllerMetrics } from '../../../metrics/metrics.js';
 import type { NodeStatus } from '../../../metrics/names.js';
-import { noteClusterWide, type ClusterWideFailures } from './cluster-wide.js';
+import { noteClusterWide, type ClusterWideFailures, type Evidence } from './cluster-wide.js';
+import type { ClusterDnsEndpoints } from './dns-endpoints.js';
 import { desiredCondition, unsupportedOSCondition, waitingCondition } from './condition.js';
 import { decide, hasVerificationTaint, POD_REFUSED_RETRY_MS, unsupportedOS, type Action, type PodRef } from './decide.js';
 import { awaitingRegistrationEvent, completedEvents, podRefusedEvent, startedEvent, unsupportedOSEvent, waitingForNodeEvent, type NodeEvent } from './events.js';
@@ -21,7 +22,7 @@ import { conditionPatch, taintsToRemove, type ConditionInput } from './node-patc
 import { buildWorkerPod } from './pod-spec.js';
 import type { VerificationSlots } from './slots.js';
 import type { ProgressStore } from './store.js';
-import { Phase, type VerificationState } from './types.js';
+import { Outcome, Phase, type VerificationState } from './types.js';
 
 /**
  * The verification controller: gathers what decide() needs (the node and its worker pods from
@@ -49,6 +50,8 @@ export interface VerificationDeps {
   enqueue: (name: string) => void;
   /** Recent failed checks of all nodes: a failure shared with other nodes is named cluster-wide. */
   clusterWide?: ClusterWideFailures;
+  /** The cluster DNS Service's ready endpoints: none explains a failed dns check (reconciliation.clusterDnsService). */
+  clusterDns?: Pick<ClusterDnsEndpoints, 'ready' | 'service'>;
   /** The API server refused a worker pod for this node (remediation's circuit breaker counts it). */
   podRefused?: (node: V1Node) => void;
 }
@@ -400,7 +403,7 @@ export class VerificationController {
   ): Promise<Applied> {
     const { config, clock, metrics } = this.deps;
     const name = node.metadata?.name ?? '';
-    const action = this.deps.clusterWide ? noteClusterWide(this.deps.clusterWide, name, decided, clock.now(), config) : decided;
+    const action = this.deps.clusterWide ? await this.judgeClusterWide(this.deps.clusterWide, name, decided, log) : decided;
     const removedTaints = action.open ? taintsToRemove(node, config) : [];
 
     // 1. One guarded write: the outcome, and for a pass the taint removal and the label.
@@ -430,6 +433,19 @@ export class VerificationController {
     if (action.deletePod && action.pod) await this.deletePods([action.pod], log);
     this.deps.slots.release(name);
     return { kind: 'done', node: saved, state: action.state, result: requeue(action.requeueAfterMs) };
+  }
+
+  /** noteClusterWide with the cluster's own evidence (the DNS Service's endpoints, read only when a dns check failed); the signal's changes logged. */
+  private async judgeClusterWide(failures: ClusterWideFailures, name: string, decided: Extract<Action, { kind: 'Complete' }>, log: Logger): Promise<Extract<Action, { kind: 'Complete' }>> {
+    const evidence: Evidence[] = [];
+    const dns = this.deps.clusterDns;
+    if (dns && decided.result.outcome === Outcome.ChecksFailed && decided.result.checks.some((c) => c.name === 'dns' && !c.ok) && (await dns.ready()) === 0) {
+      evidence.push({ check: 'dns', why: `the cluster DNS Service ${dns.service} has no ready endpoint` });
+    }
+    const { action, signal } = noteClusterWide(failures, name, decided, this.deps.clock.now(), this.deps.config, evidence);
+    for (const { check, why } of signal.raised) log.warn({ check, why }, 'cluster-wide fault: attempts failing this check are inconclusive until a node passes it');
+    for (const check of signal.cleared) log.info({ check }, 'cluster-wide fault cleared: a node passed the check');
+    return action;
   }
 
   /**
