@@ -91,6 +91,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     clock,
     log: log.child({ component: 'informer' }),
     onRestart: () => metrics.watchRestartsTotal.inc({ resource: 'nodes' }),
+    onList: () => metrics.watchListsTotal.inc({ resource: 'nodes' }),
   });
   const pods = new SelfHealingInformer<V1Pod>({
     resource: 'pods',
@@ -102,6 +103,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     clock,
     log: log.child({ component: 'informer' }),
     onRestart: () => metrics.watchRestartsTotal.inc({ resource: 'pods' }),
+    onList: () => metrics.watchListsTotal.inc({ resource: 'pods' }),
   });
 
   // 2. The queue and the verification controller.

@@ -3,18 +3,6 @@ import type { Logger } from '@kube-node-ready/core';
 import type { Clock, Timer } from '../clock.js';
 import { messageOf } from './errors.js';
 
-/**
- * A cache of one resource kept current by list + watch, that heals itself.
- *
- * client-node's ListWatch re-lists on 410 Gone and reconnects after a normal close or a client
- * timeout, but stops for good after any other error (a failed list, a 403, a 500, a reset
- * connection) after firing `error` (PITFALLS). This wrapper restarts it with exponential backoff
- * (1 s doubling to 30 s, reset once a restart connects), counts restarts, and reports health.
- *
- * Every object entering the cache goes through `transform` (slimNode, stripObject: drop what the
- * controller never reads), then is stored as plain JSON: list results (typed, with Date fields) and
- * watch events (raw JSON, with string times) look the same. Read times with kube/objects toMillis.
- */
 export interface InformerOptions<T extends KubernetesObject> {
   /** For logs and metrics: "nodes", "pods". */
   resource: string;
@@ -28,6 +16,15 @@ export interface InformerOptions<T extends KubernetesObject> {
   clock: Clock;
   log: Logger;
   onRestart?: () => void;
+  /** Called as each list request starts: at start, then whenever the watch cannot resume (410 Gone, a restart after a failed list). */
+  onList?: () => void;
+  /** Called as each watch request starts, with the resourceVersion it resumes from. */
+  onWatch?: (resourceVersion: string) => void;
+  /**
+   * The longest watch asked of the apiserver (timeoutSeconds; each watch asks for 80-100 % of it).
+   * Default and maximum DEFAULT_WATCH_TIMEOUT_SECONDS (25); tests shorten it to see watches cycle.
+   */
+  watchTimeoutSeconds?: number;
   minBackoffMs?: number;
   maxBackoffMs?: number;
   /** A watch failing for longer than this makes health() report not ok. */
@@ -40,6 +37,34 @@ export interface InformerHandlers<T> {
   delete?: (obj: T) => void;
 }
 
+/**
+ * A cache of one resource kept current by list + watch, that heals itself.
+ *
+ * client-node's ListWatch re-lists on 410 Gone and reconnects after a normal close or a client
+ * timeout, but stops for good after any other error (a failed list, a 403, a 500, a reset
+ * connection) after firing `error` (PITFALLS). This wrapper restarts it with exponential backoff
+ * (1 s doubling to 30 s, reset once a restart connects), counts restarts, and reports health.
+ *
+ * Lists are rare; watches resume. Each watch asks for bookmarks and a server-side timeout of 20-25 s
+ * (`watchTimeoutSeconds`). The apiserver's watch cache sends a bookmark carrying its latest
+ * resourceVersion of the resource about 2 s before that timeout (and once a minute on longer watches),
+ * then ends the watch cleanly; ListWatch takes the resourceVersion of every event, bookmarks
+ * included, and resumes from it at once. So a watch whose selector matches nothing that changes
+ * still resumes from a resourceVersion seconds old. Without bookmarks it would resume from its
+ * list's, which the watch cache forgets once its history of the resource has moved on past it (it
+ * keeps at least 75 s of events): 410 Gone and a full list, every minute or two in a busy cluster,
+ * e.g. of every node for a node selector that matches a few. `onList` counts lists.
+ *
+ * A watch the server has not ended 5 s after its timeout (a connection gone silent) is ended by the
+ * client and resumed from where it was: a dead connection goes unnoticed for 30 s at most. Longer
+ * watches would bring bookmarks only once a minute, and client-node ends a watch after 30 s without
+ * data; client-go can ask for 5-10 minute watches because it finds dead connections with HTTP/2
+ * pings, which client-node's HTTP/1.1 client does not have.
+ *
+ * Every object entering the cache goes through `transform` (slimNode, stripObject: drop what the
+ * controller never reads), then is stored as plain JSON: list results (typed, with Date fields) and
+ * watch events (raw JSON, with string times) look the same. Read times with kube/objects toMillis.
+ */
 export class SelfHealingInformer<T extends KubernetesObject> {
   private readonly listWatch: ListWatch<T>;
   private synced = false;
@@ -58,6 +83,7 @@ export class SelfHealingInformer<T extends KubernetesObject> {
     // heartbeat at a time, for every node).
     const transform = (obj: T): T => toPlain(opts.transform ? opts.transform(obj) : obj);
     const list = async (): Promise<KubernetesListObject<T>> => {
+      opts.onList?.();
       const result = await opts.list();
       // ListWatch applies the list to its cache as soon as this resolves, then connects the watch.
       // The cache is synced at that point; it need not wait for the watch's response headers.
@@ -66,7 +92,11 @@ export class SelfHealingInformer<T extends KubernetesObject> {
     };
     this.listWatch = new ListWatch<T>(
       opts.path,
-      new TransformingWatch(opts.kubeConfig, (obj) => transform(obj as T)),
+      new ResumingWatch(opts.kubeConfig, {
+        transform: (obj) => transform(obj as T),
+        maxTimeoutSeconds: opts.watchTimeoutSeconds ?? DEFAULT_WATCH_TIMEOUT_SECONDS,
+        ...(opts.onWatch ? { onWatch: opts.onWatch } : {}),
+      }),
       list,
       false,
       opts.labelSelector,
@@ -154,27 +184,73 @@ export class SelfHealingInformer<T extends KubernetesObject> {
   }
 }
 
-/** A Watch whose events carry transformed objects (ERROR events pass through untouched). */
-class TransformingWatch extends Watch {
+/**
+ * client-node's Watch ends a watch that has been silent for 30 s (its requestTimeoutMs, private). A
+ * quiet watch's only data is the bookmark the apiserver sends 2 s before the watch's timeout (its
+ * other bookmarks come a minute apart), so the timeout must come well before 30 s. 20-25 s watches
+ * cost the apiserver next to nothing (a resume is served from its watch cache: no list, no etcd
+ * read), and a dead connection is noticed as soon as before: within 30 s.
+ */
+export const DEFAULT_WATCH_TIMEOUT_SECONDS = 25;
+/** How long after its timeoutSeconds the client waits for the server to end a watch. */
+const WATCH_END_GRACE_MS = 5_000;
+
+interface ResumingWatchOptions {
+  /** Applied to the object of each ADDED, MODIFIED and DELETED event (ERROR and BOOKMARK pass through). */
+  transform: (obj: unknown) => unknown;
+  /** At most DEFAULT_WATCH_TIMEOUT_SECONDS; each watch asks for 80-100 % of it. */
+  maxTimeoutSeconds: number;
+  onWatch?: (resourceVersion: string) => void;
+}
+
+/**
+ * A Watch that asks for bookmarks and a server-side timeout, and ends a watch the server has not
+ * ended soon after that timeout (as a TimeoutError: ListWatch resumes at once from where it was).
+ * Event objects go through `transform`.
+ */
+class ResumingWatch extends Watch {
   constructor(
     config: KubeConfig,
-    private readonly transform: (obj: unknown) => unknown,
+    private readonly opts: ResumingWatchOptions,
   ) {
     super(config);
+    if (!(opts.maxTimeoutSeconds >= 1 && opts.maxTimeoutSeconds <= DEFAULT_WATCH_TIMEOUT_SECONDS)) {
+      throw new RangeError(`watchTimeoutSeconds must be 1..${DEFAULT_WATCH_TIMEOUT_SECONDS} (Watch cuts a watch after 30 s without data, a quiet watch's first bookmark comes 2 s before its timeout), got ${opts.maxTimeoutSeconds}`);
+    }
   }
 
-  override watch(
+  override async watch(
     path: string,
     queryParams: Record<string, string | number | boolean | undefined>,
     callback: (phase: string, apiObj: unknown, watchObj?: unknown) => void,
     done: (err: unknown) => void,
   ): Promise<AbortController> {
-    return super.watch(
+    // Spread so that informers (and replicas) started together do not reconnect in step.
+    const timeoutSeconds = Math.max(1, Math.round(this.opts.maxTimeoutSeconds * (0.8 + 0.2 * Math.random())));
+    this.opts.onWatch?.(String(queryParams.resourceVersion ?? ''));
+    const startedAt = Date.now();
+    let ended = false;
+    let deadline: NodeJS.Timeout | undefined;
+    const controller = await super.watch(
       path,
-      queryParams,
-      (phase, obj, watchObj) => callback(phase, phase === 'ERROR' || phase === 'BOOKMARK' ? obj : this.transform(obj), watchObj),
-      done,
+      { ...queryParams, allowWatchBookmarks: true, timeoutSeconds },
+      (phase, obj, watchObj) => callback(phase, phase === 'ERROR' || phase === 'BOOKMARK' ? obj : this.opts.transform(obj), watchObj),
+      (err) => {
+        ended = true;
+        clearTimeout(deadline);
+        done(err);
+      },
     );
+    // A connection gone silent (no bookmark, no end) is given up on here rather than after Watch's
+    // 30 s of silence, which a stall just after the deadline bookmark would stretch to almost a minute.
+    if (!ended) {
+      deadline = setTimeout(
+        () => controller.abort(new DOMException(`the apiserver did not end a ${timeoutSeconds} s watch`, 'TimeoutError')),
+        Math.max(0, timeoutSeconds * 1000 + WATCH_END_GRACE_MS - (Date.now() - startedAt)),
+      );
+      deadline.unref();
+    }
+    return controller;
   }
 }
 

@@ -55,6 +55,7 @@ export class ControllerMetrics {
   readonly queueAddsTotal: Counter;
   readonly queueRetriesTotal: Counter;
   readonly watchRestartsTotal: Counter<typeof L.Resource>;
+  readonly watchListsTotal: Counter<typeof L.Resource>;
   readonly leader: Gauge;
   readonly apiRequestsTotal: Counter<typeof L.Operation | typeof L.Result>;
   readonly apiThrottledSeconds: Counter;
@@ -200,6 +201,12 @@ export class ControllerMetrics {
       labelNames: [L.Resource],
       registers,
     });
+    this.watchListsTotal = new Counter({
+      name: MetricName.WatchListsTotal,
+      help: 'Lists an informer made of its resource: one at start, then one each time its watch could not resume (410 Gone: its resourceVersion was too old; a restart after a failed list). Rising after start means watches are relisting.',
+      labelNames: [L.Resource],
+      registers,
+    });
     this.leader = new Gauge({ name: MetricName.Leader, help: '1 while this replica is the leader, else 0.', registers });
     this.apiRequestsTotal = new Counter({
       name: MetricName.ApiRequestsTotal,
@@ -249,7 +256,10 @@ export class ControllerMetrics {
       this.clusterWideFault.set({ check }, 0);
       for (const result of CheckResult) this.checkDuration.zero({ check, result });
     }
-    for (const resource of WatchedResource) this.watchRestartsTotal.inc({ resource }, 0);
+    for (const resource of WatchedResource) {
+      this.watchRestartsTotal.inc({ resource }, 0);
+      this.watchListsTotal.inc({ resource }, 0);
+    }
     for (const action of RemediationAction) for (const result of RemediationResult) this.remediationsTotal.inc({ action, result }, 0);
     for (const reason of RemediationBlockReason) this.remediationBlocked.set({ reason }, 0);
     for (const result of ['success', 'error']) this.reconcileDuration.zero({ result });

@@ -30,6 +30,7 @@ export const MetricName = {
   QueueAddsTotal: 'kube_node_ready_queue_adds_total',
   QueueRetriesTotal: 'kube_node_ready_queue_retries_total',
   WatchRestartsTotal: 'kube_node_ready_watch_restarts_total',
+  WatchListsTotal: 'kube_node_ready_watch_lists_total',
   ApiRequestsTotal: 'kube_node_ready_api_requests_total',
   ApiThrottledSeconds: 'kube_node_ready_api_throttled_seconds_total',
   Leader: 'kube_node_ready_leader',
