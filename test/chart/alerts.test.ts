@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml, stringify as toYaml } from 'yaml';
 import { MetricName, NodeStatus, AttemptStatus, RemediationBlockReason } from '../../packages/controller/src/metrics/names.js';
-import { REGENERATE } from './generate.js';
+import { ALERTS_WITH_FIXED_FOR, REGENERATE } from './generate.js';
 import { REPO_ROOT, find, template } from './helm.js';
 
 const run = promisify(execFile);
@@ -81,6 +81,11 @@ describe('alert rules', () => {
     await expect(renderExample(spec), `examples/prometheus-rules.yaml is out of date; regenerate: ${REGENERATE.replace('generated.test.ts', 'alerts.test.ts')}`).toMatchFileSnapshot(EXAMPLE);
     const example = parseYaml(readFileSync(EXAMPLE, 'utf8')) as { spec: RuleSpec };
     expect(example.spec).toEqual(spec);
+  });
+
+  it('prometheusRule.alertFor accepts exactly the alerts whose wait is not pendingFor or untrackedFor (values.schema.json)', () => {
+    const fixed = rules().map((r) => r.alert).filter((a) => a !== 'KubeNodeReadyNodeVerificationPending' && a !== 'KubeNodeReadyTaintedNodeNotTracked');
+    expect([...ALERTS_WITH_FIXED_FOR].sort()).toEqual(fixed.sort());
   });
 
   it('cover the required cases, each with severity, summary, description and a runbook in docs/alerts.md', () => {

@@ -140,9 +140,10 @@ const PROM_DURATION = '^([0-9]+(ms|s|m|h|d|w|y))+$';
 const OPTIONAL_NAME = '^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$';
 
 /** Alerts whose `for:` prometheusRule.alertFor may set (the other two have pendingFor and untrackedFor). */
-const ALERTS_WITH_FIXED_FOR = [
+export const ALERTS_WITH_FIXED_FOR = [
   'KubeNodeReadyNodeVerificationFailed',
   'KubeNodeReadyHighFailureRate',
+  'KubeNodeReadyClusterWideFault',
   'KubeNodeReadyRemediationBlocked',
   'KubeNodeReadyRemediationLedgerUnavailable',
   'KubeNodeReadyControllerDown',

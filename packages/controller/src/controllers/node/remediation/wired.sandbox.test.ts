@@ -136,10 +136,23 @@ it('remediation off: a failed Karpenter node stops counting as capacity (the fai
     const claims = async () => (await listNodeClaims(sandbox().kc, capPool)).filter((c) => !c.metadata.deletionTimestamp);
     const first = await waitFor(async () => (await claims()).find((c) => c.status?.nodeName), `Karpenter to launch a node in ${capPool}`, 90_000, 200);
     const broken = first.status!.nodeName!;
-    await waitFor(async () => annotations(await readNode(broken))['kube-node-ready.io/phase'] === 'Failed', `${broken} to fail`, 90_000, 250);
+    // Only one NodeClaim until then: the pod was waiting for the first node. (Claims are read before
+    // the phase: a second one seen with the node not yet Failed is a launch before the failure. After
+    // it, Karpenter may react before this loop looks again.)
+    const claimsBeforeFailure = new Set<string>();
+    await waitFor(
+      async () => {
+        const names = (await claims()).map((c) => c.metadata.name ?? '');
+        if (annotations(await readNode(broken))['kube-node-ready.io/phase'] === 'Failed') return true;
+        for (const name of names) claimsBeforeFailure.add(name);
+        return undefined;
+      },
+      `${broken} to fail`,
+      90_000,
+      250,
+    );
+    expect([...claimsBeforeFailure]).toEqual([first.metadata.name]);
     expect((await readNode(broken))?.spec?.taints?.map((t) => t.key)).toEqual(expect.arrayContaining([h.taint.key, 'kube-node-ready.io/verification-failed']));
-    // Only one NodeClaim until then: the pod was waiting for the first node.
-    expect((await claims()).map((c) => c.metadata.name)).toEqual([first.metadata.name]);
 
     // Karpenter ignores startup taints on a node that has not initialized, so the first node was
     // capacity for the pod; the failed taint is not a startup taint: a second node is launched.
