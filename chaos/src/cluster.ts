@@ -10,6 +10,8 @@ import { applyChartRbac, ControllerProcess, controllerKubeconfig, NAMESPACE, sta
 
 export { NAMESPACE, TAINT, VERIFIED_LABEL };
 export const LEASE = 'kube-node-ready-controller';
+/** The controller's node condition type (nodeManagement.condition.type; the suite keeps the default). */
+export const CONDITION_TYPE = 'kube-node-ready.io/NetworkVerified';
 
 /** Remediation guards the suite runs with: small enough that exceeding them shows. */
 export const GUARDS = { maxPerHour: 6, maxInFlight: 2, minSamples: 5 };
@@ -48,11 +50,31 @@ export function chaosConfig(metricsPort: number): Record<string, unknown> {
   };
 }
 
+/**
+ * `base` with `override` laid over it: objects are merged key by key, anything else (scalars,
+ * lists such as taints) is replaced. Neither input is changed.
+ */
+export function mergeConfig(base: Record<string, unknown>, override: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...base };
+  for (const [key, value] of Object.entries(override)) {
+    const under = out[key];
+    out[key] = isPlainObject(under) && isPlainObject(value) ? mergeConfig(under, value) : value;
+  }
+  return out;
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
 export class Cluster {
   readonly replicas: Array<ControllerProcess | undefined> = [undefined, undefined];
   /** Leader-election identity of each running replica. */
   private readonly identities: Array<string | undefined> = [undefined, undefined];
   private starts = 0;
+  /** Starts in progress, per replica: one replica index never gets two processes. */
+  private readonly starting = new Map<number, Promise<ControllerProcess>>();
+  private stopKeeper: (() => void) | undefined;
+  /** Replicas restarted by keepUp() after they exited on their own. */
+  restarts = 0;
 
   private constructor(
     readonly env: ChaosEnv,
@@ -61,9 +83,11 @@ export class Cluster {
     readonly proxy: FaultProxy,
     private readonly kubeconfig: string,
     private readonly scenario: string,
+    /** The scenario's changes to chaosConfig(), merged into every replica's configuration. */
+    private readonly configOverride: Record<string, unknown>,
   ) {}
 
-  static async start(env: ChaosEnv, scenario: string): Promise<Cluster> {
+  static async start(env: ChaosEnv, scenario: string, configOverride: Record<string, unknown> = {}): Promise<Cluster> {
     const state = await startSandbox({ dir: env.dir, slot: env.slot, leaseRenewMs: 30_000, progress: () => {} });
     const kc = loadKubeConfig(state.kubeconfig);
     // The chart's RBAC with remediation on (nodes delete, NodeClaims), as the suite's config has it.
@@ -71,7 +95,7 @@ export class Cluster {
     const proxy = await startProxy(sandboxLayout(env.dir, env.slot));
     const kubeconfig = join(env.dir, 'controller.kubeconfig');
     await controllerKubeconfig(kc, sandboxLayout(env.dir, env.slot), proxy, kubeconfig);
-    return new Cluster(env, state, kc, proxy, kubeconfig, scenario);
+    return new Cluster(env, state, kc, proxy, kubeconfig, scenario, configOverride);
   }
 
   get core(): k8s.CoreV1Api {
@@ -79,11 +103,19 @@ export class Cluster {
   }
 
   /** Starts replica i (0 or 1) and waits until it has connected to the API server (leader or follower). */
-  async startReplica(i: number): Promise<ControllerProcess> {
+  startReplica(i: number): Promise<ControllerProcess> {
+    const pending = this.starting.get(i);
+    if (pending) return pending;
+    const started = this.start(i).finally(() => this.starting.delete(i));
+    this.starting.set(i, started);
+    return started;
+  }
+
+  private async start(i: number): Promise<ControllerProcess> {
     const n = ++this.starts;
     const port = 20_000 + this.env.slot * 100 + n;
     const configFile = join(this.env.dir, `controller-${n}.yaml`);
-    writeFileSync(configFile, stringify(chaosConfig(port)));
+    writeFileSync(configFile, stringify(mergeConfig(chaosConfig(port), this.configOverride)));
     const proc = new ControllerProcess(configFile, this.kubeconfig, join(this.env.logDir, `${this.scenario}-controller-${n}.log`), port, [], `chaos-${i}`);
     this.replicas[i] = proc;
     await proc.waitForLog('"msg":"waiting to lead"', 60_000);
@@ -118,7 +150,26 @@ export class Cluster {
     }
   }
 
+  /**
+   * From now on a replica that exits on its own (a leader that missed its renew deadline exits, and
+   * on a loaded machine that happens without any fault) is started again within a second, as its
+   * Deployment would restart it.
+   */
+  keepUp(log: (line: string) => void): void {
+    const timer = setInterval(() => {
+      this.replicas.forEach((p, i) => {
+        if (!p?.exited || this.starting.has(i)) return;
+        this.restarts++;
+        log(`replica ${i} exited on its own (${p.child.exitCode ?? p.child.signalCode}); starting it again, as its Deployment would`);
+        this.startReplica(i).catch((err: unknown) => log(`starting replica ${i} again: ${String(err)}`));
+      });
+    }, 1000);
+    this.stopKeeper = () => clearInterval(timer);
+  }
+
   async stop(): Promise<void> {
+    this.stopKeeper?.();
+    await Promise.allSettled(this.starting.values());
     await Promise.all(this.replicas.map((p) => p?.stop()));
     await this.proxy.close();
     await stopSandbox(this.env.dir, this.env.slot, () => {});

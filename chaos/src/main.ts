@@ -1,7 +1,7 @@
 // `make chaos`: the fault suite (docs/reliability.md). Each scenario breaks something on purpose
 // during a burst of simulated nodes and counts violations of the six invariants.
 //   node dist/chaos.mjs [--quick] [--only leader-kill,node-recreate] [--seed N] [--slot 20]
-//                       [--out chaos/results/<date>[-quick].json] [--update-docs]
+//                       [--nodes N] [--out chaos/results/<date>[-quick].json] [--update-docs]
 // Exits 1 when any scenario violated an invariant (or failed to run), 0 otherwise.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
@@ -28,6 +28,7 @@ const HELP = `make chaos: the fault suite (docs/reliability.md)
     --only a,b        run these scenarios (${SCENARIOS.map((s) => s.name).join(', ')})
     --seed N          random seed (default: time-based; printed, so a run can be repeated)
     --slot N          sandbox slot (default 20)
+    --nodes N         nodes in each scenario's burst, instead of its own size
     --out FILE        results JSON (default chaos/results/<date>[-quick].json)
     --update-docs     write the table into docs/reliability.md
 `;
@@ -40,6 +41,7 @@ async function main(argv: string[]): Promise<number> {
       only: { type: 'string' },
       seed: { type: 'string' },
       slot: { type: 'string', default: '20' },
+      nodes: { type: 'string' },
       out: { type: 'string' },
       'update-docs': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h' },
@@ -55,6 +57,8 @@ async function main(argv: string[]): Promise<number> {
   if (unknown.length > 0) throw new Error(`unknown scenario ${unknown.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}`);
   const seed = values.seed !== undefined ? Number(values.seed) : Date.now() % 1_000_000;
   const slot = Number(values.slot);
+  const nodes = values.nodes !== undefined ? Number(values.nodes) : undefined;
+  if (nodes !== undefined && !(Number.isInteger(nodes) && nodes >= 1)) throw new Error(`--nodes ${values.nodes}: expected a whole number of nodes, at least 1`);
   const root = repoRoot();
   const date = new Date().toISOString().slice(0, 10);
   const out = resolve(values.out ?? join(root, 'chaos', 'results', `${date}${quick ? '-quick' : ''}.json`));
@@ -74,13 +78,14 @@ async function main(argv: string[]): Promise<number> {
     const s = SCENARIOS.find((x) => x.name === name)!;
     env.out(`(${i + 1}/${names.length}) ${name}: ${s.what}`);
     try {
-      const r = await runScenario(env, s, { quick, random, seed });
+      const r = await runScenario(env, s, { quick, random, seed, ...(nodes !== undefined ? { nodes } : {}) });
       results.push(r);
       const bad = INVARIANTS.filter((k) => r.violations[k] > 0);
       env.out(
         `(${i + 1}/${names.length}) ${name}: ${bad.length === 0 ? 'no violations' : `VIOLATIONS: ${bad.map((k) => `${k} ${r.violations[k]}`).join(', ')}`}; ` +
           `recovery ${fmt(r.recoveryMs)}, settled ${fmt(r.settleMs)}, ${(r.durationMs / 1000).toFixed(0)}s`,
       );
+      for (const line of r.promise?.summary ?? []) env.out(`    ${line}`);
       for (const d of r.details.slice(0, 20)) env.out(`    ${d.invariant}: ${d.detail}`);
     } catch (err) {
       failedToRun.push(name);
@@ -110,7 +115,7 @@ async function main(argv: string[]): Promise<number> {
     const a = text.indexOf(begin);
     const b = text.indexOf(end);
     if (a < 0 || b < a) throw new Error(`${doc} has no ${begin} ... ${end} block to update`);
-    const cmd = `node dist/chaos.mjs${quick ? ' --quick' : ''}${values.only ? ` --only ${values.only}` : ''} --seed ${seed}`;
+    const cmd = `node dist/chaos.mjs${quick ? ' --quick' : ''}${values.only ? ` --only ${values.only}` : ''}${nodes !== undefined ? ` --nodes ${nodes}` : ''} --seed ${seed}`;
     const block = `${begin}\n${markdownTable(results)}\n\nRun ${report.date.slice(0, 16).replace('T', ' ')} UTC, seed ${seed} (\`${cmd}\`), ${report.machine.cpus} cores, load ${report.machine.loadavg.join(' ')}.\n${end}`;
     writeFileSync(doc, text.slice(0, a) + block + text.slice(b + end.length));
     env.out(`updated ${doc}`);

@@ -1,15 +1,22 @@
 // The invariant monitor: watches the scenario's Nodes and the worker Pods with the sandbox's admin
 // credentials, straight to the apiserver (never through the fault proxy the controller talks to),
 // and records what it needs to judge the invariants afterwards and while they happen:
-//   - every Node by UID: its faults (sandbox annotations), when it opened, when it was deleted;
+//   - every Node by UID: its faults (sandbox annotations), when it opened, when it was deleted,
+//     when it could first run a worker, and each change of the controller's condition and progress
+//     annotations (what a user would have seen with kubectl, and when);
 //   - every worker Pod: the node name and UID it verifies, when it was live, how it ended;
 //   - live worker pods per node name at every pod event (duplicates are seen as they happen).
 // Watches re-list after any error; the time without a pod watch is kept, because a pod that passed
 // and was deleted inside such a gap cannot be seen (the opening is then "unconfirmed", not wrong).
+// Node Events are listed once, at the end (nodeEvents()), for the scenarios that judge them; the
+// leader-election Lease is read every second (who leads, since when).
 import { FAULT, k8s } from '@kube-node-ready/sandbox';
 import { NODE_NAME_ANNOTATION, WORKER_SELECTOR } from '../../bench/src/observer.js';
+import { Annotation } from '../../packages/controller/src/api/well-known.js';
 
 const POD_NODE_UID = 'kube-node-ready.io/node-uid';
+/** Taints every worker tolerates (besides the verification taint): the node lifecycle controller's, which the Ready condition says first. */
+const WORKER_TOLERATES = new Set(['node.kubernetes.io/not-ready', 'node.kubernetes.io/unreachable']);
 
 /** The node a worker pod verifies (full name, from its annotation). */
 export const workerNode = (p: k8s.V1Pod): string | undefined => p.metadata?.annotations?.[NODE_NAME_ANNOTATION];
@@ -30,8 +37,33 @@ export interface NodeRecord {
   /** First time seen without the verification taint or with the verified label. */
   opened?: number;
   deleted?: number;
+  /**
+   * First time seen able to run a worker: Ready, and no NoSchedule/NoExecute taint the worker does
+   * not tolerate (a CNI agent's startup taint, say). The verification taint does not count.
+   */
+  launchable?: number;
+  /** Each change of whether the node can run a worker (as for `launchable`), starting with its first state. */
+  canRun: Array<{ t: number; can: boolean }>;
+  /** Each change of the controller's node condition (nodeManagement.condition.type), as seen. */
+  conditions: ConditionSeen[];
+  /** Each change of the controller's progress annotations (phase, attempt, failures), as seen. */
+  progress: ProgressSeen[];
   /** The node as last seen (for foreign keys and our annotations). */
   last: k8s.V1Node;
+}
+
+export interface ConditionSeen {
+  t: number;
+  status: string;
+  reason: string;
+  message: string;
+}
+
+export interface ProgressSeen {
+  t: number;
+  phase?: string;
+  attempt?: string;
+  failures?: string;
 }
 
 export interface PodRecord {
@@ -61,16 +93,19 @@ export class Monitor {
   /** [start, end] of periods the pod watch was down (end undefined while down). */
   readonly podWatchGaps: Array<[number, number | undefined]> = [];
   readonly errors: string[] = [];
+  /** Each change of the Lease's holder, as seen: a new leader's term starts at `t`. */
+  readonly leaderTerms: Array<{ t: number; holder: string }> = [];
   private readonly livePods = new Map<string, Map<string, k8s.V1Pod>>();
   private stopped = false;
   private readonly aborts = new Set<AbortController>();
 
   constructor(
     private readonly kc: k8s.KubeConfig,
-    private readonly opts: { nodeSelector: string; namespace: string; taintKey: string; verifiedLabel: string },
+    private readonly opts: { nodeSelector: string; namespace: string; taintKey: string; verifiedLabel: string; conditionType: string; lease: string },
   ) {}
 
   async start(): Promise<void> {
+    void this.pollLease();
     const core = this.kc.makeApiClient(k8s.CoreV1Api);
     await Promise.all([
       this.watchLoop('/api/v1/nodes', { labelSelector: this.opts.nodeSelector }, () => core.listNode({ labelSelector: this.opts.nodeSelector }), (t, n) => this.onNode(t, n), undefined),
@@ -95,9 +130,64 @@ export class Monitor {
     return found;
   }
 
+  /** When the term of the leader that led at `t` began (undefined: no leader seen by then). */
+  leaderSince(t: number): number | undefined {
+    let since: number | undefined;
+    for (const term of this.leaderTerms) if (term.t <= t) since = term.holder ? term.t : undefined;
+    return since;
+  }
+
+  private async pollLease(): Promise<void> {
+    const coord = this.kc.makeApiClient(k8s.CoordinationV1Api);
+    while (!this.stopped) {
+      try {
+        const lease = await coord.readNamespacedLease({ name: this.opts.lease, namespace: this.opts.namespace });
+        const holder = lease.spec?.holderIdentity ?? '';
+        if (holder !== this.leaderTerms.at(-1)?.holder) this.leaderTerms.push({ t: Date.now(), holder });
+      } catch {
+        // The apiserver may be down (a scenario's fault): the last holder seen stands until the next read.
+      }
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  }
+
+  /** How long the node could not run a worker between its first sighting and `until`, as seen. */
+  static cannotRunMs(n: NodeRecord, until: number): number {
+    let total = 0;
+    n.canRun.forEach((s, i) => {
+      const end = Math.min(n.canRun[i + 1]?.t ?? until, until);
+      if (!s.can && end > s.t) total += end - s.t;
+    });
+    return total;
+  }
+
   /** Was the pod watch down at any time within [from, to]? */
   podWatchGapWithin(from: number, to: number): boolean {
     return this.podWatchGaps.some(([s, e]) => s <= to && (e ?? Infinity) >= from);
+  }
+
+  /**
+   * Core/v1 Events about the run's Nodes (namespace default, where the controller records them,
+   * as the kubelet does), listed page by page. Events are best effort: a missing one is not proof.
+   */
+  async nodeEvents(): Promise<k8s.CoreV1Event[]> {
+    const core = this.kc.makeApiClient(k8s.CoreV1Api);
+    const names = new Set([...this.nodes.values()].map((n) => n.name));
+    const events: k8s.CoreV1Event[] = [];
+    let cont: string | undefined;
+    do {
+      const page = await core.listNamespacedEvent({ namespace: 'default', fieldSelector: 'involvedObject.kind=Node', limit: 500, ...(cont ? { _continue: cont } : {}) });
+      events.push(...page.items.filter((e) => names.has(e.involvedObject?.name ?? '')));
+      cont = page.metadata?._continue || undefined;
+    } while (cont);
+    return events;
+  }
+
+  /** Ready, and no NoSchedule/NoExecute taint the worker does not tolerate (the verification taint aside). */
+  canRunWorker(n: k8s.V1Node): boolean {
+    const ready = (n.status?.conditions ?? []).find((c) => c.type === 'Ready')?.status === 'True';
+    const blocking = (n.spec?.taints ?? []).filter((t) => t.effect !== 'PreferNoSchedule' && t.key !== this.opts.taintKey && !WORKER_TOLERATES.has(t.key));
+    return ready && blocking.length === 0;
   }
 
   private isOpen(n: k8s.V1Node): boolean {
@@ -117,7 +207,7 @@ export class Monitor {
       if (ann[FAULT.dns]) faults.push('dns');
       if (ann[FAULT.terminationMessage]) faults.push('garbage');
       if (ann[FAULT.neverStart] === 'true') faults.push('never-start');
-      rec = { name, uid, faults, firstSeen: now, last: n };
+      rec = { name, uid, faults, firstSeen: now, canRun: [], conditions: [], progress: [], last: n };
       this.nodes.set(uid, rec);
     }
     if (type === 'DELETED') {
@@ -127,6 +217,18 @@ export class Monitor {
     }
     rec.last = n;
     if (rec.opened === undefined && this.isOpen(n)) rec.opened = now;
+    const can = this.canRunWorker(n);
+    if (rec.launchable === undefined && can) rec.launchable = now;
+    if (rec.canRun.at(-1)?.can !== can) rec.canRun.push({ t: now, can });
+    const c = (n.status?.conditions ?? []).find((x) => x.type === this.opts.conditionType);
+    const lastC = rec.conditions.at(-1);
+    if (c && (c.status !== lastC?.status || c.reason !== lastC.reason || c.message !== lastC.message)) {
+      rec.conditions.push({ t: now, status: c.status, reason: c.reason ?? '', message: c.message ?? '' });
+    }
+    const a = n.metadata?.annotations ?? {};
+    const p: ProgressSeen = { t: now, phase: a[Annotation.Phase], attempt: a[Annotation.Attempt], failures: a[Annotation.Failures] };
+    const lastP = rec.progress.at(-1);
+    if ((p.phase ?? p.attempt ?? p.failures) !== undefined && (p.phase !== lastP?.phase || p.attempt !== lastP?.attempt || p.failures !== lastP?.failures)) rec.progress.push(p);
   }
 
   private onPod(type: string, p: k8s.V1Pod): void {

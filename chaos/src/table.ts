@@ -1,4 +1,5 @@
-// The suite's table: one row per scenario, violations per invariant, recovery and settle times.
+// The suite's table: one row per scenario, violations per invariant (the scenario's own promise "-"
+// where it has none), recovery and settle times.
 import { INVARIANTS, type Invariant, type ScenarioResult } from './run.js';
 
 const HEADERS: Record<Invariant, string> = {
@@ -8,6 +9,7 @@ const HEADERS: Record<Invariant, string> = {
   wrongDelete: 'wrong deletion',
   foreignDamage: 'foreign damage',
   recovery: 'recovery > bound',
+  promise: 'scenario promise',
 };
 
 const secs = (ms: number | undefined) => (ms === undefined ? '-' : `${(ms / 1000).toFixed(1)} s`);
@@ -16,7 +18,7 @@ function rows(results: ScenarioResult[]): string[][] {
   return results.map((r) => [
     r.scenario,
     `${r.nodes} (${r.healthy} healthy)`,
-    ...INVARIANTS.map((k) => String(r.violations[k])),
+    ...INVARIANTS.map((k) => (k === 'promise' && r.promise === undefined ? '-' : String(r.violations[k]))),
     secs(r.recoveryMs),
     secs(r.settleMs),
     `${r.opened} / ${r.workerPods} / ${r.controllerDeletions}`,
