@@ -127,14 +127,14 @@ export async function readPod(namespace: string, name: string): Promise<k8s.V1Po
   }
 }
 
-/** A kubeconfig that authenticates as a ServiceAccount (a token of an hour). */
-export async function serviceAccountKubeConfig(namespace: string, name: string): Promise<k8s.KubeConfig> {
+/** A kubeconfig that authenticates as a ServiceAccount (a token of an hour), to the sandbox's apiserver or to `server` (a fault proxy in front of it, serving the sandbox's certificate). */
+export async function serviceAccountKubeConfig(namespace: string, name: string, server?: string): Promise<k8s.KubeConfig> {
   const token = await core().createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
   const cluster = sandbox().kc.getCurrentCluster();
   if (!cluster) throw new Error('the sandbox kubeconfig has no cluster');
   const kc = new k8s.KubeConfig();
   kc.loadFromOptions({
-    clusters: [{ name: 'sandbox', server: cluster.server, ...(cluster.caData ? { caData: cluster.caData } : {}), ...(cluster.caFile ? { caFile: cluster.caFile } : {}), skipTLSVerify: false }],
+    clusters: [{ name: 'sandbox', server: server ?? cluster.server, ...(cluster.caData ? { caData: cluster.caData } : {}), ...(cluster.caFile ? { caFile: cluster.caFile } : {}), skipTLSVerify: false }],
     users: [{ name, token: token.status?.token ?? '' }],
     contexts: [{ name: 'sa', cluster: 'sandbox', user: name }],
     currentContext: 'sa',

@@ -50,20 +50,9 @@ export function chaosConfig(metricsPort: number): Record<string, unknown> {
   };
 }
 
-/**
- * `base` with `override` laid over it: objects are merged key by key, anything else (scalars,
- * lists such as taints) is replaced. Neither input is changed.
- */
-export function mergeConfig(base: Record<string, unknown>, override: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...base };
-  for (const [key, value] of Object.entries(override)) {
-    const under = out[key];
-    out[key] = isPlainObject(under) && isPlainObject(value) ? mergeConfig(under, value) : value;
-  }
-  return out;
-}
+import { deepMerge as mergeConfig } from '../../packages/core/src/testing/merge.js';
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+export { mergeConfig };
 
 export class Cluster {
   readonly replicas: Array<ControllerProcess | undefined> = [undefined, undefined];

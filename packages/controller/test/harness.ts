@@ -1,7 +1,6 @@
 // Runs the controller in-process (startController, real clock) against the shared sandbox, with a
 // configuration isolated per test: its own node selector label, taint key, verified label, condition
 // type, worker namespace and Lease, so tests running side by side never touch each other's nodes.
-import { readFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { createLogger, type Logger } from '@kube-node-ready/core';
 import { k8s, type NodeSpecOptions } from '@kube-node-ready/sandbox';
@@ -11,7 +10,8 @@ import { parseConfig } from '../src/config/load.js';
 import type { ControllerConfig, ControllerConfigInput } from '../src/config/schema.js';
 import { startController, type RunningController } from '../src/controllers.js';
 import { KubeClient } from '../src/kube/client.js';
-import { addNode, core, createNamespace, describeNodesOnTimeout, sandbox, uniqueName, waitFor } from '../../../test/sandbox.js';
+import { addNode, core, createNamespace, describeNodesOnTimeout, sandbox, serviceAccountKubeConfig, uniqueName, waitFor } from '../../../test/sandbox.js';
+import { deepMerge } from '../../core/src/testing/merge.js';
 import { certPaths } from '../../sandbox/src/certs.js';
 import { startFaultProxy, type FaultProxy } from '../../sandbox/src/fault-proxy.js';
 
@@ -105,7 +105,7 @@ export async function harness(prefix = 'ctl'): Promise<Harness> {
   };
 
   const config = (overrides: ControllerConfigInput = {}): ControllerConfig =>
-    parseConfig(merge(base as Record<string, unknown>, overrides as Record<string, unknown>)) as ControllerConfig;
+    parseConfig(deepMerge(base as Record<string, unknown>, overrides as Record<string, unknown>)) as ControllerConfig;
 
   return {
     id,
@@ -224,27 +224,10 @@ export async function throughFaultProxy(h: Harness): Promise<{ proxy: FaultProxy
         subjects: [{ kind: 'ServiceAccount', name: 'controller', namespace: h.namespace }],
       },
     });
-  const token = await core().createNamespacedServiceAccountToken({ name: 'controller', namespace: h.namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
-  const kubeConfig = new k8s.KubeConfig();
-  kubeConfig.loadFromOptions({
-    clusters: [{ name: 'proxy', server: proxy.url, caData: readFileSync(certs.caCert).toString('base64'), skipTLSVerify: false }],
-    users: [{ name: 'controller', token: token.status?.token ?? '' }],
-    contexts: [{ name: 'proxy', cluster: 'proxy', user: 'controller' }],
-    currentContext: 'proxy',
-  });
+  const kubeConfig = await serviceAccountKubeConfig(h.namespace, 'controller', proxy.url);
   return { proxy, kubeConfig };
 }
 
-function merge(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...a };
-  for (const [k, v] of Object.entries(b)) {
-    const prev = out[k];
-    out[k] = isObject(prev) && isObject(v) ? merge(prev, v) : v;
-  }
-  return out;
-}
-
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 // ---------------------------------------------------------------------------------------------
 // Reading the cluster

@@ -6,13 +6,12 @@
 // that part of its history, at least 75 s later, then gets 410 Gone and the informer relists; etcd
 // compaction does not hasten it, the cache keeps its own history. A test this short checks the
 // cause: the resourceVersion each resume carries.)
-import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { silentLogger } from '@kube-node-ready/core';
 import { certPaths, k8s, startFaultProxy, type FaultProxy } from '@kube-node-ready/sandbox';
 import { realClock } from '../clock.js';
 import { SelfHealingInformer } from './informer.js';
-import { core, sandbox, uniqueName, waitFor } from '../../../../test/sandbox.js';
+import { core, sandbox, serviceAccountKubeConfig, uniqueName, waitFor } from '../../../../test/sandbox.js';
 
 const ROLE = 'kube-node-ready.io/informer-test';
 const STABLE = `${ROLE}=stable`;
@@ -173,14 +172,7 @@ async function watchThroughProxy(): Promise<{ proxy: FaultProxy; kubeConfig: k8s
     namespace,
     body: { metadata: { name: 'informer' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'informer' }, subjects: [{ kind: 'ServiceAccount', name: 'informer', namespace }] },
   });
-  const token = await core().createNamespacedServiceAccountToken({ name: 'informer', namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
   const proxy = await startFaultProxy({ upstreamHost: layout.apiHost, upstreamPort: layout.apiPort, caFile: certs.caCert, certFile: certs.serverCert, keyFile: certs.serverKey });
-  const kubeConfig = new k8s.KubeConfig();
-  kubeConfig.loadFromOptions({
-    clusters: [{ name: 'proxy', server: proxy.url, caData: readFileSync(certs.caCert).toString('base64'), skipTLSVerify: false }],
-    users: [{ name: 'informer', token: token.status?.token ?? '' }],
-    contexts: [{ name: 'proxy', cluster: 'proxy', user: 'informer' }],
-    currentContext: 'proxy',
-  });
+  const kubeConfig = await serviceAccountKubeConfig(namespace, 'informer', proxy.url);
   return { proxy, kubeConfig };
 }
