@@ -9,9 +9,8 @@
 // out (CoreDNS gets endpoints: docs/troubleshooting.md "Cold start") opens every node, and the
 // signal clears.
 //
-// Before the evidence, the first two nodes' attempts counted as failures (the shared-failure rule
-// needs three nodes), and before the stuck-node guard an inconclusive node could be deleted as stuck.
-// Serial: the cluster's DNS is shared by every test.
+// What it holds: the direct evidence decides from the first node (the shared-failure rule alone
+// needs three), and an inconclusive node is never stuck. Serial: the cluster's DNS is shared by every test.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { k8s } from '@kube-node-ready/sandbox';
 import { annotations, harness, nodeEvents, readNode, waitFor, type Harness } from '../../../../test/harness.js';
