@@ -1,9 +1,12 @@
 # syntax=docker/dockerfile:1.7
 # One image for the controller and the worker. The bundle is plain JavaScript, so the build stage
 # runs once on the build platform and the final stage is per target platform (amd64/arm64):
-#   make docker-build IMAGE=ghcr.io/you/kube-node-ready:1.0.0
-ARG NODE_IMAGE=node:24-bookworm-slim
-ARG RUNTIME_IMAGE=gcr.io/distroless/nodejs24-debian12:nonroot
+#   make docker-build IMAGE=ghcr.io/you/kube-node-ready:1.0.0   (pushes it, with SBOM and provenance;
+#   OUTPUT=oci writes dist/kube-node-ready-oci.tar instead: docs/supply-chain.md)
+# Both bases are pinned by digest (BuildKit pulls the digest; the tag is only for the reader).
+# Base image digests: taken from public Dockerfiles that pin the same ones, not verified here (no Docker engine or registry access); update: make pin-base-images (docs/supply-chain.md)
+ARG NODE_IMAGE=node:24-bookworm-slim@sha256:0e0ff40c39bc087845bfb27465a0df4ea419520094bc35842ff83dd8cbe6f9b6
+ARG RUNTIME_IMAGE=gcr.io/distroless/nodejs24-debian12:nonroot@sha256:14d42e2511532589a7c7e01a753667a74fcc96266e137e8125006b87b0c32d0a
 
 FROM --platform=$BUILDPLATFORM ${NODE_IMAGE} AS build
 WORKDIR /src

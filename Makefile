@@ -56,10 +56,24 @@ dist: build ## Assemble dist/image/: exactly what the container image copies
 
 IMAGE ?= kube-node-ready:dev
 PLATFORMS ?= linux/amd64,linux/arm64
+# Where docker-build puts the image with its SBOM and provenance attestations, which only an image
+# index can hold (not the classic Docker image store, so no --load): push = --push to IMAGE's
+# registry; oci = an OCI layout tarball, dist/kube-node-ready-oci.tar (docs/supply-chain.md).
+OUTPUT ?= push
+OCI_TAR := dist/kube-node-ready-oci.tar
+DOCKER_OUTPUT_push := --push
+DOCKER_OUTPUT_oci := --output type=oci,dest=$(OCI_TAR)
 .PHONY: docker-build
-docker-build: ## Build the multi-arch image with docker buildx (needs a Docker engine; IMAGE=..., PLATFORMS=...)
-	docker buildx build --platform $(PLATFORMS) --build-arg VERSION=$$(node -p "require('./packages/cli/package.json').version") \
-	  --build-arg COMMIT=$$(git rev-parse --short=12 HEAD) -t $(IMAGE) .
+docker-build: ## Build the multi-arch image with an SBOM (SPDX) and SLSA provenance (mode=max); OUTPUT=push (default: pushes IMAGE) or OUTPUT=oci (dist/kube-node-ready-oci.tar); IMAGE=..., PLATFORMS=...; needs docker buildx on a builder that keeps attestations (docs/supply-chain.md)
+	@case "$(OUTPUT)" in push|oci) ;; *) echo "OUTPUT must be push or oci, got '$(OUTPUT)'" >&2; exit 2 ;; esac
+	@mkdir -p $(dir $(OCI_TAR))
+	docker buildx build --platform $(PLATFORMS) --sbom=true --provenance=mode=max \
+	  --build-arg VERSION=$$(node -p "require('./packages/cli/package.json').version") \
+	  --build-arg COMMIT=$$(git rev-parse --short=12 HEAD) -t $(IMAGE) $(DOCKER_OUTPUT_$(OUTPUT)) .
+
+.PHONY: pin-base-images
+pin-base-images: ## Re-pin the Dockerfile's base images to the current index digest of their tags (needs crane or docker buildx, and the registries; review the diff, then rebuild)
+	bash scripts/pin-base-images.sh
 
 .PHONY: typecheck
 typecheck: $(STAMP) ## TypeScript strict typecheck of every package, the bench and the fault suite
