@@ -25,8 +25,8 @@ $(STAMP): package.json package-lock.json packages/*/package.json
 	@touch $@
 
 .PHONY: system-deps
-# Debian packages: openssl (sandbox certificates), iproute2 (its network namespace), procps (pgrep
-# in tests), prometheus (promtool for the alert tests, and the Prometheus server of the live alert
+# Debian packages: openssl (sandbox certificates), iproute2 (its network namespace), nftables (its
+# Service ClusterIPs, as kube-proxy), procps (pgrep in tests), prometheus (promtool for the alert tests, and the Prometheus server of the live alert
 # and dashboard tests and the demo). chromium only for `make alerts-screenshot`.
 system-deps:
 	@missing=""; \
@@ -34,6 +34,7 @@ system-deps:
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	command -v pgrep >/dev/null || missing="$$missing procps"; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
+	{ command -v nft || test -x /usr/sbin/nft; } >/dev/null || missing="$$missing nftables"; \
 	if [ -n "$$missing" ]; then \
 	  echo "==> apt-get install$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

@@ -1,5 +1,10 @@
 import { k8s, listWatch } from './kube.js';
 
+/** The addresses of a slice's ready endpoints (an endpoint without a ready condition counts as ready, as kube-proxy takes it). */
+export function readyAddresses(slice: k8s.V1EndpointSlice): string[] {
+  return (slice.endpoints ?? []).filter((ep) => ep.conditions?.ready !== false).flatMap((ep) => ep.addresses);
+}
+
 const key = (o: k8s.KubernetesObject) => `${o.metadata?.namespace}/${o.metadata?.name}`;
 
 /**

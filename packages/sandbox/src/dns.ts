@@ -1,7 +1,7 @@
 import dns2 from 'dns2';
 import type { Logger } from '@kube-node-ready/core';
 import type { SandboxLayout } from './layout.js';
-import type { ServiceCatalog } from './catalog.js';
+import { readyAddresses, type ServiceCatalog } from './catalog.js';
 import { k8s, listWatch } from './kube.js';
 
 const { Packet } = dns2;
@@ -86,15 +86,11 @@ export class ClusterDns {
         a.set(name, [ip]);
         continue;
       }
-      const addrs: string[] = [];
-      for (const slice of this.catalog.slicesOf(svc.metadata?.namespace, svc.metadata?.name)) {
-        for (const ep of slice.endpoints ?? []) if (ep.conditions?.ready !== false) addrs.push(...ep.addresses);
-      }
+      const addrs = this.catalog.slicesOf(svc.metadata?.namespace, svc.metadata?.name).flatMap(readyAddresses);
       if (addrs.length) a.set(name, addrs);
     }
     this.records = { a };
-    const dnsSlices = this.catalog.slicesOf('kube-system', 'kube-dns');
-    this.serviceHasEndpoints = dnsSlices.some((slice) => (slice.endpoints ?? []).some((ep) => ep.conditions?.ready !== false && ep.addresses.length > 0));
+    this.serviceHasEndpoints = this.catalog.slicesOf('kube-system', 'kube-dns').flatMap(readyAddresses).length > 0;
   }
 
   /** What the cluster DNS answers for a name right now (used by tests of the sandbox itself). */
