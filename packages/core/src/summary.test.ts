@@ -61,6 +61,12 @@ describe('encodeSummary', () => {
     expect(parsed.summary.checks[0]?.target).toMatch(/^10\.0\.0\.0:53/);
   });
 
+  it('carries the Services without a ready endpoint that alone failed a check, and reads them back', () => {
+    const failed = summaryWith([{ name: 'service', ok: false, durationMs: 5, error: 'Service kube-system/kube-dns: no ready endpoints (no EndpointSlice)', noReadyEndpoints: ['kube-system/kube-dns'] }]);
+    expect(parseSummary(encodeSummary(failed))).toEqual({ ok: true, summary: failed });
+    expect(parseSummary(JSON.stringify({ ...JSON.parse(encodeSummary(failed)), checks: [{ name: 'service', ok: false, durationMs: 5, noReadyEndpoints: 'x' }] })).ok).toBe(false);
+  });
+
   it('fits 50 checks failing with 10 KB multibyte errors, keeping a prefix of every error', () => {
     const error = '名前解決に失敗しました😀'.repeat(600); // > 10 KB of UTF-8
     const summary = summaryWith(Array.from({ length: 50 }, (_, i) => ({ name: `check-${i}`, ok: false, durationMs: i, error })));

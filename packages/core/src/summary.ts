@@ -23,6 +23,11 @@ export interface CheckSummary {
    * (`503`, `429`): the node reached the API, the API refused. Optional like `target`.
    */
   httpStatus?: number;
+  /**
+   * The Services (`namespace/name`) whose EndpointSlices, read from the API, list no ready endpoint,
+   * when that alone failed the check: a fact about the cluster, not about the node. Optional like `target`.
+   */
+  noReadyEndpoints?: string[];
 }
 
 export interface WorkerSummary {
@@ -135,6 +140,7 @@ const checkSchema = z.object({
   error: z.optional(z.string({ error: 'expected a string' })),
   target: z.optional(z.string({ error: 'expected a string' })),
   httpStatus: z.optional(z.int({ error: 'expected a whole number' })),
+  noReadyEndpoints: z.optional(z.array(z.string({ error: 'expected a string' }), { error: 'expected a list' })),
 });
 const summarySchema = z.object(
   {
@@ -174,6 +180,7 @@ function serialize(summary: WorkerSummary): string {
       ...(c.error !== undefined ? { error: c.error } : {}),
       ...(c.target !== undefined ? { target: c.target } : {}),
       ...(c.httpStatus !== undefined ? { httpStatus: c.httpStatus } : {}),
+      ...(c.noReadyEndpoints !== undefined ? { noReadyEndpoints: c.noReadyEndpoints } : {}),
     })),
     ...(summary.error !== undefined ? { error: summary.error } : {}),
     ...(summary.omittedChecks ? { omittedChecks: summary.omittedChecks } : {}),
@@ -192,15 +199,19 @@ function textsOf(summary: WorkerSummary): string[] {
   return texts;
 }
 
-/** Every error text and target cut to `cap` code points; with cap 0 those fields are left out. */
+/**
+ * Every error text and target cut to `cap` code points; with cap 0 those fields are left out, and
+ * so are the Service names of `noReadyEndpoints` (kept whole otherwise: a cut name names nothing).
+ */
 function capErrors(summary: WorkerSummary, cap: number): WorkerSummary {
   const { error, ...rest } = summary;
   return {
     ...rest,
-    checks: summary.checks.map(({ error: checkError, target, ...check }) => ({
+    checks: summary.checks.map(({ error: checkError, target, noReadyEndpoints, ...check }) => ({
       ...check,
       ...(checkError !== undefined && cap > 0 ? { error: truncate(checkError, cap) } : {}),
       ...(target !== undefined && cap > 0 ? { target: truncate(target, cap) } : {}),
+      ...(noReadyEndpoints !== undefined && cap > 0 ? { noReadyEndpoints } : {}),
     })),
     ...(error !== undefined && cap > 0 ? { error: truncate(error, cap) } : {}),
   };

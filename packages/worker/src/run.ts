@@ -149,6 +149,7 @@ export async function runChecks(config: WorkerConfig, log: Logger, registry: Che
       ...(o.error !== undefined ? { error: o.error } : {}),
       ...(!o.ok && o.target !== undefined ? { target: o.target } : {}),
       ...(!o.ok && o.httpStatus !== undefined ? { httpStatus: o.httpStatus } : {}),
+      ...(!o.ok && o.noReadyEndpoints !== undefined ? { noReadyEndpoints: o.noReadyEndpoints } : {}),
     })),
     ...(warnings.length > 0 ? { warnings } : {}),
   };

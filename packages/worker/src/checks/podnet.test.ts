@@ -59,5 +59,6 @@ describe('podnet check', () => {
     slices([{ address: '127.0.0.2', ready: false }]);
     const outcome = await run([]);
     expect(outcome.error).toBe('no ready endpoints in the EndpointSlices of Service kube-system/kube-dns: no DNS pod to reach');
+    expect(outcome.noReadyEndpoints).toEqual(['kube-system/kube-dns']);
   });
 });

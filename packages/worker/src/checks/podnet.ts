@@ -24,7 +24,7 @@ export const podnetCheck: Check = async ({ cluster, config, signal }) => {
     const port = slicePort(slice, 'dns', 'UDP') ?? 53;
     return readyEndpoints(slice).map((e) => ({ ...e, server: { host: e.address, port } }));
   });
-  if (pods.length === 0) return verdict([`no ready endpoints in the EndpointSlices of ${id}: no DNS pod to reach`]);
+  if (pods.length === 0) return { ...verdict([`no ready endpoints in the EndpointSlices of ${id}: no DNS pod to reach`]), noReadyEndpoints: [formatServiceRef(ref)] };
 
   const question = config.dns.names[0] ?? `kubernetes.default.svc.${config.clusterDomain}`;
   const results = await Promise.all(

@@ -51,6 +51,8 @@ describe('service check', () => {
     const outcome = await run();
     expect(outcome.ok).toBe(false);
     expect(outcome.error).toBe('Service kube-system/kube-dns: no ready endpoints (1 endpoint(s), none ready)');
+    // The cluster's state, read from the API: the controller does not count it against the node.
+    expect(outcome.noReadyEndpoints).toEqual(['kube-system/kube-dns']);
   });
 
   it('fails a Service with no EndpointSlice at all', async () => {
@@ -58,12 +60,22 @@ describe('service check', () => {
     c.api.state.services.set('team/web', aService('team', 'web', { clusterIP: '10.96.5.5', port: 80, portName: 'http' }));
     const outcome = await run(['--service', 'default/kubernetes,team/web']);
     expect(outcome.error).toBe('Service team/web: no ready endpoints (no EndpointSlice)');
+    expect(outcome.noReadyEndpoints).toEqual(['team/web']);
   });
 
   it('fails a Service that does not exist', async () => {
     healthy();
     const outcome = await run(['--service', 'team/missing']);
     expect(outcome.error).toMatch(/^Service team\/missing: not found \(GET \/api\/v1\/namespaces\/team\/services\/missing: 404 Not Found: services "missing" not found\)$/);
+    expect(outcome.noReadyEndpoints).toBeUndefined();
+  });
+
+  it('a Service without ready endpoints beside another problem is not only the cluster\'s state', async () => {
+    healthy();
+    c.api.state.slices.set('kube-system/kube-dns', [aSlice('kube-dns', [{ address: '10.244.1.5', ready: false }], { name: 'dns', port: 53, protocol: 'UDP' })]);
+    const outcome = await run(['--service', 'default/kubernetes,team/missing']);
+    expect(outcome.ok).toBe(false);
+    expect(outcome.noReadyEndpoints).toBeUndefined();
   });
 
   it('fails when DNS and the API disagree', async () => {

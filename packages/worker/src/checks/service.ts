@@ -21,7 +21,11 @@ export const serviceCheck: Check = async (ctx) => {
     problems.push(`DNS not compared for ${unanswered.length === 1 ? 'Service' : 'Services'} ${which}: no nameserver answered (${why})`);
   }
   const refused = reports.find((r) => r.apiError !== undefined);
-  return answeredWith(verdict(problems, { services: reports.map((r) => r.report) }), refused?.apiError);
+  const result = answeredWith(verdict(problems, { services: reports.map((r) => r.report) }), refused?.apiError);
+  // Every problem is a Service without a ready endpoint: the cluster's state, not this node's.
+  const failing = reports.filter((r) => r.problems.length > 0 || r.unanswered !== undefined);
+  if (!result.ok && failing.length > 0 && failing.every((r) => r.noReadyEndpoints)) return { ...result, noReadyEndpoints: failing.map((r) => formatServiceRef(r.ref)) };
+  return result;
 };
 
 interface ServiceReport {
@@ -32,6 +36,8 @@ interface ServiceReport {
   unanswered?: string;
   /** Reading the Service or its EndpointSlices failed with this error. */
   apiError?: unknown;
+  /** Its EndpointSlices list no ready endpoint (the only problem reported for it). */
+  noReadyEndpoints?: boolean;
 }
 
 async function checkService(ctx: CheckContext, ref: ServiceRef): Promise<ServiceReport> {
@@ -56,7 +62,7 @@ async function checkService(ctx: CheckContext, ref: ServiceRef): Promise<Service
   if (service.body.spec.type === 'ExternalName') return { ref, problems: [], report: { ...report, note: 'ExternalName Service: no endpoints or addresses to check' } };
   if (ready.length === 0) {
     const why = slices.body.length === 0 ? 'no EndpointSlice' : `${notReady} endpoint(s), none ready`;
-    return problem(`no ready endpoints (${why})`);
+    return { ...problem(`no ready endpoints (${why})`), noReadyEndpoints: true };
   }
 
   const expected = { service: id, addresses: ips.length > 0 ? ips : ready };

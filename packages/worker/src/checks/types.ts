@@ -31,6 +31,11 @@ export interface CheckResult {
   target?: string;
   /** The HTTP status of the API answer that failed the check (5xx, 429...): the controller then blames the API, not the node. */
   httpStatus?: number;
+  /**
+   * Services (`namespace/name`) with no ready endpoint in their EndpointSlices, when that alone
+   * failed the check: the cluster's state, read from the API, which the controller does not count against the node.
+   */
+  noReadyEndpoints?: string[];
 }
 
 /** `result` with `httpStatus` set when `err` is the API answering with an HTTP error (the check failed on it). */

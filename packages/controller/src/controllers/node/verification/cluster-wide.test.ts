@@ -272,6 +272,26 @@ describe('noteClusterWide', () => {
     }
   });
 
+  it('a check that failed only on a Service without a ready endpoint (noReadyEndpoints, read from the API by the worker) is the cluster\'s state: the first node is inconclusive', () => {
+    const failures = new ClusterWideFailures(new FakeClock());
+    const checks: CheckSummary[] = [
+      { name: 'service', ok: false, durationMs: 10, error: 'Service kube-system/kube-dns: no ready endpoints (2 endpoint(s), none ready)', noReadyEndpoints: ['kube-system/kube-dns'] },
+      { name: 'podnet', ok: false, durationMs: 10, error: 'no ready endpoints in the EndpointSlices of Service kube-system/kube-dns: no DNS pod to reach', noReadyEndpoints: ['kube-system/kube-dns'] },
+    ];
+    const { action } = noteClusterWide(failures, 'a', completeAction(checks, 'checks failed: service, podnet'), NOW, config);
+    expect(action.result.outcome).toBe(Outcome.ClusterWide);
+    expect(action.result.message).toContain('cluster-wide: the Service kube-system/kube-dns has no ready endpoint (read from the API by the service check)');
+    // With the controller's own reading of the same Service, that Service is named once.
+    const both = noteClusterWide(new ClusterWideFailures(new FakeClock()), 'c', completeAction([{ name: 'dns', ok: false, durationMs: 10, error: 'timeout' }, ...checks], 'checks failed: dns, service, podnet'), NOW, config, [
+      { check: 'dns', services: ['kube-system/kube-dns'], why: 'the cluster DNS Service kube-system/kube-dns has no ready endpoint' },
+    ]);
+    expect(both.action.result.message).toBe("cluster-wide: the cluster DNS Service kube-system/kube-dns has no ready endpoint; not this node's fault: checks failed: dns, service, podnet");
+    // Without the field (a node-side failure of the same checks), it counts.
+    const plain = checks.map(({ noReadyEndpoints: _n, ...c }) => c);
+    const counted = noteClusterWide(new ClusterWideFailures(new FakeClock()), 'b', completeAction(plain, 'checks failed: service, podnet'), NOW, config);
+    expect(counted.action.result.outcome).toBe(Outcome.ChecksFailed);
+  });
+
   it('the signal is cleared by a node passing the check, or after the window without an inconclusive attempt', async () => {
     const clock = new FakeClock();
     const failures = new ClusterWideFailures(clock);

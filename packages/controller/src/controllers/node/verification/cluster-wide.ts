@@ -23,6 +23,8 @@ export interface Evidence {
   check: string;
   /** One clause: `the cluster DNS Service kube-system/kube-dns has no ready endpoint`. */
   why: string;
+  /** The Services (`namespace/name`) without a ready endpoint it is about: one clause per Service in the message. */
+  services?: readonly string[];
 }
 
 /** The API server's answer about itself: overloaded (429) or failing (5xx). Other statuses (401, 403, 404) are this node's or our configuration's. */
@@ -30,9 +32,19 @@ export function apiRefused(status: number | undefined): boolean {
   return status === 429 || (status !== undefined && status >= 500 && status <= 599);
 }
 
-/** Evidence in the summary itself: the checks that failed on the API answering 429 or 5xx. */
+/**
+ * Evidence in the summary itself: the checks that failed on the API answering 429 or 5xx, and those
+ * that failed only because a Service has no ready endpoint (the worker read it from the API: which
+ * endpoints are ready is the cluster's state, the same from every node).
+ */
 export function evidenceInSummary(checks: readonly CheckSummary[]): Evidence[] {
-  return checks.filter((c) => !c.ok && apiRefused(c.httpStatus)).map((c) => ({ check: c.name, why: `the API server answered HTTP ${c.httpStatus} to the ${c.name} check` }));
+  return checks.flatMap((c): Evidence[] => {
+    if (c.ok) return [];
+    if (apiRefused(c.httpStatus)) return [{ check: c.name, why: `the API server answered HTTP ${c.httpStatus} to the ${c.name} check` }];
+    const services = c.noReadyEndpoints ?? [];
+    if (services.length > 0) return [{ check: c.name, services, why: `${services.length === 1 ? 'the Service' : 'the Services'} ${services.join(', ')} ${services.length === 1 ? 'has' : 'have'} no ready endpoint (read from the API by the ${c.name} check)` }];
+    return [];
+  });
 }
 
 /** One check of one node failing against one target: several nodes sharing it point at the target, not the nodes. */
@@ -219,7 +231,7 @@ export function noteClusterWide(
   if (action.result.outcome !== Outcome.ChecksFailed) return { action, signal };
   const shared = failures.record(node, checks);
   const failed = new Set(checks.filter((c) => !c.ok).map((c) => c.name));
-  const direct = [...evidenceInSummary(checks), ...evidence].filter((e) => failed.has(e.check));
+  const direct = [...evidence, ...evidenceInSummary(checks)].filter((e) => failed.has(e.check));
   // Direct evidence says it plainly; the failures of other nodes only where it says nothing.
   const most = shared.filter((s) => s.most && !direct.some((e) => e.check === s.check));
   if (direct.length === 0 && most.length === 0) {
@@ -257,6 +269,13 @@ const sharedWhy = (s: SharedFailure, windowMs: number) =>
  * passed since it began; not this node's fault: `.
  */
 function clusterWideInconclusive(direct: readonly Evidence[], most: readonly SharedFailure[], windowMs: number): string {
-  const parts = [...new Set([...direct.map((e) => e.why), ...most.map((s) => sharedWhy(s, windowMs))])];
+  // A Service already named (the cluster DNS Service read by the controller, then by the worker's checks) is named once.
+  const named = new Set<string>();
+  const clauses = direct.filter((e) => {
+    const fresh = !e.services?.length || e.services.some((s) => !named.has(s));
+    for (const s of e.services ?? []) named.add(s);
+    return fresh;
+  });
+  const parts = [...new Set([...clauses.map((e) => e.why), ...most.map((s) => sharedWhy(s, windowMs))])];
   return `cluster-wide: ${parts.join('; ')}; not this node's fault: `;
 }

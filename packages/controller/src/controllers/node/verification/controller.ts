@@ -440,7 +440,7 @@ export class VerificationController {
     const evidence: Evidence[] = [];
     const dns = this.deps.clusterDns;
     if (dns && decided.result.outcome === Outcome.ChecksFailed && decided.result.checks.some((c) => c.name === 'dns' && !c.ok) && (await dns.ready()) === 0) {
-      evidence.push({ check: 'dns', why: `the cluster DNS Service ${dns.service} has no ready endpoint` });
+      evidence.push({ check: 'dns', services: [dns.service], why: `the cluster DNS Service ${dns.service} has no ready endpoint` });
     }
     const { action, signal } = noteClusterWide(failures, name, decided, this.deps.clock.now(), this.deps.config, evidence);
     for (const { check, why } of signal.raised) log.warn({ check, why }, 'cluster-wide fault: attempts failing this check are inconclusive until a node passes it');
