@@ -9,7 +9,7 @@ import { createInterface } from 'node:readline';
 import { stringify } from 'yaml';
 import { k8s, loadKubeConfig, sandboxLayout, simulatedNode, startSandbox, stopSandbox, type FaultProxy, type SandboxState } from '@kube-node-ready/sandbox';
 import { apiserverRequestCounts, diffCounts } from './apiserver.js';
-import { applyChartRbac, benchConfig, ControllerProcess, controllerKubeconfig, histogramQuantile, metricSum, NAMESPACE, startProxy, TAINT, VERIFIED_LABEL, type ControllerTuning } from './controller.js';
+import { applyChartRbac, BENCH_WORKER_IMAGE, benchConfig, ControllerProcess, controllerKubeconfig, histogramQuantile, metricSum, NAMESPACE, startProxy, TAINT, VERIFIED_LABEL, type ControllerTuning } from './controller.js';
 import type { Milestone, ObservedLine } from './observer.js';
 import { busyFraction, machineCpu, ProcessSampler, sampleProcess } from './proc.js';
 import { distribution, type Distribution } from './stats.js';
@@ -113,7 +113,7 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
   try {
     const layout = sandboxLayout(env.sandboxDir, env.slot);
     const core = kc.makeApiClient(k8s.CoreV1Api);
-    await applyChartRbac(state);
+    await applyChartRbac(state, BENCH_WORKER_IMAGE);
     if (!env.direct) proxy = await startProxy(layout);
     const kubeconfig = join(env.sandboxDir, 'controller.kubeconfig');
     await controllerKubeconfig(kc, layout, proxy, kubeconfig);

@@ -6,19 +6,29 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { certPaths, k8s, repoRoot, startFaultProxy, type FaultProxy, type SandboxLayout, type SandboxState } from '@kube-node-ready/sandbox';
+import { certPaths, k8s, loadKubeConfig, repoRoot, startFaultProxy, type FaultProxy, type SandboxLayout, type SandboxState } from '@kube-node-ready/sandbox';
 import { sleep, track } from './util.js';
 
 export const NAMESPACE = 'kube-system';
 export const TAINT = { key: 'node-ready/unverified', value: 'true', effect: 'NoSchedule' };
 export const VERIFIED_LABEL = 'node-ready/verified';
+/** The worker image of the bench's configuration (the sandbox maps it to dist/kube-node-ready.mjs). */
+export const BENCH_WORKER_IMAGE = { repository: 'ghcr.io/kube-node-ready/kube-node-ready', tag: 'bench' };
 const CONTROLLER_SA = 'kube-node-ready-controller';
 
-/** Renders the chart's ServiceAccounts, RBAC and worker PriorityClass and applies them (release kube-node-ready in kube-system); `set`: helm --set values. */
-export async function applyChartRbac(state: SandboxState, set: string[] = []): Promise<void> {
+/**
+ * Renders the chart's ServiceAccounts, RBAC, worker PriorityClass and admission policies and applies
+ * them (release kube-node-ready in kube-system, the workers there too); `set`: helm --set values.
+ * The policies hold the controller to its worker image: `workerImage` is the one its configuration names.
+ */
+export async function applyChartRbac(state: SandboxState, workerImage: { repository: string; tag: string }, set: string[] = []): Promise<void> {
   const chart = join(repoRoot(), 'deploy', 'helm', 'kube-node-ready');
-  const values = set.flatMap((v) => ['--set', v]);
-  const manifest = await run(join(state.binDir, 'helm'), ['template', 'kube-node-ready', chart, '-n', NAMESPACE, ...values, '--show-only', 'templates/serviceaccount.yaml', '--show-only', 'templates/rbac.yaml', '--show-only', 'templates/priorityclass.yaml']);
+  const image = [`config.worker.image.repository=${workerImage.repository}`, `config.worker.image.tag=${workerImage.tag}`];
+  const values = [`config.worker.namespace=${NAMESPACE}`, ...image, ...set].flatMap((v) => ['--set', v]);
+  // helm template assumes an old Kubernetes unless told: the sandbox's, as its API server reports it.
+  const kubeVersion = (await loadKubeConfig(state.kubeconfig).makeApiClient(k8s.VersionApi).getCode()).gitVersion;
+  const only = ['serviceaccount', 'rbac', 'priorityclass', 'admission-policies'].flatMap((t) => ['--show-only', `templates/${t}.yaml`]);
+  const manifest = await run(join(state.binDir, 'helm'), ['template', 'kube-node-ready', chart, '-n', NAMESPACE, '--kube-version', kubeVersion, ...values, ...only]);
   await run(join(state.binDir, 'kubectl'), ['--kubeconfig', state.kubeconfig, 'apply', '-f', '-'], manifest);
 }
 
@@ -57,7 +67,7 @@ export interface ControllerTuning {
 /** The controller configuration the bench runs with: defaults except what is listed here. */
 export function benchConfig(t: ControllerTuning, metricsPort: number): Record<string, unknown> {
   return {
-    worker: { image: { repository: 'ghcr.io/kube-node-ready/kube-node-ready', tag: 'bench' }, namespace: NAMESPACE },
+    worker: { image: { ...BENCH_WORKER_IMAGE }, namespace: NAMESPACE },
     reconciliation: { maxConcurrentVerifications: t.maxConcurrentVerifications, workers: t.workers },
     nodeManagement: { taints: [TAINT] },
     leaderElection: { namespace: NAMESPACE },

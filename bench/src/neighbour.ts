@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { applyObjects, certPaths, k8s, NODE_READINESS_CONTROLLER_VERSION, NODE_READINESS_RULES, nodeReadinessDir, renderNodeReadinessChart, sandboxLayout, simulatedNode, stopSandbox, type FaultProxy, type SandboxState } from '@kube-node-ready/sandbox';
 import { freshSandbox, RUN_LABEL, settle, startObserver, type BenchEnv } from './burst.js';
-import { applyChartRbac, benchConfig, ControllerProcess, controllerKubeconfig, startProxy, TAINT } from './controller.js';
+import { applyChartRbac, BENCH_WORKER_IMAGE, benchConfig, ControllerProcess, controllerKubeconfig, startProxy, TAINT } from './controller.js';
 import { ProcessSampler, sampleProcess } from './proc.js';
 import { distribution, type Distribution } from './stats.js';
 import { pool, round, sleep, track } from './util.js';
@@ -141,8 +141,9 @@ export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number
   let ours: ControllerProcess | undefined;
   let theirs: NrcProcess | undefined;
   try {
-    // kube-node-ready: the chart's RBAC, the instant worker image.
-    await applyChartRbac(state);
+    // kube-node-ready: the chart's RBAC and admission policies, the instant worker image.
+    const workerImage = { ...BENCH_WORKER_IMAGE, repository: 'ghcr.io/kube-node-ready/kube-node-ready-instant' };
+    await applyChartRbac(state, workerImage);
     const oursProxy = await startProxy(layout);
     proxies.push(oursProxy);
     const oursKubeconfig = join(env.sandboxDir, 'controller.kubeconfig');
@@ -150,7 +151,7 @@ export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number
     const metricsPort = 18000 + 150 + env.slot;
     const configFile = join(env.sandboxDir, 'controller.yaml');
     const config = benchConfig(env.tuning, metricsPort) as { worker: { image: { repository: string } } };
-    config.worker.image.repository = 'ghcr.io/kube-node-ready/kube-node-ready-instant';
+    config.worker.image.repository = workerImage.repository;
     writeFileSync(configFile, stringify(config));
     ours = new ControllerProcess(configFile, oursKubeconfig, join(env.logDir, 'side-kube-node-ready.log'), metricsPort, env.controllerNodeFlags);
 

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { k8s, sandboxLayout, simulatedNode, stopSandbox } from '@kube-node-ready/sandbox';
 import { RUN_LABEL, controllerMetrics, freshSandbox, type BenchEnv } from './burst.js';
-import { applyChartRbac, benchConfig, ControllerProcess, controllerKubeconfig, VERIFIED_LABEL } from './controller.js';
+import { applyChartRbac, BENCH_WORKER_IMAGE, benchConfig, ControllerProcess, controllerKubeconfig, VERIFIED_LABEL } from './controller.js';
 import { apiserverRequestCounts, diffCounts } from './apiserver.js';
 import { ProcessSampler, sampleProcess } from './proc.js';
 import { round, sleep, pool } from './util.js';
@@ -79,7 +79,7 @@ export async function runSteady(env: BenchEnv, count: number, windowMs: number, 
     // 4. The worker bench first, on the idle sandbox.
     const worker = await runWorkerBench(env, workerRuns);
 
-    await applyChartRbac(state);
+    await applyChartRbac(state, BENCH_WORKER_IMAGE);
     const kubeconfig = join(env.sandboxDir, 'controller.kubeconfig');
     // Straight to the apiserver: through the fault proxy an idle watch takes 30 s to start, which
     // would be counted as sync time (see docs/benchmarks.md).

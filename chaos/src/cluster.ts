@@ -79,8 +79,9 @@ export class Cluster {
   static async start(env: ChaosEnv, scenario: string, configOverride: Record<string, unknown> = {}): Promise<Cluster> {
     const state = await startSandbox({ dir: env.dir, slot: env.slot, leaseRenewMs: 30_000, progress: () => {} });
     const kc = loadKubeConfig(state.kubeconfig);
-    // The chart's RBAC with remediation on (nodes delete, NodeClaims), as the suite's config has it.
-    await applyChartRbac(state, ['config.nodeManagement.deleteFailedNodes=true']);
+    // The chart's RBAC and admission policies with remediation on (nodes delete, NodeClaims), as the suite's config has it.
+    const workerImage = (mergeConfig(chaosConfig(0), configOverride) as { worker: { image: { repository: string; tag: string } } }).worker.image;
+    await applyChartRbac(state, workerImage, ['config.nodeManagement.deleteFailedNodes=true']);
     const proxy = await startProxy(sandboxLayout(env.dir, env.slot));
     const kubeconfig = join(env.dir, 'controller.kubeconfig');
     await controllerKubeconfig(kc, sandboxLayout(env.dir, env.slot), proxy, kubeconfig);

@@ -68,6 +68,8 @@ async function main(argv: string[]): Promise<number> {
     logDir: join(root, '.sandbox', `chaos-${slot}-logs`),
     out: (line) => process.stdout.write(`${new Date().toISOString().slice(11, 19)} ${line}\n`),
   };
+  sandboxOf = { dir: env.dir, slot };
+
   mkdirSync(env.logDir, { recursive: true });
   env.out(`chaos: ${names.length} scenarios (${quick ? 'quick' : 'full'}), seed ${seed}, sandbox slot ${slot}, logs in ${env.logDir}`);
 
@@ -131,14 +133,20 @@ const fmt = (ms: number | undefined) => (ms === undefined ? '-' : `${(ms / 1000)
 const killChildren = () => {
   for (const c of children) c.kill('SIGKILL');
 };
-process.on('SIGINT', () => {
+/** The sandbox the scenarios run in: stopped on SIGINT/SIGTERM too (it runs detached, with its nodes). */
+let sandboxOf: { dir: string; slot: number } | undefined;
+let exiting = false;
+const onSignal = (code: number) => () => {
   killChildren();
-  process.exit(130);
-});
-process.on('SIGTERM', () => {
-  killChildren();
-  process.exit(143);
-});
+  if (exiting || !sandboxOf) process.exit(code);
+  exiting = true;
+  process.stderr.write(`chaos: stopping the sandbox of slot ${sandboxOf.slot} (again to exit at once)\n`);
+  void stopSandbox(sandboxOf.dir, sandboxOf.slot, () => {})
+    .catch(() => {})
+    .finally(() => process.exit(code));
+};
+process.on('SIGINT', onSignal(130));
+process.on('SIGTERM', onSignal(143));
 
 main(process.argv.slice(2)).then(
   (code) => {

@@ -17,32 +17,13 @@ import { ConfigMapLedger } from '../../packages/controller/src/controllers/node/
 import { KubeClient } from '../../packages/controller/src/kube/client.js';
 import { addNode, core, createNamespace, deleteNode, sandbox, serviceAccountKubeConfig, uniqueName, waitFor } from '../sandbox.js';
 import { CRD_SOURCES, loadCrd } from './crds.js';
-import { ALL_FEATURES, CHART_DIR, REPO_ROOT, find, helm, template, tools, type KubeObject } from './helm.js';
+import { ALL_FEATURES, CHART_DIR, REPO_ROOT, find, helm, kubectl, template, type KubeObject } from './helm.js';
 
 const run = promisify(execFile);
 
 /** The Prometheus Operator kinds: validated only when their CRDs could be installed (see beforeAll). */
 const MONITORING_KINDS = new Set(['ServiceMonitor', 'PrometheusRule']);
 let monitoringCrds: 'installed' | string = 'not tried';
-
-async function kubectl(args: string[], input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  const bin = join(await tools(), 'kubectl');
-  const dir = mkdtempSync(join(tmpdir(), 'knr-kubectl-'));
-  try {
-    const fullArgs = ['--kubeconfig', sandbox().state.kubeconfig, ...args];
-    if (input !== undefined) {
-      writeFileSync(join(dir, 'in.yaml'), input);
-      fullArgs.push('-f', join(dir, 'in.yaml'));
-    }
-    const { stdout, stderr } = await run(bin, fullArgs, { maxBuffer: 64 * 1024 * 1024, env: { PATH: process.env.PATH, HOME: dir } });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code?: number; stdout?: string; stderr?: string };
-    return { code: typeof e.code === 'number' ? e.code : 1, stdout: e.stdout ?? '', stderr: e.stderr ?? String(err) };
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
 
 /** A free TCP port on 127.0.0.1. */
 function freePort(): Promise<number> {
@@ -101,15 +82,25 @@ describe('rendered manifests against the API server (server-side dry run)', () =
   ] as const) {
     it(`${name}: every object is accepted`, async (ctx) => {
       const namespace = await createNamespace('chart');
-      let objects = await template(values, { namespace, release: uniqueName('knr') });
+      const release = uniqueName('knr');
+      let objects = await template(values, { namespace, release });
       if (monitoringCrds !== 'installed') {
         // Skipped kinds, explicitly: their CRDs could not be fetched (reason in the annotation).
         ctx.annotate(`ServiceMonitor and PrometheusRule not validated: ${monitoringCrds}`);
         objects = objects.filter((o) => !MONITORING_KINDS.has(o.kind));
       }
-      const result = await kubectl(['apply', '--server-side', '--dry-run=server', '--field-manager=helm'], manifest(objects));
-      expect(result.code, result.stderr).toBe(0);
-      for (const o of objects) expect(result.stdout).toContain(`${o.metadata.name} serverside-applied (server dry run)`);
+      // The chart's worker Namespace is created for real: a dry run of the objects in it needs it.
+      const namespaces = objects.filter((o) => o.kind === 'Namespace');
+      expect(namespaces.map((o) => o.metadata.name)).toEqual([`${release}-kube-node-ready-worker`]);
+      const created = await kubectl(['apply', '--server-side', '--field-manager=helm'], manifest(namespaces));
+      expect(created.code, created.stderr).toBe(0);
+      try {
+        const result = await kubectl(['apply', '--server-side', '--dry-run=server', '--field-manager=helm'], manifest(objects.filter((o) => o.kind !== 'Namespace')));
+        expect(result.code, result.stderr).toBe(0);
+        for (const o of objects.filter((x) => x.kind !== 'Namespace')) expect(result.stdout).toContain(`${o.metadata.name} serverside-applied (server dry run)`);
+      } finally {
+        await kubectl(['delete', 'namespace', `${release}-kube-node-ready-worker`, '--wait=false']);
+      }
       if (values === ALL_FEATURES && monitoringCrds === 'installed') {
         expect(objects.map((o) => o.kind)).toEqual(expect.arrayContaining(['ServiceMonitor', 'PrometheusRule']));
       }
@@ -170,9 +161,10 @@ describe('helm install, upgrade, uninstall', () => {
       // data. The controller, with its ServiceAccount's rights, reads it and records a deletion in it
       // as it would before deleting a node.
       const ledgerName = 'kube-node-ready-controller-remediation';
-      expect((await core().readNamespacedConfigMap({ name: ledgerName, namespace })).data).toBeUndefined();
+      const workerNamespace = `${release}-kube-node-ready-worker`;
+      expect((await core().readNamespacedConfigMap({ name: ledgerName, namespace: workerNamespace })).data).toBeUndefined();
       const asController = await serviceAccountKubeConfig(namespace, `${release}-kube-node-ready-controller`);
-      const ledger = new ConfigMapLedger({ kube: new KubeClient(asController, { qps: 50, burst: 100, clock: realClock, log: pino({ level: 'silent' }) }), clock: realClock, namespace, name: ledgerName });
+      const ledger = new ConfigMapLedger({ kube: new KubeClient(asController, { qps: 50, burst: 100, clock: realClock, log: pino({ level: 'silent' }) }), clock: realClock, namespace: workerNamespace, name: ledgerName });
       expect(await ledger.load()).toEqual([]);
       expect(await ledger.record({ uid: 'uid-1', node: 'node-1', target: 'NodeClaim claim-1', at: Date.now() }, 5)).toMatchObject({ ok: true });
 
@@ -188,16 +180,16 @@ describe('helm install, upgrade, uninstall', () => {
       const configMap = await core().readNamespacedConfigMap({ name: `${release}-kube-node-ready-config`, namespace });
       expect(configMap.data?.['config.yaml']).toContain('maxRetries: 7');
       // The worker ConfigMap belongs to the release too, so uninstall removes it.
-      const workerConfig = await core().readNamespacedConfigMap({ name: 'kube-node-ready-worker', namespace });
+      const workerConfig = await core().readNamespacedConfigMap({ name: 'kube-node-ready-worker', namespace: workerNamespace });
       expect(workerConfig.metadata?.labels?.['app.kubernetes.io/instance']).toBe(release);
       // Two upgrades later the controller's entry is still there (Helm patches only what it renders),
       // and the ledger still belongs to the release, so uninstall removes it (checked below).
       expect((await ledger.load()).map((e) => e.uid)).toEqual(['uid-1']);
-      expect((await core().readNamespacedConfigMap({ name: ledgerName, namespace })).metadata?.labels?.['app.kubernetes.io/instance']).toBe(release);
+      expect((await core().readNamespacedConfigMap({ name: ledgerName, namespace: workerNamespace })).metadata?.labels?.['app.kubernetes.io/instance']).toBe(release);
 
       const uninstall = await helmKube(['uninstall', release, '--namespace', namespace, '--wait']);
       expect(uninstall.code, uninstall.stderr).toBe(0);
-      const kinds = ['deployments', 'configmaps', 'services', 'serviceaccounts', 'roles', 'rolebindings', 'poddisruptionbudgets', 'clusterroles', 'clusterrolebindings'];
+      const kinds = ['namespaces', 'deployments', 'configmaps', 'services', 'serviceaccounts', 'roles', 'rolebindings', 'poddisruptionbudgets', 'clusterroles', 'clusterrolebindings', 'validatingadmissionpolicies', 'validatingadmissionpolicybindings'];
       if (monitoringCrds === 'installed') kinds.push('servicemonitors', 'prometheusrules');
       const left = await kubectl(['get', kinds.join(','), '-A', '-l', `app.kubernetes.io/instance=${release}`, '-o', 'name']);
       expect(left.code, left.stderr).toBe(0);
@@ -288,7 +280,8 @@ describe('the controller under the chart\'s RBAC', () => {
         ),
         exited,
       ]);
-      await waitFor(async () => core().readNamespacedConfigMap({ name: `${release}-worker`, namespace }).catch(() => undefined), 'the worker ConfigMap', 30_000);
+      // The worker ConfigMap, in the chart's own worker namespace.
+      await waitFor(async () => core().readNamespacedConfigMap({ name: `${release}-worker`, namespace: `${release}-kube-node-ready-worker` }).catch(() => undefined), 'the worker ConfigMap', 30_000);
 
       node = await addNode({ prefix: `rbac-${id}`, taints: [taint] });
       const nodeName = node;

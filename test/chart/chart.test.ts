@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { loadConfig, parseConfig } from '../../packages/controller/src/config/load.js';
+import { Annotation } from '../../packages/controller/src/api/well-known.js';
 import { ledgerLocation } from '../../packages/controller/src/controllers/node/remediation/ledger.js';
 import { ALL_FEATURES, CHART_DIR, NAMESPACE, find, findAll, helm, kubeVersion, template, tryTemplate, type KubeObject } from './helm.js';
 
@@ -77,21 +78,23 @@ const BASE_PERMISSIONS = [
   'ClusterRole/kube-node-ready-controller core/events patch',
   'ClusterRole/kube-node-ready-controller events.k8s.io/events create',
   'ClusterRole/kube-node-ready-controller events.k8s.io/events patch',
-  'Role/kube-system/kube-node-ready-controller core/pods create',
-  'Role/kube-system/kube-node-ready-controller core/pods get',
-  'Role/kube-system/kube-node-ready-controller core/pods list',
-  'Role/kube-system/kube-node-ready-controller core/pods watch',
-  'Role/kube-system/kube-node-ready-controller core/pods delete',
-  'Role/kube-system/kube-node-ready-controller core/configmaps create',
-  'Role/kube-system/kube-node-ready-controller core/configmaps/kube-node-ready-worker get',
-  'Role/kube-system/kube-node-ready-controller core/configmaps/kube-node-ready-worker update',
+  'Role/kube-node-ready-worker/kube-node-ready-controller core/pods create',
+  'Role/kube-node-ready-worker/kube-node-ready-controller core/pods get',
+  'Role/kube-node-ready-worker/kube-node-ready-controller core/pods list',
+  'Role/kube-node-ready-worker/kube-node-ready-controller core/pods watch',
+  'Role/kube-node-ready-worker/kube-node-ready-controller core/pods delete',
+  'Role/kube-node-ready-worker/kube-node-ready-controller core/configmaps create',
+  'Role/kube-node-ready-worker/kube-node-ready-controller core/configmaps/kube-node-ready-worker get',
+  'Role/kube-node-ready-worker/kube-node-ready-controller core/configmaps/kube-node-ready-worker update',
   'Role/default/kube-node-ready-api-endpoints discovery.k8s.io/endpointslices list',
   'Role/kube-system/kube-node-ready-cluster-dns discovery.k8s.io/endpointslices list',
   'Role/kube-system/kube-node-ready-leader-election coordination.k8s.io/leases create',
   'Role/kube-system/kube-node-ready-leader-election coordination.k8s.io/leases/kube-node-ready-controller get',
   'Role/kube-system/kube-node-ready-leader-election coordination.k8s.io/leases/kube-node-ready-controller update',
-  'ClusterRole/kube-node-ready-worker core/services get',
-  'ClusterRole/kube-node-ready-worker discovery.k8s.io/endpointslices list',
+  'Role/default/kube-node-ready-worker core/services get',
+  'Role/default/kube-node-ready-worker discovery.k8s.io/endpointslices list',
+  'Role/kube-system/kube-node-ready-worker core/services get',
+  'Role/kube-system/kube-node-ready-worker discovery.k8s.io/endpointslices list',
 ];
 const REMEDIATION_PERMISSIONS = [
   'ClusterRole/kube-node-ready-controller core/nodes delete',
@@ -99,8 +102,8 @@ const REMEDIATION_PERMISSIONS = [
   'ClusterRole/kube-node-ready-controller karpenter.sh/nodeclaims list',
   'ClusterRole/kube-node-ready-controller karpenter.sh/nodeclaims watch',
   'ClusterRole/kube-node-ready-controller karpenter.sh/nodeclaims delete',
-  'Role/kube-system/kube-node-ready-controller core/configmaps/kube-node-ready-controller-remediation get',
-  'Role/kube-system/kube-node-ready-controller core/configmaps/kube-node-ready-controller-remediation update',
+  'Role/kube-node-ready-worker/kube-node-ready-controller core/configmaps/kube-node-ready-controller-remediation get',
+  'Role/kube-node-ready-worker/kube-node-ready-controller core/configmaps/kube-node-ready-controller-remediation update',
 ];
 
 function withTempFile<T>(content: string, fn: (path: string) => T): T {
@@ -143,12 +146,11 @@ describe('helm template: what is created', () => {
     expect(kinds).toEqual(
       [
         'ClusterRole/kube-node-ready-controller',
-        'ClusterRole/kube-node-ready-worker',
         'ClusterRoleBinding/kube-node-ready-controller',
-        'ClusterRoleBinding/kube-node-ready-worker',
         'ConfigMap/kube-node-ready-config',
         'ConfigMap/kube-node-ready-worker',
         'Deployment/kube-node-ready-controller',
+        'Namespace/kube-node-ready-worker',
         'PodDisruptionBudget/kube-node-ready-controller',
         'PriorityClass/kube-node-ready-worker',
         'Role/kube-node-ready-api-endpoints',
@@ -159,9 +161,20 @@ describe('helm template: what is created', () => {
         'RoleBinding/kube-node-ready-cluster-dns',
         'RoleBinding/kube-node-ready-controller',
         'RoleBinding/kube-node-ready-leader-election',
+        // The worker's reads: the kubernetes Service's namespace and the cluster DNS Service's.
+        'Role/kube-node-ready-worker',
+        'Role/kube-node-ready-worker',
+        'RoleBinding/kube-node-ready-worker',
+        'RoleBinding/kube-node-ready-worker',
         'Service/kube-node-ready-metrics',
         'ServiceAccount/kube-node-ready-controller',
         'ServiceAccount/kube-node-ready-worker',
+        'ValidatingAdmissionPolicy/kube-node-ready-controller-node-deletion',
+        'ValidatingAdmissionPolicy/kube-node-ready-controller-node-writes',
+        'ValidatingAdmissionPolicy/kube-node-ready-controller-pods',
+        'ValidatingAdmissionPolicyBinding/kube-node-ready-controller-node-deletion',
+        'ValidatingAdmissionPolicyBinding/kube-node-ready-controller-node-writes',
+        'ValidatingAdmissionPolicyBinding/kube-node-ready-controller-pods',
       ].sort(),
     );
   });
@@ -205,7 +218,7 @@ describe('helm template: what is created', () => {
   it('remediation on renders its ledger ConfigMap without data, so the release owns it and uninstall removes it', async () => {
     expect(findAll(defaults, 'ConfigMap').map((c) => c.metadata.name)).not.toContain('kube-node-ready-controller-remediation');
     const ledger = find(everything, 'ConfigMap', 'kube-node-ready-controller-remediation');
-    expect(ledger.metadata.namespace).toBe(NAMESPACE);
+    expect(ledger.metadata.namespace).toBe('kube-node-ready-worker');
     expect(ledger.metadata.labels?.['app.kubernetes.io/component']).toBe('controller');
     // No data: the controller's entries are never overwritten by an upgrade.
     expect(ledger.data).toBeUndefined();
@@ -236,19 +249,50 @@ describe('helm template: what is created', () => {
       expect(labels['helm.sh/chart']).toBe('kube-node-ready-0.1.0');
       expect(labels['example.com/team']).toBe('platform'); // commonLabels
       // The API server endpoints are the EndpointSlices of default/kubernetes: that Role lives beside them.
-      // The cluster DNS Service's, in kube-system: the release namespace here.
-      const namespace = o.metadata.name === 'kube-node-ready-api-endpoints' ? 'default' : NAMESPACE;
-      const clusterScoped = o.kind.startsWith('Cluster') || o.kind === 'PriorityClass';
+      // The cluster DNS Service's, in kube-system: the release namespace here. The worker's reads:
+      // in default and kube-system. The worker's own objects: in the worker namespace.
+      const worker = ['ServiceAccount/kube-node-ready-worker', 'ConfigMap/kube-node-ready-worker', 'ConfigMap/kube-node-ready-controller-remediation', 'Role/kube-node-ready-controller', 'RoleBinding/kube-node-ready-controller'];
+      const namespace =
+        o.metadata.name === 'kube-node-ready-api-endpoints' ? 'default'
+        : worker.includes(`${o.kind}/${o.metadata.name}`) ? 'kube-node-ready-worker'
+        : /Role/.test(o.kind) && o.metadata.name === 'kube-node-ready-worker' ? o.metadata.namespace
+        : NAMESPACE;
+      const clusterScoped = o.kind.startsWith('Cluster') || ['PriorityClass', 'Namespace', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'].includes(o.kind);
       if (clusterScoped) expect(o.metadata.namespace, `${o.kind}/${o.metadata.name}`).toBeUndefined();
       else expect(o.metadata.namespace, `${o.kind}/${o.metadata.name}`).toBe(namespace);
     }
   });
 
-  it('the worker namespace and other release namespaces follow the release', async () => {
+  it('the worker namespace is the chart\'s own, labelled to enforce Pod Security "restricted"; one named in config.worker.namespace is used, not created; workerNamespace.create=false: the release namespace', async () => {
+    const ns = find(defaults, 'Namespace', 'kube-node-ready-worker');
+    expect(ns.metadata.labels).toMatchObject({
+      'pod-security.kubernetes.io/enforce': 'restricted',
+      'pod-security.kubernetes.io/enforce-version': 'latest',
+      'pod-security.kubernetes.io/warn': 'restricted',
+      'pod-security.kubernetes.io/audit': 'restricted',
+    });
+    const inNamespace = (objects: KubeObject[], namespace: string) =>
+      objects.filter((o) => o.metadata.namespace === namespace).map((o) => `${o.kind}/${o.metadata.name}`).sort();
+    // Only the worker's objects and the controller's Role for them.
+    expect(inNamespace(defaults, 'kube-node-ready-worker')).toEqual(['ConfigMap/kube-node-ready-worker', 'Role/kube-node-ready-controller', 'RoleBinding/kube-node-ready-controller', 'ServiceAccount/kube-node-ready-worker']);
+    expect(withTempFile(configOf(defaults), (p) => loadConfig(p)).worker.namespace).toBe('kube-node-ready-worker');
+
+    const named = await template({ config: { worker: { namespace: 'node-ready' } } });
+    expect(findAll(named, 'Namespace')).toEqual([]);
+    expect(withTempFile(configOf(named), (p) => loadConfig(p)).worker.namespace).toBe('node-ready');
+    expect(find(named, 'ServiceAccount', 'kube-node-ready-worker').metadata.namespace).toBe('node-ready');
+
+    const old = await template({ workerNamespace: { create: false } });
+    expect(findAll(old, 'Namespace')).toEqual([]);
+    expect(withTempFile(configOf(old), (p) => loadConfig(p)).worker.namespace).toBe(NAMESPACE);
+    expect(find(old, 'Role', 'kube-node-ready-controller').metadata.namespace).toBe(NAMESPACE);
+  });
+
+  it('the other release namespaces follow the release', async () => {
     const objects = await template({}, { namespace: 'node-ready' });
     const config = withTempFile(configOf(objects), (p) => loadConfig(p));
-    expect(config.worker.namespace).toBe('node-ready');
-    expect(find(objects, 'Role', 'kube-node-ready-controller').metadata.namespace).toBe('node-ready');
+    expect(config.worker.namespace).toBe('kube-node-ready-worker');
+    expect(find(objects, 'Role', 'kube-node-ready-controller').metadata.namespace).toBe('kube-node-ready-worker');
     expect(find(objects, 'Role', 'kube-node-ready-leader-election').metadata.namespace).toBe('node-ready');
     expect(find(objects, 'Role', 'kube-node-ready-api-endpoints').metadata.namespace).toBe('default');
     expect((find(objects, 'RoleBinding', 'kube-node-ready-api-endpoints').subjects as Array<{ namespace: string }>)[0]?.namespace).toBe('node-ready');
@@ -256,7 +300,7 @@ describe('helm template: what is created', () => {
     expect(find(objects, 'Role', 'kube-node-ready-cluster-dns').metadata.namespace).toBe('kube-system');
     expect((find(objects, 'RoleBinding', 'kube-node-ready-cluster-dns').subjects as Array<{ namespace: string }>)[0]?.namespace).toBe('node-ready');
     const workerSa = find(objects, 'ServiceAccount', 'kube-node-ready-worker');
-    expect(workerSa.metadata.namespace).toBe('node-ready');
+    expect(workerSa.metadata.namespace).toBe('kube-node-ready-worker');
   });
 });
 
@@ -297,14 +341,16 @@ describe('RBAC', () => {
     expect(subjects('RoleBinding', 'kube-node-ready-leader-election')).toEqual(['kube-system/kube-node-ready-controller']);
     expect(subjects('RoleBinding', 'kube-node-ready-api-endpoints')).toEqual(['kube-system/kube-node-ready-controller']);
     expect(subjects('RoleBinding', 'kube-node-ready-cluster-dns')).toEqual(['kube-system/kube-node-ready-controller']);
-    expect(subjects('ClusterRoleBinding', 'kube-node-ready-worker')).toEqual(['kube-system/kube-node-ready-worker']);
+    for (const binding of findAll(defaults, 'RoleBinding').filter((b) => b.metadata.name === 'kube-node-ready-worker')) {
+      expect((binding.subjects as Array<{ name: string; namespace: string }>).map((s) => `${s.namespace}/${s.name}`)).toEqual(['kube-node-ready-worker/kube-node-ready-worker']);
+    }
     // The controller names this ServiceAccount in every worker pod.
     expect(withTempFile(configOf(defaults), (p) => loadConfig(p)).worker.serviceAccountName).toBe('kube-node-ready-worker');
   });
 
   it('leader election off: no Lease role (and a single replica is required)', async () => {
     const objects = await template({ controller: { replicas: 1 }, config: { leaderElection: { enabled: false } } });
-    expect(findAll(objects, 'Role').map((r) => r.metadata.name)).toEqual(['kube-node-ready-controller', 'kube-node-ready-api-endpoints', 'kube-node-ready-cluster-dns']);
+    expect(findAll(objects, 'Role').map((r) => r.metadata.name)).toEqual(['kube-node-ready-controller', 'kube-node-ready-api-endpoints', 'kube-node-ready-cluster-dns', 'kube-node-ready-worker', 'kube-node-ready-worker']);
     const twoReplicas = await tryTemplate({ config: { leaderElection: { enabled: false } } });
     expect(twoReplicas.code).not.toBe(0);
     expect(twoReplicas.stderr).toContain('controller.replicas must be 1 when config.leaderElection.enabled is false');
@@ -318,9 +364,86 @@ describe('RBAC', () => {
     expect(findAll(none, 'RoleBinding').map((r) => r.metadata.name)).not.toContain('kube-node-ready-cluster-dns');
   });
 
+  it('the worker may read Services and EndpointSlices only in the namespaces of the Services its checks read (from config.worker.checks)', async () => {
+    const workerRoles = (objects: KubeObject[]) => findAll(objects, 'Role').filter((r) => r.metadata.name === 'kube-node-ready-worker').map((r) => r.metadata.namespace).sort();
+    expect(workerRoles(defaults)).toEqual(['default', 'kube-system']);
+    const custom = await template({ config: { worker: { checks: { dnsService: 'dns-system/coredns', service: { services: ['default/kubernetes', 'shop/frontend', 'shop/cart'] } } } } });
+    expect(workerRoles(custom)).toEqual(['default', 'dns-system', 'shop']);
+    expect(findAll(custom, 'ClusterRole').map((r) => r.metadata.name)).toEqual(['kube-node-ready-controller']);
+  });
+
   it('rbac.create=false renders no roles or bindings', async () => {
     const objects = await template({ rbac: { create: false } });
     expect(objects.filter((o) => /Role/.test(o.kind))).toEqual([]);
+  });
+});
+
+describe('admission policies (docs/installation.md#security)', () => {
+  interface Policy {
+    spec: {
+      failurePolicy: string;
+      matchConditions: Array<{ expression: string }>;
+      variables?: Array<{ name: string; expression: string }>;
+      validations: Array<{ expression: string; message: string }>;
+    };
+  }
+  const policies = (objects: KubeObject[]) => findAll(objects, 'ValidatingAdmissionPolicy') as Array<KubeObject & Policy>;
+  const text = (o: KubeObject) => JSON.stringify(o);
+
+  it('on by default on Kubernetes 1.30+, each bound with Deny, failing closed, matching the controller\'s ServiceAccount only', () => {
+    expect(policies(defaults).map((p) => p.metadata.name).sort()).toEqual(['kube-node-ready-controller-node-deletion', 'kube-node-ready-controller-node-writes', 'kube-node-ready-controller-pods']);
+    for (const p of policies(defaults)) {
+      expect(p.spec.failurePolicy).toBe('Fail');
+      expect(p.spec.matchConditions.map((c) => c.expression)).toEqual(['request.userInfo.username == "system:serviceaccount:kube-system:kube-node-ready-controller"']);
+      const binding = find(defaults, 'ValidatingAdmissionPolicyBinding', p.metadata.name);
+      expect(binding.spec).toEqual({ policyName: p.metadata.name, validationActions: ['Deny'] });
+    }
+    // Remediation on: NodeClaim deletion is held too.
+    expect(policies(everything).map((p) => p.metadata.name)).toContain('kube-node-ready-controller-nodeclaim-deletion');
+  });
+
+  it('follow the configuration: taints, verified label, condition, worker image, ServiceAccount and namespace', async () => {
+    const objects = await template({
+      image: { repository: 'registry.example.com/knr', digest: `sha256:${'a'.repeat(64)}` },
+      config: {
+        worker: { namespace: 'verify', serviceAccountName: 'checker' },
+        nodeManagement: { taints: [{ key: 'example.com/unverified', value: 'x', effect: 'NoExecute' }], failedTaint: { key: 'example.com/failed' }, verifiedLabel: { key: 'example.com/ok', value: 'yes' }, condition: { type: 'example.com/Net' } },
+      },
+    });
+    const pods = text(find(objects, 'ValidatingAdmissionPolicy', 'kube-node-ready-controller-pods'));
+    expect(pods).toContain(`registry.example.com/knr@sha256:${'a'.repeat(64)}`);
+    expect(pods).toContain('\\"checker\\"');
+    expect(pods).toContain('\\"verify\\"');
+    const writes = find(objects, 'ValidatingAdmissionPolicy', 'kube-node-ready-controller-node-writes') as KubeObject & Policy;
+    const variable = (name: string) => JSON.parse(writes.spec.variables!.find((v) => v.name === name)!.expression) as string[];
+    expect(variable('ourTaints')).toEqual(['example.com/unverified', 'example.com/failed']);
+    expect(variable('verificationTaints')).toEqual(['example.com/unverified']);
+    expect(text(writes)).toContain('example.com/ok');
+    expect(text(writes)).toContain('example.com/Net');
+    expect(text(find(objects, 'ValidatingAdmissionPolicy', 'kube-node-ready-controller-node-deletion'))).toContain('example.com/unverified');
+  });
+
+  it('the annotations the controller may write are exactly its progress annotations (api/well-known.ts)', () => {
+    const writes = find(defaults, 'ValidatingAdmissionPolicy', 'kube-node-ready-controller-node-writes') as KubeObject & Policy;
+    const allowed = JSON.parse(writes.spec.variables!.find((v) => v.name === 'ourAnnotations')!.expression) as string[];
+    expect(allowed.sort()).toEqual(Object.values(Annotation).sort());
+  });
+
+  it('every validation\'s message names what it guards', () => {
+    for (const p of [...policies(everything)]) {
+      for (const v of p.spec.validations) expect(v.message, v.expression).toMatch(/^(spec|metadata|status)[.:]|^kube-node-ready's controller/);
+    }
+  });
+
+  it('admissionPolicies.enabled=false, or Kubernetes before 1.30: none; validationActions reach the bindings', async () => {
+    const off = await template({ admissionPolicies: { enabled: false } });
+    expect(off.filter((o) => o.kind.startsWith('ValidatingAdmissionPolicy'))).toEqual([]);
+    const old = await template({}, { extraArgs: ['--kube-version', 'v1.29.4'] });
+    expect(old.filter((o) => o.kind.startsWith('ValidatingAdmissionPolicy'))).toEqual([]);
+    const trial = await template({ admissionPolicies: { validationActions: ['Warn', 'Audit'] } });
+    for (const b of findAll(trial, 'ValidatingAdmissionPolicyBinding')) expect((b.spec as { validationActions: string[] }).validationActions).toEqual(['Warn', 'Audit']);
+    const bad = await tryTemplate({ admissionPolicies: { validationActions: ['Allow'] } });
+    expect(bad.code).not.toBe(0);
   });
 });
 
@@ -472,7 +595,7 @@ describe('PodDisruptionBudget', () => {
 describe('the rendered controller configuration', () => {
   it('default values: loadConfig accepts it; it is the controller default plus the release namespace and the chart image', () => {
     const config = withTempFile(configOf(defaults), (p) => loadConfig(p));
-    const expected = parseConfig({ worker: { namespace: NAMESPACE, image: { tag: '0.1.0' } } });
+    const expected = parseConfig({ worker: { namespace: 'kube-node-ready-worker', image: { tag: '0.1.0' } } });
     expect(config).toEqual(expected);
   });
 

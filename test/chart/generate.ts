@@ -29,7 +29,7 @@ const END_VALUES = '<!-- END GENERATED VALUES -->';
 export const CHART_FILLED: Readonly<Record<string, { value: unknown; note: string; relax: (node: JsonSchemaNode) => JsonSchemaNode }>> = {
   'worker.namespace': {
     value: '',
-    note: 'Chart: empty means the release namespace.',
+    note: 'Chart: empty means `<fullname>-worker`, which the chart creates (`workerNamespace.create`), or the release namespace when `workerNamespace.create` is false.',
     relax: (node) => ({ ...node, pattern: '^([a-z0-9]([-a-z0-9]*[a-z0-9])?)?$' }),
   },
   'worker.image.repository': {
@@ -191,6 +191,11 @@ function chartValuesSchema(): Record<string, Schema> {
     }),
     workerPriorityClass: strict({ create: bool(), value: int(1, { maximum: 1_000_000_000 }) }),
     rbac: strict({ create: bool() }),
+    workerNamespace: strict({ create: bool() }),
+    admissionPolicies: strict({
+      enabled: bool(),
+      validationActions: { ...list(str({ enum: ['Deny', 'Warn', 'Audit'] })), minItems: 1, uniqueItems: true },
+    }),
     podDisruptionBudget: strict({
       enabled: bool(),
       maxUnavailable: { anyOf: [int(0), str({ pattern: '^[0-9]+%$' })] },

@@ -45,20 +45,17 @@ export interface HelmResult {
   code: number;
 }
 
-export async function helm(args: string[], env: NodeJS.ProcessEnv = {}): Promise<HelmResult> {
-  const bin = join(await tools(), 'helm');
-  // Keep helm's caches and config out of the user's home.
-  const home = mkdtempSync(join(tmpdir(), 'knr-helm-'));
+/**
+ * Runs one of the sandbox's tools (helm, kubectl) with a scratch HOME (its caches and config, and the
+ * kube discovery cache, stay out of the user's home and the cwd); `setup` may put files there and
+ * returns the arguments to add. A failure is returned, not thrown: its exit code and output.
+ */
+async function tool(name: 'helm' | 'kubectl', args: string[], env: NodeJS.ProcessEnv = {}, setup: (home: string) => string[] = () => []): Promise<HelmResult> {
+  const bin = join(await tools(), name);
+  const home = mkdtempSync(join(tmpdir(), `knr-${name}-`));
   try {
-    const { stdout, stderr } = await run(bin, args, {
-      env: {
-        PATH: process.env.PATH,
-        HOME: home, // kube discovery cache ($HOME/.kube/cache); without HOME it lands in the cwd
-        HELM_CACHE_HOME: join(home, 'cache'),
-        HELM_CONFIG_HOME: join(home, 'config'),
-        HELM_DATA_HOME: join(home, 'data'),
-        ...env,
-      },
+    const { stdout, stderr } = await run(bin, [...args, ...setup(home)], {
+      env: { PATH: process.env.PATH, HOME: home, HELM_CACHE_HOME: join(home, 'cache'), HELM_CONFIG_HOME: join(home, 'config'), HELM_DATA_HOME: join(home, 'data'), ...env },
       maxBuffer: 64 * 1024 * 1024,
     });
     return { stdout, stderr, code: 0 };
@@ -68,6 +65,20 @@ export async function helm(args: string[], env: NodeJS.ProcessEnv = {}): Promise
   } finally {
     rmSync(home, { recursive: true, force: true });
   }
+}
+
+export function helm(args: string[], env: NodeJS.ProcessEnv = {}): Promise<HelmResult> {
+  return tool('helm', args, env);
+}
+
+/** kubectl against the sandbox (admin credentials), `input` given as a file (`-f`). */
+export async function kubectl(args: string[], input?: string): Promise<HelmResult> {
+  const { sandbox } = await import('../sandbox.js');
+  return tool('kubectl', ['--kubeconfig', sandbox().state.kubeconfig, ...args], {}, (home) => {
+    if (input === undefined) return [];
+    writeFileSync(join(home, 'in.yaml'), input);
+    return ['-f', join(home, 'in.yaml')];
+  });
 }
 
 /** Writes values to a temporary file, runs fn with its path, removes it. */

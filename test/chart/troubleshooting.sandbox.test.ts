@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createNodePool, deleteNodePool, k8s, listNodeClaims, statusCode } from '@kube-node-ready/sandbox';
-import { addNode, core, createNamespace, deleteNode, describeNodesOnTimeout, sandbox, waitFor } from '../sandbox.js';
+import { addNode, core, createNamespace, deleteNode, describeNodesOnTimeout, pendingWorkloadFor, sandbox, waitFor } from '../sandbox.js';
 import { CHART_DIR, REPO_ROOT } from './helm.js';
 
 const run = promisify(execFile);
@@ -318,14 +318,14 @@ const COMMANDS: Record<string, RunEntry> = {
       for (const l of found) expect(l).toMatch(new RegExp(`^\\[pod/(${c.controllerPods.join('|')})/controller\\] .*${c.failing}`, 'i'));
     },
   },
-  'kubectl auth can-i create pods -n kube-system --as=system:serviceaccount:kube-system:kube-node-ready-controller': { check: (r) => expect(r.out.trim()).toBe('yes') },
+  'kubectl auth can-i create pods -n kube-node-ready-worker --as=system:serviceaccount:kube-system:kube-node-ready-controller': { check: (r) => expect(r.out.trim()).toBe('yes') },
   'kubectl auth can-i patch nodes --as=system:serviceaccount:kube-system:kube-node-ready-controller': { check: (r) => expect(r.out.trim()).toBe('yes') },
   'kubectl auth can-i update leases/kube-node-ready-controller -n kube-system --as=system:serviceaccount:kube-system:kube-node-ready-controller': {
     check: (r) => expect(r.out.trim()).toBe('yes'),
   },
 
   // ## The worker pod is stuck (Pending, ContainerCreating)
-  'kubectl -n kube-system get pods -l app.kubernetes.io/component=worker,kube-node-ready.io/node=<node> -o wide': {
+  'kubectl -n kube-node-ready-worker get pods -l app.kubernetes.io/component=worker,kube-node-ready.io/node=<node> -o wide': {
     nodes: ['failing'],
     check(r, c) {
       // The failed attempt's pod, kept for inspection (the first attempt's was deleted: keepFailedPods 1).
@@ -334,7 +334,7 @@ const COMMANDS: Record<string, RunEntry> = {
       expect(rows[0]).toMatch(new RegExp(`^${c.workerPod}\\s+0/1\\s+Error\\s.*\\s${c.failing}\\s`));
     },
   },
-  'kubectl -n kube-system describe pod <worker-pod>': {
+  'kubectl -n kube-node-ready-worker describe pod <worker-pod>': {
     check(r, c) {
       expect(r.out).toMatch(new RegExp(`^Name:\\s+${c.workerPod}$`, 'm'));
       expect(r.out).toMatch(new RegExp(`^Node:\\s+${c.failing}/`, 'm'));
@@ -346,16 +346,16 @@ const COMMANDS: Record<string, RunEntry> = {
       for (const reason of ['Scheduled', 'Created', 'Started']) expect(events).toContain(reason);
     },
   },
-  'kubectl -n kube-system delete pod <worker-pod>': {
+  'kubectl -n kube-node-ready-worker delete pod <worker-pod>': {
     phase: 'last',
     async check(r, c) {
       expect(r.out).toContain(`pod "${c.workerPod}" deleted`);
-      await waitFor(async () => (await readPod(c.namespace, c.workerPod)) === undefined, `pod ${c.workerPod} to be gone`, 30_000, 250);
+      await waitFor(async () => (await readPod(`${c.fullname}-worker`, c.workerPod)) === undefined, `pod ${c.workerPod} to be gone`, 30_000, 250);
     },
   },
 
   // ## The worker ran and failed
-  'kubectl -n kube-system logs <worker-pod>': {
+  'kubectl -n kube-node-ready-worker logs <worker-pod>': {
     check(r) {
       // One JSON line per check, then a summary.
       const records = lines(r.out).map((l) => JSON.parse(l) as { check?: string; ok?: boolean; error?: string; msg?: string; failed?: string[] });
@@ -367,7 +367,7 @@ const COMMANDS: Record<string, RunEntry> = {
       expect(summary.failed).toContain('dns');
     },
   },
-  [`kubectl -n kube-system get pod <worker-pod> -o jsonpath='{.status.containerStatuses[0].state.terminated}{"\\n"}'`]: {
+  [`kubectl -n kube-node-ready-worker get pod <worker-pod> -o jsonpath='{.status.containerStatuses[0].state.terminated}{"\\n"}'`]: {
     check(r) {
       const terminated = JSON.parse(r.out) as { exitCode: number; reason: string; message: string };
       expect(terminated).toMatchObject({ exitCode: 1, reason: 'Error' });
@@ -405,7 +405,7 @@ const COMMANDS: Record<string, RunEntry> = {
   'kubectl get endpointslices -n default -l kubernetes.io/service-name=kubernetes': {
     check: (r) => expect(r.out).toMatch(/^kubernetes\s+IPv4\s+6443\s+10\.0\.0\.1\s/m),
   },
-  'kubectl auth can-i get services --as=system:serviceaccount:kube-system:kube-node-ready-worker': { check: (r) => expect(r.out.trim()).toBe('yes') },
+  'kubectl auth can-i get services --as=system:serviceaccount:kube-node-ready-worker:kube-node-ready-worker': { check: (r) => expect(r.out.trim()).toBe('yes') },
 
   // ## The node passed but keeps its taint (Karpenter)
   'kubectl get nodeclaims -o wide | grep <node>': {
@@ -466,7 +466,7 @@ const COMMANDS: Record<string, RunEntry> = {
       for (const reason of EVENTS.failing) expect(text).toContain(`reason: ${reason}`);
     },
   },
-  'kubectl -n "$NS" get pods -l app.kubernetes.io/component=worker,kube-node-ready.io/node="$NODE" -o yaml > workers.yaml': {
+  'kubectl -n "$WNS" get pods -l app.kubernetes.io/component=worker,kube-node-ready.io/node="$NODE" -o yaml > workers.yaml': {
     nodes: ['failing'],
     shell: true,
     check(r, c) {
@@ -475,7 +475,7 @@ const COMMANDS: Record<string, RunEntry> = {
       expect(text).toContain('phase: Failed');
     },
   },
-  'for p in $(kubectl -n "$NS" get pods -l app.kubernetes.io/component=worker,kube-node-ready.io/node="$NODE" -o name); do kubectl -n "$NS" logs "$p" > "$(basename "$p").log"; done': {
+  'for p in $(kubectl -n "$WNS" get pods -l app.kubernetes.io/component=worker,kube-node-ready.io/node="$NODE" -o name); do kubectl -n "$WNS" logs "$p" > "$(basename "$p").log"; done': {
     nodes: ['failing'],
     shell: true,
     check(r, c) {
@@ -537,18 +537,19 @@ const ALLOWED: Record<string, AllowedEntry> = {
       }
     },
   },
-  [`kubectl -n kube-system run knr-debug --rm -it --restart=Never --image=ghcr.io/kube-node-ready/kube-node-ready:<version> --overrides='{"spec":{"serviceAccountName":"kube-node-ready-worker","nodeName":"<node>","tolerations":[{"operator":"Exists"}]}}' -- worker --checks dns,api,tcp,service,podnet,mtu,egress --log-format pretty`]: {
+  [`kubectl -n kube-node-ready-worker run knr-debug --rm -it --restart=Never --image=ghcr.io/kube-node-ready/kube-node-ready:<version> --override-type=strategic --overrides='{"spec":{"serviceAccountName":"kube-node-ready-worker","nodeName":"<node>","tolerations":[{"operator":"Exists"}],"securityContext":{"runAsNonRoot":true,"runAsUser":65532,"seccompProfile":{"type":"RuntimeDefault"}},"containers":[{"name":"knr-debug","securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]}}' -- worker --checks dns,api,tcp,service,podnet,mtu,egress --log-format pretty`]: {
     reason: "kubectl run -it attaches to the container, which needs the kubelet's attach API, which the sandbox's simulated kubelet does not serve",
-    // What kubectl would create (a client-side dry run, without --rm -it), and that the worker
-    // takes those flags and check names.
+    // What kubectl would create (a server-side dry run, without --rm -it: the worker namespace's
+    // Pod Security "restricted" admits it), and that the worker takes those flags and check names.
     async check(c, doc) {
       const text = substitute(doc.replace('<version>', 'dev'), c, 'failing', {}).replace(' --rm -it', '');
       const words = shellWords(text);
       const dashes = words.indexOf('--'); // kubectl's flags go before the container's arguments
-      const dry = await kubectl([...words.slice(1, dashes), '--dry-run=client', '-o', 'json', ...words.slice(dashes)]);
+      const dry = await kubectl([...words.slice(1, dashes), '--dry-run=server', '-o', 'json', ...words.slice(dashes)]);
       expect(dry.code, dry.stderr).toBe(0);
+      expect(dry.stderr).not.toContain('PodSecurity');
       const pod = JSON.parse(dry.stdout) as k8s.V1Pod;
-      expect(pod.metadata?.namespace).toBe(c.namespace);
+      expect(pod.metadata?.namespace).toBe(`${c.fullname}-worker`);
       expect(pod.spec).toMatchObject({ serviceAccountName: `${c.fullname}-worker`, nodeName: c.failing, restartPolicy: 'Never', tolerations: [{ operator: 'Exists' }] });
       const args = pod.spec?.containers[0]?.args ?? [];
       expect(args.slice(0, 3)).toEqual(['worker', '--checks', 'dns,api,tcp,service,podnet,mtu,egress']);
@@ -656,7 +657,7 @@ async function runCommand(cmd: string, entry: RunEntry, c: Ctx, role: Role | und
   const text = substitute(cmd, c, role, entry);
   const dir = mkdtempSync(join(tmpdir(), 'knr-troubleshooting-'));
   if (entry.shell) {
-    // As the doc's block runs it: its first line sets NODE and NS; kubectl and helm from the sandbox's
+    // As the doc's block runs it: its first line sets NODE, NS and WNS; kubectl and helm from the sandbox's
     // binaries, the sandbox's kubeconfig through KUBECONFIG; helm's caches in the scratch directory.
     const env = {
       PATH: `${await tools()}:${process.env.PATH}`,
@@ -664,6 +665,7 @@ async function runCommand(cmd: string, entry: RunEntry, c: Ctx, role: Role | und
       KUBECONFIG: sandbox().state.kubeconfig,
       NODE: nodeName(c, role),
       NS: c.namespace,
+      WNS: `${c.fullname}-worker`,
     };
     try {
       const { stdout, stderr } = await run('bash', ['-euo', 'pipefail', '-c', text], { cwd: dir, env, maxBuffer: 64 * 1024 * 1024 });
@@ -867,34 +869,7 @@ async function setUp(): Promise<Ctx> {
   // The verified node: real Karpenter launches it for a pending pod; registration adds the taint.
   await createNodePool(sandbox().kc, { name: pool, taints: [dedicated], startupTaints: [taint] });
   appsNamespace = namespace;
-  await apps.createNamespacedDeployment({
-    namespace,
-    body: {
-      metadata: { name: 'app' },
-      spec: {
-        replicas: 1,
-        selector: { matchLabels: { app: 'app' } },
-        template: {
-          metadata: { labels: { app: 'app' } },
-          spec: {
-            nodeSelector: { 'karpenter.sh/nodepool': pool },
-            tolerations: [{ key: dedicated.key, operator: 'Equal', value: pool, effect: 'NoSchedule' }],
-            terminationGracePeriodSeconds: 1,
-            securityContext: { runAsNonRoot: true, runAsUser: 65532, seccompProfile: { type: 'RuntimeDefault' } },
-            containers: [
-              {
-                name: 'main',
-                image: 'sandbox-shell',
-                command: ['/bin/sh', '-c', 'exec sleep 3600'],
-                resources: { requests: { cpu: '100m' } },
-                securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
-              },
-            ],
-          },
-        },
-      },
-    },
-  });
+  await pendingWorkloadFor(pool, namespace, dedicated);
   const claim = await waitWithLogs(async () => (await listNodeClaims(sandbox().kc, pool)).find((x) => x.status?.nodeName), `Karpenter to launch a node in ${pool}`, 120_000);
   partial.verified = claim.status!.nodeName!;
   step(`Karpenter launched ${partial.verified}`);
@@ -924,7 +899,7 @@ async function setUp(): Promise<Ctx> {
   // Its first attempt's pod deleted, the last one kept (keepFailedPods: 1).
   const kept = await waitWithLogs(
     async () => {
-      const pods = (await core().listNamespacedPod({ namespace, labelSelector: `app.kubernetes.io/component=worker,kube-node-ready.io/node=${partial.failing}` })).items;
+      const pods = (await core().listNamespacedPod({ namespace: `${fullname}-worker`, labelSelector: `app.kubernetes.io/component=worker,kube-node-ready.io/node=${partial.failing}` })).items;
       return pods.length === 1 && pods[0]!.status?.phase === 'Failed' ? pods[0] : undefined;
     },
     `one failed worker pod kept for ${partial.failing}`,
@@ -991,8 +966,12 @@ describe('docs/troubleshooting.md', () => {
 
     it('"Useful selectors" select what they say', async () => {
       const c = ctx!;
+      // The controller pods in the release namespace, the workers in the worker namespace.
       const names = async (selector: string) =>
-        (await core().listNamespacedPod({ namespace: c.namespace, labelSelector: selector })).items.map((p) => p.metadata!.name!).sort();
+        (await Promise.all([c.namespace, `${c.fullname}-worker`].map(async (namespace) => (await core().listNamespacedPod({ namespace, labelSelector: selector })).items)))
+          .flat()
+          .map((p) => p.metadata!.name!)
+          .sort();
       const rows = [...DOC.matchAll(/^\| ([^|]+) \| `(-l [^`]+|\.\.\. ,[^`]+)` \|$/gm)].map((m) => ({ what: m[1]!.trim(), selector: m[2]! }));
       expect(rows.map((r) => r.what)).toEqual(['controller pods', 'all worker pods', 'the worker pods of one node', 'one attempt']);
       let previous = '';

@@ -81,9 +81,7 @@ chart fills in when they are left empty (worker namespace and image, pull secret
 {{- define "kube-node-ready.config" -}}
 {{- $config := deepCopy .Values.config }}
 {{- $worker := $config.worker }}
-{{- if not $worker.namespace }}
-{{- $_ := set $worker "namespace" .Release.Namespace }}
-{{- end }}
+{{- $_ := set $worker "namespace" (include "kube-node-ready.workerNamespace" .) }}
 {{- $image := $worker.image }}
 {{- if not $image.repository }}
 {{- $_ := set $image "repository" .Values.image.repository }}
@@ -104,9 +102,58 @@ chart fills in when they are left empty (worker namespace and image, pull secret
 {{- toYaml $config }}
 {{- end }}
 
-{{/* Namespace of the worker pods (and of the controller's Role for them). */}}
+{{/*
+Namespace of the worker pods (and of the controller's Role for them): config.worker.namespace;
+empty: `<fullname>-worker`, created by the chart (workerNamespace.create), else the release namespace.
+*/}}
 {{- define "kube-node-ready.workerNamespace" -}}
-{{- default .Release.Namespace .Values.config.worker.namespace }}
+{{- if .Values.config.worker.namespace }}
+{{- .Values.config.worker.namespace }}
+{{- else if .Values.workerNamespace.create }}
+{{- printf "%s-worker" (include "kube-node-ready.fullname" .) }}
+{{- else }}
+{{- .Release.Namespace }}
+{{- end }}
+{{- end }}
+
+{{/* "true" when the chart creates the worker namespace: its own `<fullname>-worker`, never one named in config.worker.namespace. */}}
+{{- define "kube-node-ready.createWorkerNamespace" -}}
+{{- if and .Values.workerNamespace.create (not .Values.config.worker.namespace) }}true{{ end }}
+{{- end }}
+
+{{/* The worker image as the controller resolves it (workerImage() in pod-spec.ts) from the rendered config: repository@digest, else repository:tag. */}}
+{{- define "kube-node-ready.workerImage" -}}
+{{- $image := (include "kube-node-ready.config" . | fromYaml).worker.image }}
+{{- if $image.digest }}
+{{- printf "%s@%s" $image.repository $image.digest }}
+{{- else }}
+{{- printf "%s:%s" $image.repository $image.tag }}
+{{- end }}
+{{- end }}
+
+{{/*
+Namespaces of the Services the worker reads (its service, dns, tcp, podnet and mtu checks): the
+`kubernetes` Service's (default), config.worker.checks.dnsService's and those of
+config.worker.checks.service.services; one per line.
+*/}}
+{{- define "kube-node-ready.workerReadNamespaces" -}}
+{{- $checks := default dict .Values.config.worker.checks }}
+{{- $namespaces := list "default" }}
+{{- $namespaces = append $namespaces (first (splitList "/" (default "kube-system/kube-dns" $checks.dnsService))) }}
+{{- range (dig "service" "services" (list "default/kubernetes") $checks) }}
+{{- $namespaces = append $namespaces (first (splitList "/" .)) }}
+{{- end }}
+{{- join "\n" (uniq $namespaces) }}
+{{- end }}
+
+{{/* The controller's progress annotations on a Node (Annotation in api/well-known.ts; a unit test keeps the two equal), space-separated. */}}
+{{- define "kube-node-ready.stateAnnotations" -}}
+kube-node-ready.io/node-uid kube-node-ready.io/attempt kube-node-ready.io/failures kube-node-ready.io/phase kube-node-ready.io/next-attempt-at kube-node-ready.io/last-outcome kube-node-ready.io/last-message kube-node-ready.io/verified-at
+{{- end }}
+
+{{/* Admission policies are rendered: asked for, and served by the API server (admissionregistration.k8s.io/v1, Kubernetes 1.30+). */}}
+{{- define "kube-node-ready.admissionPolicies" -}}
+{{- if and .Values.admissionPolicies.enabled (semverCompare ">=1.30-0" .Capabilities.KubeVersion.Version) }}true{{ end }}
 {{- end }}
 
 {{/* Namespace of the leader-election Lease: the controller's own namespace unless configured. */}}
