@@ -141,3 +141,41 @@ export async function serviceAccountKubeConfig(namespace: string, name: string, 
   });
   return kc;
 }
+
+/**
+ * A Deployment `app` of one pod that only a node of Karpenter's NodePool `pool` can take (its
+ * nodeSelector, and a toleration of the pool's dedicated taint): pending, it makes Karpenter launch
+ * a node. Pod Security "restricted" compliant; `cpu` is its request.
+ */
+export async function pendingWorkloadFor(pool: string, namespace: string, dedicated: k8s.V1Taint, cpu = '100m'): Promise<void> {
+  await sandbox()
+    .kc.makeApiClient(k8s.AppsV1Api)
+    .createNamespacedDeployment({
+      namespace,
+      body: {
+        metadata: { name: 'app' },
+        spec: {
+          replicas: 1,
+          selector: { matchLabels: { app: 'app' } },
+          template: {
+            metadata: { labels: { app: 'app' } },
+            spec: {
+              nodeSelector: { 'karpenter.sh/nodepool': pool },
+              tolerations: [{ key: dedicated.key, operator: 'Equal', value: dedicated.value ?? pool, effect: dedicated.effect }],
+              terminationGracePeriodSeconds: 1,
+              securityContext: { runAsNonRoot: true, runAsUser: 65532, seccompProfile: { type: 'RuntimeDefault' } },
+              containers: [
+                {
+                  name: 'main',
+                  image: 'sandbox-shell',
+                  command: ['/bin/sh', '-c', 'exec sleep 3600'],
+                  resources: { requests: { cpu } },
+                  securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+                },
+              ],
+            },
+          },
+        },
+      },
+    });
+}

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createNodePool, deleteNodePool, FAULT, k8s, listNodeClaims, type NodeClaim } from '@kube-node-ready/sandbox';
 import type { ControllerConfigInput } from '../../../config/schema.js';
 import { annotations, harness, nodeEvents, nodeEventsWhen, readNode, waitFor, type Harness } from '../../../../test/harness.js';
-import { core, sandbox } from '../../../../../../test/sandbox.js';
+import { core, pendingWorkloadFor, sandbox } from '../../../../../../test/sandbox.js';
 
 let h: Harness;
 let pool = '';
@@ -42,27 +42,7 @@ it('deleteFailedNodes: a failed Karpenter node is replaced through its NodeClaim
   const good = await h.addNode({ prefix: `good${h.id}` });
 
   // A workload for the pool: Karpenter launches a node for it.
-  await sandbox()
-    .kc.makeApiClient(k8s.AppsV1Api)
-    .createNamespacedDeployment({
-      namespace: h.namespace,
-      body: {
-        metadata: { name: 'app' },
-        spec: {
-          replicas: 1,
-          selector: { matchLabels: { app: 'app' } },
-          template: {
-            metadata: { labels: { app: 'app' } },
-            spec: {
-              nodeSelector: { 'karpenter.sh/nodepool': pool },
-              tolerations: [{ key: dedicated.key, operator: 'Equal', value: pool, effect: 'NoSchedule' }],
-              terminationGracePeriodSeconds: 1,
-              containers: [{ name: 'main', image: 'sandbox-shell', command: ['/bin/sh', '-c', 'exec sleep 3600'], resources: { requests: { cpu: '1' } } }],
-            },
-          },
-        },
-      },
-    });
+  await pendingWorkloadFor(pool, h.namespace, dedicated, '1');
   const first = await waitFor(
     async () => {
       const c = (await liveClaims()).find((x) => x.status?.nodeName);

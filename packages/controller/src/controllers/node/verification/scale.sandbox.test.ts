@@ -88,7 +88,7 @@ it(`opens ${COUNT} nodes joining at once, and reports the launch and open latenc
     },
     kubernetes: { qps: defaults.kubernetes.qps, burst: defaults.kubernetes.burst },
     // Per-check timeouts too: 20 workers start at once, each a Node.js process, beside the sandbox's
-    // userspace service proxy on the same two cores.
+    // simulated kubelet on the same two cores.
     worker: { timeout: '60s', scheduleTimeout: '2m', startTimeout: '2m', checks: { checkTimeout: '30s' } },
     // The product's leader election timing, not the harness's 3 s renew deadline: a 20-pod burst on a
     // busy 2-core machine (the controller runs in this test's process) can hold a renewal past 3 s.
