@@ -17,7 +17,7 @@ import { podStatus, type ConditionMemory, type ContainerView } from './kubelet/p
 import { ContainerProbes, runExecProcess, type ProbeKind } from './kubelet/probes.js';
 import { ensureKubeletCerts, KUBELET_PORT, startKubeletServer, type LogLookup, type LogSource } from './kubelet/server.js';
 import { ContainerRuntime, type PodSandbox, type PreparedContainer } from './runtime/runtime.js';
-import { POD_MTU_ANNOTATION } from './runtime/pod-network.js';
+import { POD_MTU_ANNOTATION, type DnsPathFault } from './runtime/pod-network.js';
 
 /** How an image becomes a local command: the image's entrypoint, by image name without registry and tag. */
 export type ImageTable = Record<string, string[]>;
@@ -488,7 +488,7 @@ export class SimulatedKubelet implements LogSource {
     if (mtuAnnotation && mtu === undefined) log.warn({ [POD_MTU_ANNOTATION]: mtuAnnotation }, 'bad pod MTU annotation; ignored');
     const podIP = hostNetwork ? nodeIP : this.allocatePodIp();
     try {
-      run.sandbox = await this.runtime.createPodSandbox(run.uid, { podIP, hostNetwork, mtu, nodeIP });
+      run.sandbox = await this.runtime.createPodSandbox(run.uid, { podIP, hostNetwork, mtu, nodeIP, dnsFault: this.dnsFault(run.node) });
     } catch (err) {
       this.podEvent(run, 'Warning', REASON.failedCreatePodSandBox, `Failed to create pod sandbox: ${String(err)}`);
       this.writeStatus(pod, run);
@@ -704,13 +704,27 @@ export class SimulatedKubelet implements LogSource {
 
   // ---- what a container gets -----------------------------------------------------------------
 
+  /**
+   * The pods' nameserver is the cluster DNS address, as every kubelet of a cluster writes it, unless
+   * the node's dns fault is an IPv4 address (a kubelet configured with another clusterDNS). The
+   * named faults break the node's path to that same address instead (dnsFault), so a broken node
+   * fails against the target healthy nodes pass against, as on a real cluster.
+   */
   private resolvConf(pod: k8s.V1Pod, node: k8s.V1Node): string {
     const L = this.layout;
     const choice = node.metadata?.annotations?.[FAULT.dns] ?? 'ok';
-    const server = { ok: L.clusterDnsIp, dead: L.deadDnsIp, blackhole: L.blackholeDnsIp, lying: L.lyingDnsIp }[choice] ?? choice;
+    const server = /^\d{1,3}(\.\d{1,3}){3}$/.test(choice) ? choice : L.clusterDnsIp;
     const ns = pod.metadata!.namespace!;
     const d = L.clusterDomain;
     return `search ${ns}.svc.${d} svc.${d} ${d}\nnameserver ${server}\noptions ndots:5\n`;
+  }
+
+  /** The node's named dns fault as where its pods' DNS traffic to the cluster DNS address goes instead. */
+  private dnsFault(node: string): DnsPathFault | undefined {
+    const L = this.layout;
+    const choice = this.nodes.get(node)?.metadata?.annotations?.[FAULT.dns] ?? 'ok';
+    const to = ({ dead: L.deadDnsIp, blackhole: L.blackholeDnsIp, lying: L.lyingDnsIp } as Record<string, string | undefined>)[choice];
+    return to === undefined ? undefined : { clusterDnsIp: L.clusterDnsIp, to };
   }
 
   private async containerEnv(pod: k8s.V1Pod, run: PodRun, spec: k8s.V1Container, mounts: Mount[]): Promise<Record<string, string>> {

@@ -10,7 +10,9 @@ export const SIMULATED_LABEL = 'sandbox.kube-node-ready.io/simulated';
  *   never-start: "true"   pods bound to the node never start (stay Pending / ContainerCreating; the
  *                         sandbox is created, the containers are not: a hanging image pull)
  *   start-delay: "5s"     containers start after this delay
- *   dns: ok | dead | blackhole | lying | <IPv4>   the nameserver in the pods' resolv.conf
+ *   dns: ok | dead | blackhole | lying | <IPv4>   the pods' DNS traffic to the cluster DNS address
+ *                         goes to the fault server of that name (their resolv.conf names the
+ *                         cluster DNS address, as on every node); <IPv4>: that nameserver instead
  *   not-ready: "true"     the kubelet reports Ready=False (CNI not initialised)
  */
 export const FAULT = {

@@ -1,15 +1,13 @@
-import { existsSync } from 'node:fs';
 import type { Logger } from '@kube-node-ready/core';
 import type { SandboxLayout } from './layout.js';
 import { readyAddresses, type ServiceCatalog } from './catalog.js';
 import type { k8s } from './kube.js';
 import { inNetns } from './netns.js';
 import { run } from './proc.js';
+import { NFT } from './runtime/pod-network.js';
 
 /** The nftables table the proxy owns in the sandbox's network namespace. */
 export const NFT_TABLE = 'knr-services';
-/** The nft binary (Debian's nftables puts it in /usr/sbin, which a non-login PATH may lack). */
-const NFT = existsSync('/usr/sbin/nft') ? '/usr/sbin/nft' : 'nft';
 /** Packet mark of hairpin connections (a pod reaching itself through a Service), masqueraded. */
 const MASQUERADE_MARK = '0x4000';
 

@@ -112,7 +112,10 @@ describe('worker pod in the sandbox', () => {
     expect(run.check('tcp').error).toContain('cannot read Service default/kubernetes: ');
   });
 
-  describe('a node whose pods get a broken DNS server', () => {
+  // The node's path to the cluster DNS address is broken (its kube-proxy rules missing or wrong);
+  // the pods' nameserver is the cluster DNS address, as on every node, so the failure names the
+  // same target healthy nodes pass against.
+  describe('a node whose path to the cluster DNS is broken', () => {
     // A check timeout far below the overall one: a run that ends near 2 s was ended by the dns check's own deadline.
     const DNS_ARGS = ['--checks', ALL.join(','), '--check-timeout', '2s', '--timeout', '20s'];
     const name = 'kubernetes.default.svc.cluster.local';
@@ -130,8 +133,8 @@ describe('worker pod in the sandbox', () => {
       return run;
     }
 
-    it('dead (nothing listens): dns fails at once with connection refused', async () => {
-      const server = `${sandbox().layout.deadDnsIp}:53`;
+    it('dead (sent where nothing listens): dns fails at once with connection refused', async () => {
+      const server = `${sandbox().layout.clusterDnsIp}:53`;
       const run = await onNode('dead');
       expect(run.check('dns').error).toBe(`${name} @${server}: connection refused: nothing listens on udp ${server}`);
       expect(run.check('dns').durationMs).toBeLessThan(1500); // not the 2 s timeout
@@ -139,19 +142,19 @@ describe('worker pod in the sandbox', () => {
       expect(run.check('service').error).toBe('DNS not compared for Services default/kubernetes, kube-system/kube-dns: no nameserver answered (the dns check says why)');
     });
 
-    it('lying (answers another address): dns fails with the ClusterIP mismatch', async () => {
+    it('lying (sent to a server that answers another address): dns fails with the ClusterIP mismatch', async () => {
       const L = sandbox().layout;
       const run = await onNode('lying');
       expect(run.check('dns').error).toBe(
-        `${name} @${L.lyingDnsIp}:53: answered ${L.lyingAnswer} but Service default/kubernetes has address ${L.kubernetesServiceIp}`,
+        `${name} @${L.clusterDnsIp}:53: answered ${L.lyingAnswer} but Service default/kubernetes has address ${L.kubernetesServiceIp}`,
       );
       expect(run.check('service').error).toContain(
         `Service default/kubernetes: DNS and API disagree: ${name} answered ${L.lyingAnswer} but Service default/kubernetes has address ${L.kubernetesServiceIp}`,
       );
     });
 
-    it('blackhole (never answers): dns times out at its check timeout and the pod ends long before its deadlines', async () => {
-      const server = `${sandbox().layout.blackholeDnsIp}:53`;
+    it('blackhole (sent to a server that never answers): dns times out at its check timeout and the pod ends long before its deadlines', async () => {
+      const server = `${sandbox().layout.clusterDnsIp}:53`;
       const run = await onNode('blackhole');
       const dns = run.check('dns');
       expect(dns.error).toBe(`${name} @${server}: timeout: no answer over udp within 2s (dns check timeout)`);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { sandboxLayout } from '../layout.js';
-import { cidrsExcept, podCidr, podIndex } from './pod-network.js';
+import { cidrsExcept, dnsFaultRules, podCidr, podIndex } from './pod-network.js';
 
 describe('cidrsExcept', () => {
   it('keeps all of 10.0.0.0/8 but the pod CIDR, in six prefixes', () => {
@@ -40,5 +40,13 @@ describe('podIndex', () => {
   it('rejects addresses outside the pod CIDR', () => {
     expect(() => podIndex(layout, '10.248.0.1')).toThrow(/not in the pod CIDR/);
     expect(() => podIndex(layout, '10.0.0.1')).toThrow(/not in the pod CIDR/);
+  });
+});
+
+describe('dnsFaultRules (a node fault on the path to the cluster DNS, in the pod namespace)', () => {
+  it('sends DNS to the cluster DNS address, UDP and TCP, to the fault server with an output DNAT', () => {
+    expect(dnsFaultRules({ clusterDnsIp: '10.96.0.10', to: '10.53.0.1' })).toBe(
+      'table ip knr-node-fault {\n  chain dns { type nat hook output priority -100; policy accept; ip daddr 10.96.0.10 meta l4proto { tcp, udp } th dport 53 dnat to 10.53.0.1; }\n}\n',
+    );
   });
 });

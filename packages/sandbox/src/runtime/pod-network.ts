@@ -1,4 +1,4 @@
-import { readdirSync, readlinkSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readlinkSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SandboxLayout } from '../layout.js';
 import { run, runOk } from '../proc.js';
@@ -16,6 +16,27 @@ export const NETNS_DIR = '/run/netns';
  * unallocated pod IP gets "no route to host" at once instead of an ARP timeout.
  */
 export const POD_GATEWAY = '169.254.1.1';
+
+/** The nft binary (Debian's nftables puts it in /usr/sbin, which a non-login PATH may lack). */
+export const NFT = existsSync('/usr/sbin/nft') ? '/usr/sbin/nft' : 'nft';
+
+/**
+ * A node's broken path to the cluster DNS address, as on a node whose kube-proxy rules for it are
+ * missing or wrong: its pods' DNS traffic to `clusterDnsIp` (UDP and TCP port 53) is sent to `to`
+ * instead (a fault server that refuses, never answers, or lies). A DNAT in the pod's own namespace,
+ * so only that pod sees it and it goes with the pod; the pod still talks to the cluster DNS
+ * address, and its failure names that address, as on a real cluster.
+ */
+export interface DnsPathFault {
+  clusterDnsIp: string;
+  to: string;
+}
+
+/** The pod namespace's nftables document for `fault`. */
+export function dnsFaultRules(fault: DnsPathFault): string {
+  const rule = `ip daddr ${fault.clusterDnsIp} meta l4proto { tcp, udp } th dport 53 dnat to ${fault.to}`;
+  return `table ip knr-node-fault {\n  chain dns { type nat hook output priority -100; policy accept; ${rule}; }\n}\n`;
+}
 
 /** Pod-side commands that run at once (one `ip` process each); the sandbox side is batched. */
 const POD_SIDE_CONCURRENCY = 4;
@@ -63,9 +84,10 @@ export class PodNetwork {
   /**
    * Creates the pod's namespace and veth pair for a pod IP from the pod CIDR. `nodeIP` (a local
    * address of the sandbox namespace, default the advertise address) is the source of traffic
-   * from the sandbox namespace to the pod, as a node's own address is on a real node.
+   * from the sandbox namespace to the pod, as a node's own address is on a real node. `dnsFault`
+   * breaks the pod's path to the cluster DNS address (a node fault).
    */
-  async create(ip: string, opts: { mtu?: number; nodeIP?: string } = {}): Promise<PodNetns> {
+  async create(ip: string, opts: { mtu?: number; nodeIP?: string; dnsFault?: DnsPathFault } = {}): Promise<PodNetns> {
     const mtu = opts.mtu;
     const n = podIndex(this.layout, ip);
     const slot = this.layout.slot;
@@ -79,7 +101,10 @@ export class PodNetwork {
         `route add ${ip}/32 dev ${ns.hostVeth} src ${opts.nodeIP ?? this.layout.advertiseAddress}`,
       ]);
       const podSide = ['link set lo up', `addr add ${ip}/32 dev eth0`, 'link set eth0 up', `route add default via ${POD_GATEWAY} dev eth0 onlink`];
-      await this.podSideSlot(() => runOk('ip', ['-n', ns.name, '-force', '-b', '-'], { input: podSide.join('\n') + '\n' }));
+      await this.podSideSlot(async () => {
+        await runOk('ip', ['-n', ns.name, '-force', '-b', '-'], { input: podSide.join('\n') + '\n' });
+        if (opts.dnsFault) await runOk(this.nsenter, [`--net=${ns.path}`, '--', NFT, '-f', '-'], { input: dnsFaultRules(opts.dnsFault) });
+      });
     } catch (err) {
       await this.remove(ns).catch(() => undefined);
       throw new Error(`pod network ${ns.name} (${ip}): ${(err as Error).message}`, { cause: err });

@@ -4,7 +4,7 @@ import type { Logger } from '@kube-node-ready/core';
 import type { SandboxLayout } from '../layout.js';
 import { sleep } from '../proc.js';
 import { Cgroups, containerLimits, type ContainerCgroup } from './cgroups.js';
-import { PodNetwork, removePodNetworks, type PodNetns } from './pod-network.js';
+import { PodNetwork, removePodNetworks, type DnsPathFault, type PodNetns } from './pod-network.js';
 
 /** What the runtime holds for one pod: its network and the cgroups of its containers. */
 export interface PodSandbox {
@@ -74,16 +74,17 @@ export class ContainerRuntime {
   /**
    * Creates the pod's network: a namespace with `podIP` unless `hostNetwork` (then `podIP` is the
    * node's address and the pod runs in the sandbox namespace). `mtu` sets the pod interfaces' MTU;
-   * `nodeIP` is the address the node's own traffic to the pod comes from.
+   * `nodeIP` is the address the node's own traffic to the pod comes from; `dnsFault` breaks the
+   * pod's path to the cluster DNS address.
    */
-  async createPodSandbox(uid: string, opts: { podIP: string; hostNetwork: boolean; mtu?: number; nodeIP?: string }): Promise<PodSandbox> {
+  async createPodSandbox(uid: string, opts: { podIP: string; hostNetwork: boolean; mtu?: number; nodeIP?: string; dnsFault?: DnsPathFault }): Promise<PodSandbox> {
     const sb: PodSandbox = { uid, podIP: opts.podIP, removals: new Set(), released: false };
     this.sandboxes.add(sb);
     if (opts.hostNetwork) return sb;
     const started = performance.now();
     for (let attempt = 1; ; attempt++) {
       try {
-        sb.netns = await this.network.create(opts.podIP, { mtu: opts.mtu, nodeIP: opts.nodeIP });
+        sb.netns = await this.network.create(opts.podIP, { mtu: opts.mtu, nodeIP: opts.nodeIP, dnsFault: opts.dnsFault });
         break;
       } catch (err) {
         if (attempt >= 3) {
