@@ -63,6 +63,9 @@ export default defineConfig({
           sequence: { groupOrder: 0 },
           // Vitest's default is one worker less than the cores: 1 here, and the unit tests took twice as long.
           maxWorkers: 2,
+          // Many unit tests run real binaries (helm, promtool, go): on a loaded 2-core machine beside
+          // the sandbox suite, several of them in one test took over Vitest's default 5 s.
+          testTimeout: 30_000,
           include: ['packages/*/src/**/*.test.ts', 'test/unit/**/*.test.ts', 'test/chart/**/*.test.ts'],
           exclude: ['**/*.sandbox.test.ts', '**/node_modules/**'],
         },
