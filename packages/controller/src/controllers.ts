@@ -10,12 +10,13 @@ import { RemediationController } from './controllers/node/remediation/controller
 import { ApiEndpoints } from './controllers/node/verification/api-endpoints.js';
 import { KubeRemediationEvents } from './controllers/node/remediation/events.js';
 import { Remediator } from './controllers/node/remediation/remediator.js';
-import { ClusterWideFailures } from './controllers/node/verification/cluster-wide.js';
+import { ClusterWideFailures, type NodeHistory } from './controllers/node/verification/cluster-wide.js';
 import { ClusterDnsEndpoints } from './controllers/node/verification/dns-endpoints.js';
 import { nodeFingerprint, VerificationController } from './controllers/node/verification/controller.js';
 import { hasVerificationTaint, isVerified } from './controllers/node/verification/decide.js';
 import { configHash, WORKER_POD_SELECTOR, workerConfigDocument, workerImage } from './controllers/node/verification/pod-spec.js';
 import { VerificationSlots } from './controllers/node/verification/slots.js';
+import { readState } from './controllers/node/verification/state.js';
 import { AnnotationProgressStore, MemoryProgressStore } from './controllers/node/verification/store.js';
 import { Phase } from './controllers/node/verification/types.js';
 import { runWorkers } from './controllers/runner.js';
@@ -254,6 +255,9 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       apiEndpoints.start(),
     ]);
     log.info({ configMap: `${workerNamespace}/${config.worker.configMapName}`, result: written }, 'worker configuration in place; starting to reconcile');
+    // What the last leader knew of which nodes pass and which fail what, from the Nodes' state.
+    const restored = clusterWide.restore(nodeHistory(nodeInformer.list()));
+    if (restored.passes + restored.failing > 0) log.info(restored, 'cluster-wide rule: recent passes and failing nodes taken over from the Nodes');
     // Nodes already waiting for a verification line up in order of arrival before the first
     // reconcile: the cache lists them by name, and the first reconciles would otherwise take the
     // free slots in that order. Each leaves the line when its reconcile finds it needs no slot.
@@ -409,4 +413,16 @@ function countWorkerPods(pods: readonly V1Pod[]): Record<WorkerPodStatus, number
 
 function firstFailing(probes: Probe[]): Probe {
   return probes.find((p) => !p.ok) ?? { ok: true };
+}
+
+/** Each node's recent past as its state records it (a node without our state has none). */
+function nodeHistory(nodes: readonly V1Node[]): NodeHistory[] {
+  return nodes.flatMap((node) => {
+    const read = readState(node);
+    if (read.kind !== 'ok') return [];
+    const h: NodeHistory = { node: node.metadata?.name ?? '' };
+    if (read.state.verifiedAt !== undefined) h.passedAt = read.state.verifiedAt;
+    if (read.state.failing !== undefined) h.failing = read.state.failing;
+    return [h];
+  });
 }

@@ -24,6 +24,12 @@ export const Annotation = {
   LastMessage: `${GROUP}/last-message`,
   /** RFC 3339 time the node passed and was opened. */
   VerifiedAt: `${GROUP}/verified-at`,
+  /**
+   * Since when the node's attempts fail, and the checks its last one failed with their targets
+   * (JSON, `{"since":"...","at":"...","checks":{"dns":"10.96.0.10:53"}}`): a new leader's memory of
+   * which nodes fail what (the cluster-wide rule), absent once the node passes.
+   */
+  Failing: `${GROUP}/failing`,
 } as const;
 
 /** Labels and annotations on worker pods. */

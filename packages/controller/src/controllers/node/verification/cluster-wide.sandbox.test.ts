@@ -69,3 +69,46 @@ it('a fault most nodes share is not counted against them: no node fails, each sa
   await h.waitForOpen(nodes, 'every node to open once DNS is back', 120_000);
   for (const node of nodes) expect((await nodeEvents(node)).filter((e) => e.reason === 'VerificationFailed'), node).toEqual([]);
 });
+
+// A leader change at the end of a burst: three nodes with a broken path to the cluster DNS failed
+// before the healthy ones passed, and still fail when a new leader takes over. The new leader reads
+// who passed (verified-at) and who fails what since when (failing) from the Nodes, so the three are
+// not "most nodes": their attempts go on counting against them. Before, it knew only the failures
+// it saw itself: three nodes failing, none passing, and every later attempt was inconclusive.
+it('a new leader takes over who passed and who fails what: a few bad nodes failing since before the others passed keep counting', { timeout: 300_000 }, async () => {
+  await h.cleanup();
+  const settings = {
+    reconciliation: { maxRetries: 50, initialBackoff: '1s', maxBackoff: '3s' },
+    worker: { scheduleTimeout: '60s', startTimeout: '60s' },
+  };
+  const first = await h.start(settings);
+  const bad = await Promise.all(['a', 'b', 'c'].map((p) => h.addNode({ prefix: `bad${p}${h.id}`, faults: { dns: 'dead' } })));
+  await waitFor(async () => {
+    const states = await Promise.all(bad.map(async (n) => annotations(await readNode(n))['kube-node-ready.io/failing']));
+    return states.every(Boolean) || undefined;
+  }, 'a failed attempt (the failing annotation) on each bad node', 120_000);
+  const good = await Promise.all(Array.from({ length: 5 }, (_, i) => h.addNode({ prefix: `good${i}${h.id}` })));
+  await h.waitForOpen(good, 'the healthy nodes to open under the first leader', 120_000);
+  await first.stop();
+
+  const failuresOf = async () => Promise.all(bad.map(async (n) => Number(annotations(await readNode(n))['kube-node-ready.io/failures'] ?? '0')));
+  const before = await failuresOf();
+  const second = await h.start(settings);
+  // Three more counted failures each: not only attempts the new leader completed before its
+  // memory held three failing nodes (an attempt in flight at the handover is one of them).
+  let seen: number[] = before;
+  await waitFor(
+    async () => {
+      seen = await failuresOf();
+      return seen.every((f, i) => f >= before[i]! + 3) || undefined;
+    },
+    `three more counted failures on each bad node under the new leader (before: ${before.join(', ')})`,
+    120_000,
+    500,
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}; last seen: ${seen.join(', ')}`);
+  });
+  expect(await second.metrics()).not.toMatch(/kube_node_ready_attempt_outcomes_total\{outcome="ClusterWide"\} [1-9]/);
+  expect(second.logs.find((l) => l.msg === 'cluster-wide rule: recent passes and failing nodes taken over from the Nodes')).toMatchObject({ passes: 5, failing: 3 });
+  for (const node of bad) expect(annotations(await readNode(node))['kube-node-ready.io/phase'], node).not.toBe('Passed');
+});

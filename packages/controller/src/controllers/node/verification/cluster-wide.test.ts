@@ -143,6 +143,36 @@ describe('ClusterWideFailures', () => {
     expect(failures.record('a', [failed('dns', DNS)])).toEqual([{ check: 'dns', target: DNS, nodes: 4, passedSince: 3, most: true }]);
   });
 
+  it('a new leader restores the recent past from the Nodes: nodes failing since before others passed are told apart from an outage that began after every pass', async () => {
+    const clock = new FakeClock();
+    const t0 = clock.now();
+    await clock.advance(5 * MIN);
+    const failing = (since: number) => ({ since, at: clock.now() - 5000, checks: { dns: DNS } });
+    const passes = ['p1', 'p2', 'p3', 'p4', 'p5'].map((node, i) => ({ node, passedAt: t0 + MIN + i * 1000 }));
+    const old = { node: 'old', passedAt: clock.now() - 11 * MIN }; // older than the window: left out
+
+    // Three bad nodes failing since before the healthy ones passed (the end of a burst, a new leader).
+    const tail = new ClusterWideFailures(clock);
+    expect(tail.restore([...['a', 'b', 'c'].map((node) => ({ node, failing: failing(t0 + 1000) })), ...passes, old])).toEqual({ passes: 5, failing: 3 });
+    expect(tail.record('a', [failed('dns', DNS)])).toEqual([{ check: 'dns', target: DNS, nodes: 3, passedSince: 5, most: false }]);
+    // Without the restore, as a new leader was before: the same three look like most nodes.
+    const fresh = new ClusterWideFailures(clock);
+    fresh.record('a', [failed('dns', DNS)]);
+    fresh.record('b', [failed('dns', DNS)]);
+    expect(fresh.record('c', [failed('dns', DNS)])).toEqual([{ check: 'dns', target: DNS, nodes: 3, passedSince: 0, most: true }]);
+
+    // An outage that began after every pass is still a fault of most nodes.
+    const outage = new ClusterWideFailures(clock);
+    outage.restore([...['a', 'b', 'c'].map((node) => ({ node, failing: failing(t0 + 4 * MIN) })), ...passes]);
+    expect(outage.record('a', [failed('dns', DNS)])).toEqual([{ check: 'dns', target: DNS, nodes: 3, passedSince: 0, most: true }]);
+
+    // A failing node's streak older than the window is left out; what was restored ages out with the window.
+    const stale = new ClusterWideFailures(clock);
+    expect(stale.restore([{ node: 'z', failing: { since: t0 - 20 * MIN, at: clock.now() - 11 * MIN, checks: { dns: DNS } } }])).toEqual({ passes: 0, failing: 0 });
+    await clock.advance(10 * MIN);
+    expect(tail.maxNodesByCheck().size).toBe(0);
+  });
+
   it('gives the gauge the most nodes per check over targets, and 0 once the window has passed', async () => {
     const clock = new FakeClock();
     const failures = new ClusterWideFailures(clock);

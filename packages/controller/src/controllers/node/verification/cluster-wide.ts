@@ -4,7 +4,7 @@ import type { ControllerConfig } from '../../../config/schema.js';
 import { backoffDelay, type Action } from './decide.js';
 import { bounded } from './pod-result.js';
 import type { CheckSummary } from './summary.js';
-import { Outcome, Phase, type VerificationState } from './types.js';
+import { Outcome, Phase, type Failing, type VerificationState } from './types.js';
 
 /** How far back failures of other nodes count. */
 export const CLUSTER_WIDE_WINDOW_MS = 10 * 60_000;
@@ -45,6 +45,15 @@ export function evidenceInSummary(checks: readonly CheckSummary[]): Evidence[] {
     if (services.length > 0) return [{ check: c.name, services, why: `${services.length === 1 ? 'the Service' : 'the Services'} ${services.join(', ')} ${services.length === 1 ? 'has' : 'have'} no ready endpoint (read from the API by the ${c.name} check)` }];
     return [];
   });
+}
+
+/** What a Node's state says of its recent past (ClusterWideFailures.restore). */
+export interface NodeHistory {
+  node: string;
+  /** When it passed (its state's verifiedAt). */
+  passedAt?: number;
+  /** Its failing streak, while it fails. */
+  failing?: Failing;
 }
 
 /** One check of one node failing against one target: several nodes sharing it point at the target, not the nodes. */
@@ -111,6 +120,42 @@ export class ClusterWideFailures {
       shared.push({ check, target, nodes, passedSince, most: nodes > passedSince });
     }
     return shared;
+  }
+
+  /**
+   * A new leader takes over the recent past its predecessor wrote on the Nodes: when each node
+   * passed, and since when each failing node fails which checks against which target. Without it
+   * a new leader knows only the failures it sees itself, and a few nodes still failing at the end
+   * of a burst (every healthy one opened under the old leader) look like a fault of most nodes.
+   * What is older than the window is left out; what this memory already holds is kept.
+   */
+  restore(history: readonly NodeHistory[]): { passes: number; failing: number } {
+    const now = this.clock.now();
+    const recent = (at: number) => now - at < this.opts.windowMs;
+    const passes = [...this.passed].map(([node, at]) => ({ node, at }));
+    const seen = [...this.seen.values()];
+    let failing = 0;
+    for (const { node, passedAt, failing: f } of history) {
+      if (f !== undefined) {
+        if (!recent(f.at)) continue;
+        failing++;
+        for (const [check, target] of Object.entries(f.checks)) {
+          if (this.seen.has(`${check}\n${target}\n${node}`)) continue;
+          seen.push({ check, target, node, at: f.at });
+          const key = `${check}\n${target}`;
+          this.since.set(key, Math.min(this.since.get(key) ?? f.since, f.since));
+        }
+      } else if (passedAt !== undefined && recent(passedAt) && !this.passed.has(node)) {
+        passes.push({ node, at: passedAt });
+      }
+    }
+    // Both maps stay in time order (prune relies on it), the newest kept within the bound.
+    this.passed.clear();
+    for (const p of passes.sort((a, b) => a.at - b.at).slice(-this.opts.maxEntries)) this.passed.set(p.node, p.at);
+    this.seen.clear();
+    for (const e of seen.sort((a, b) => a.at - b.at).slice(-this.opts.maxEntries)) this.seen.set(`${e.check}\n${e.target}\n${e.node}`, e);
+    this.prune(now);
+    return { passes: this.passed.size, failing };
   }
 
   /** `node` passed: it counts against a fault looking cluster-wide while that fault's failures are in the window. */
@@ -257,6 +302,7 @@ export function noteClusterWide(
     lastMessage: message,
   };
   if (action.state.verifiedAt !== undefined) state.verifiedAt = action.state.verifiedAt;
+  if (action.state.failing !== undefined) state.failing = action.state.failing;
   return { action: { ...action, result: { ...action.result, outcome: Outcome.ClusterWide, message }, state, open: false, requeueAfterMs: delay }, signal };
 }
 

@@ -1,7 +1,7 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { ControllerConfig } from '../../../config/schema.js';
-import { aNode, aWorkerPod, testConfig } from '../../../testing/builders.js';
+import { aNode, aWorkerPod, summaryText, testConfig } from '../../../testing/builders.js';
 import { backoffDelay, CONCURRENCY_RECHECK_MS, decide, type Action } from './decide.js';
 import { workerPodName } from './naming.js';
 import { readState } from './state.js';
@@ -301,6 +301,28 @@ describe('decide: following an attempt', () => {
       requeueAfterMs: 20 * S,
     });
     expect(names(action)).toEqual([podName(node, 1)]);
+  });
+
+  it('keeps the failing streak in the state: since its first failed attempt, the latest checks with a target; a pass ends it', () => {
+    const dns = { name: 'dns', ok: false, durationMs: 1000, error: 'refused', target: '10.96.0.10:53' };
+    const first = verifying(1);
+    const a1 = run(first, [aWorkerPod(first, 1).exited(1, summaryText([{ name: 'api', ok: true, durationMs: 5 }, dns])).build()]);
+    expect(a1).toMatchObject({ kind: 'Complete', state: { failing: { since: NOW, at: NOW, checks: { dns: '10.96.0.10:53' } } } });
+    // The next attempt carries it; its failure keeps `since`, moves `at`, and names its own checks.
+    const second = aNode().tainted().withState({ attempt: 2, failures: 1, phase: Phase.Verifying, failing: { since: NOW - 60 * S, at: NOW - 30 * S, checks: { dns: '10.96.0.10:53' } } }).build();
+    const tcp = { name: 'tcp', ok: false, durationMs: 1000, error: 'timeout', target: '10.96.0.1:443' };
+    expect(run(second, [aWorkerPod(second, 2).exited(1, summaryText([tcp])).build()])).toMatchObject({
+      kind: 'Complete',
+      state: { failing: { since: NOW - 60 * S, at: NOW, checks: { tcp: '10.96.0.1:443' } } },
+    });
+    // A failure without a target (no summary) keeps the checks it had.
+    expect(run(second, [aWorkerPod(second, 2).exited(1, 'not a summary').build()])).toMatchObject({
+      kind: 'Complete',
+      state: { failing: { since: NOW - 60 * S, at: NOW, checks: { dns: '10.96.0.10:53' } } },
+    });
+    const passed = run(second, [aWorkerPod(second, 2).passed().build()]);
+    expect(passed).toMatchObject({ kind: 'Complete', open: true });
+    expect((passed as Extract<Action, { kind: 'Complete' }>).state).not.toHaveProperty('failing');
   });
 
   it('deletes failed pods at once when keepFailedPods is 0', () => {

@@ -6,7 +6,7 @@ import { workerPodName } from './naming.js';
 import { evaluateWorkerPod } from './pod-result.js';
 import { workerTolerations } from './pod-spec.js';
 import { formatTaint, untoleratedTaints } from './taints.js';
-import { Outcome, Phase, type AttemptResult, type VerificationState } from './types.js';
+import { Outcome, Phase, type AttemptResult, type Failing, type VerificationState } from './types.js';
 
 /**
  * The verification state machine, as one pure function: from the node, its worker pods, the time
@@ -300,11 +300,25 @@ function failedState(base: VerificationState, result: AttemptResult, now: number
     lastMessage: result.message,
   };
   if (base.verifiedAt !== undefined) state.verifiedAt = base.verifiedAt;
+  const failing = failingAfter(base.failing, result, now);
+  if (failing !== undefined) state.failing = failing;
   if (failures <= config.reconciliation.maxRetries) {
     state.phase = Phase.Backoff;
     state.nextAttemptAt = now + backoffDelay(failures, config.reconciliation);
   }
   return state;
+}
+
+/**
+ * The node's failing streak after a failed attempt: begun now unless it was already failing, and
+ * the checks this attempt failed against a target (an attempt without any, a worker that did not
+ * report, keeps the last ones).
+ */
+function failingAfter(before: Failing | undefined, result: AttemptResult, now: number): Failing | undefined {
+  const checks: Record<string, string> = {};
+  for (const c of result.checks) if (!c.ok && c.target) checks[c.name] = c.target;
+  if (Object.keys(checks).length === 0) return before && { ...before, at: now };
+  return { since: before?.since ?? now, at: now, checks };
 }
 
 /** Delay before retry number `failures` (1-based): initial x factor^(failures-1), capped. */
@@ -313,7 +327,7 @@ export function backoffDelay(failures: number, r: ControllerConfig['reconciliati
   return Math.min(r.maxBackoff, Math.round(delay));
 }
 
-/** What a new attempt inherits: the failure count within this verification, and verifiedAt. */
+/** What a new attempt inherits: the failure count and failing streak within this verification, and verifiedAt. */
 function carried(state: VerificationState | undefined, uid: string): VerificationState {
   const sameVerification = state !== undefined && state.phase !== Phase.Passed;
   const out: VerificationState = {
@@ -325,6 +339,7 @@ function carried(state: VerificationState | undefined, uid: string): Verificatio
   if (state?.lastOutcome !== undefined) out.lastOutcome = state.lastOutcome;
   if (state?.lastMessage !== undefined) out.lastMessage = state.lastMessage;
   if (state?.verifiedAt !== undefined) out.verifiedAt = state.verifiedAt;
+  if (sameVerification && state.failing !== undefined) out.failing = state.failing;
   return out;
 }
 

@@ -95,9 +95,18 @@ describe('nodePatch: storing progress only', () => {
       lastOutcome: Outcome.NotStarted,
       lastMessage: 'the worker container did not start within 3m of scheduling: ImagePullBackOff',
       verifiedAt: T0,
+      failing: { since: T0 - 60_000, at: T0 + 30_000, checks: { dns: '10.96.0.10:53', tcp: '10.96.0.1:443' } },
     };
     const node = aNode().build();
     expect(readState(applyJsonPatch(node, nodePatch({ node, config, state, open: false })))).toEqual({ kind: 'ok', state });
+  });
+
+  it('a failing annotation it cannot read is left out (memory for the cluster-wide rule), the rest of the state is read', () => {
+    for (const bad of ['{', '"x"', '{"since":"x","at":"2025-01-01T00:00:00Z","checks":{}}', '{"since":"2025-01-01T00:00:00Z","at":"2025-01-01T00:00:00Z","checks":{"dns":1}}']) {
+      const node = aNode().withState({ attempt: 1, failures: 1, phase: Phase.Failed }).build();
+      node.metadata!.annotations!['kube-node-ready.io/failing'] = bad;
+      expect(readState(node), bad).toEqual({ kind: 'ok', state: { uid: 'uid-node-1', attempt: 1, failures: 1, phase: Phase.Failed } });
+    }
   });
 
   it('does not test a stored message the API server cannot compare (its "<" would fail the test forever); the structured state is still tested', () => {

@@ -1,6 +1,6 @@
 import type { V1Node } from '@kubernetes/client-node';
 import { Annotation } from '../../../api/well-known.js';
-import { OUTCOMES, Phase, type Outcome, type VerificationState } from './types.js';
+import { OUTCOMES, Phase, type Failing, type Outcome, type VerificationState } from './types.js';
 
 /**
  * Verification progress lives in annotations on the Node (ADR 0002), so a restarted controller or
@@ -37,6 +37,9 @@ export function readState(node: V1Node): StateRead {
   if (message !== undefined) state.lastMessage = message;
   const verifiedAt = parseTime(a[Annotation.VerifiedAt]);
   if (verifiedAt !== undefined) state.verifiedAt = verifiedAt;
+  // Only memory for the cluster-wide rule: a value that cannot be read is left out, not an error.
+  const failing = parseFailing(a[Annotation.Failing]);
+  if (failing !== undefined) state.failing = failing;
   if (state.phase === Phase.Backoff && state.nextAttemptAt === undefined) {
     return { kind: 'invalid', problem: `phase Backoff without ${Annotation.NextAttemptAt}` };
   }
@@ -57,7 +60,40 @@ export function stateAnnotations(state: VerificationState): Record<string, strin
     [Annotation.LastOutcome]: state.lastOutcome ?? null,
     [Annotation.LastMessage]: state.lastMessage ?? null,
     [Annotation.VerifiedAt]: state.verifiedAt === undefined ? null : formatTime(state.verifiedAt),
+    [Annotation.Failing]: state.failing === undefined ? null : formatFailing(state.failing),
   };
+}
+
+/** At most this many checks, each target at most this long, are kept in the failing annotation. */
+const FAILING_MAX_CHECKS = 16;
+const FAILING_MAX_TARGET = 256;
+
+/** The failing annotation's value: `{"since":"<RFC 3339>","at":"<RFC 3339>","checks":{"dns":"10.96.0.10:53"}}`. */
+export function formatFailing(f: Failing): string {
+  const checks = Object.fromEntries(
+    Object.entries(f.checks)
+      .filter(([, target]) => target.length <= FAILING_MAX_TARGET)
+      .slice(0, FAILING_MAX_CHECKS),
+  );
+  return JSON.stringify({ since: formatTime(f.since), at: formatTime(f.at), checks });
+}
+
+function parseFailing(text: string | undefined): Failing | undefined {
+  if (text === undefined) return undefined;
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof v !== 'object' || v === null) return undefined;
+  const { since, at, checks } = v as Record<string, unknown>;
+  const sinceMs = typeof since === 'string' ? parseTime(since) : undefined;
+  const atMs = typeof at === 'string' ? parseTime(at) : undefined;
+  if (sinceMs === undefined || atMs === undefined || typeof checks !== 'object' || checks === null || Array.isArray(checks)) return undefined;
+  const entries = Object.entries(checks as Record<string, unknown>);
+  if (entries.length > FAILING_MAX_CHECKS || entries.some(([, t]) => typeof t !== 'string' || t === '' || t.length > FAILING_MAX_TARGET)) return undefined;
+  return { since: sinceMs, at: atMs, checks: Object.fromEntries(entries) as Record<string, string> };
 }
 
 /** Every annotation key the state uses (for `kube-node-ready verify NODE`, which removes them). */

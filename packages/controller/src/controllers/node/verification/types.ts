@@ -74,4 +74,16 @@ export interface VerificationState {
   lastMessage?: string;
   /** Set when the node passed (kept across later re-verifications: "was ever verified"). */
   verifiedAt?: number;
+  /** While the node's attempts fail: since when, and the checks its latest one failed against a target. */
+  failing?: Failing;
+}
+
+/** A node's failing streak, as the cluster-wide rule needs it (ClusterWideFailures.restore). */
+export interface Failing {
+  /** When the first failed attempt of the streak ended (ms). */
+  since: number;
+  /** When the latest one ended (ms). */
+  at: number;
+  /** Its failed checks that named a target: check -> target. */
+  checks: Record<string, string>;
 }
