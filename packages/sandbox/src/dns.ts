@@ -99,8 +99,8 @@ export class ClusterDns {
   }
 
   private async listen(ip: string, role: Role): Promise<void> {
-    const udp = dns2.createUDPServer((req, send) => this.handle(req, (r) => void send(r), ip, role, 'udp'));
-    const tcp = dns2.createTCPServer((req, send) => this.handle(req, (r) => void send(r), ip, role, 'tcp'));
+    const udp = dns2.createUDPServer((req, send) => this.handle(req, replyOrDrop(send, this.log), ip, role, 'udp'));
+    const tcp = dns2.createTCPServer((req, send) => this.handle(req, replyOrDrop(send, this.log), ip, role, 'tcp'));
     udp.on('requestError', (err: Error) => this.log.debug({ err: err.message, ip }, 'bad DNS request'));
     tcp.on('requestError', (err: Error) => this.log.debug({ err: err.message, ip }, 'bad DNS request'));
     await udp.listen(53, ip);
@@ -142,4 +142,18 @@ export class ClusterDns {
     }
     send(res);
   }
+}
+
+/**
+ * dns2's send, for a handler that does not wait for it: a reply that cannot be sent is dropped and
+ * logged, as a real server drops it. dns2's UDP send rejects when the client is gone (its pod and
+ * route deleted: EHOSTUNREACH); unhandled, that rejection ended the sandbox daemon, and with it the
+ * whole test cluster.
+ */
+export function replyOrDrop(send: (r: dns2.Packet) => unknown, log: Pick<Logger, 'debug'>): (r: dns2.Packet) => void {
+  return (r) => {
+    Promise.resolve()
+      .then(() => send(r))
+      .catch((err: unknown) => log.debug({ err: String(err) }, 'DNS reply not sent (client gone)'));
+  };
 }
