@@ -1,7 +1,8 @@
 import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { repoRoot, startSandbox, stopSandbox } from '@kube-node-ready/sandbox';
+import { DAEMON_UNHANDLED, repoRoot, startSandbox, stopSandbox } from '@kube-node-ready/sandbox';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -32,5 +33,12 @@ export default async function setup(project: TestProject): Promise<(() => Promis
   project.provide('sandboxDir', dir);
   return async () => {
     await stopSandbox(dir, slot, () => {});
+    // The daemon logs a rejection nobody handled instead of ending the cluster: still a failure.
+    const log = join(dir, 'logs', 'daemon.log');
+    const bugs = existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((l) => l.includes(DAEMON_UNHANDLED)) : [];
+    if (bugs.length) {
+      console.error(`the ${project.name} sandbox's daemon logged ${bugs.length} unhandled rejection(s), a sandbox bug (${log}):\n${bugs.slice(0, 5).join('\n')}`);
+      process.exitCode = 1;
+    }
   };
 }

@@ -25,6 +25,9 @@ export interface DaemonOptions {
  * proxy and the simulated kubelet. Writes state.json when everything is ready; stops all of it
  * on SIGTERM/SIGINT.
  */
+/** The daemon's log message for a rejected promise nobody handled (a sandbox bug). */
+export const DAEMON_UNHANDLED = 'unhandled rejection in the sandbox daemon (a sandbox bug; the cluster keeps running)';
+
 export async function runDaemon(layout: SandboxLayout, opts: DaemonOptions, log: Logger): Promise<void> {
   const cp = await startControlPlane(layout, opts.binDir, log, () => installKarpenterCrds(loadKubeConfig(layout.paths.kubeconfig), join(opts.binDir, 'karpenter-crds')));
   const kc = loadKubeConfig(cp.kubeconfig);
@@ -41,6 +44,13 @@ export async function runDaemon(layout: SandboxLayout, opts: DaemonOptions, log:
   };
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   process.on('SIGINT', () => void shutdown('SIGINT'));
+  // A rejected promise nobody waited for is a sandbox bug, but ending the daemon would end the whole
+  // cluster (control plane and nodes) and fail every test after it for no visible reason. It is
+  // logged instead, and the test suite fails on the line (test/global-setup.ts). Not while stopping,
+  // when calls to a control plane going away may reject.
+  process.on('unhandledRejection', (err) => {
+    if (!stopping) log.error({ err: err instanceof Error ? (err.stack ?? err.message) : String(err) }, DAEMON_UNHANDLED);
+  });
 
   try {
     log.info('bootstrapping cluster objects');
