@@ -39,7 +39,8 @@ async function verify(
   const terminationLog = join(dir, `termination-${pair.pod}`);
   writeFileSync(terminationLog, '');
   const run = await exited(
-    pair.spawnIn(pair.pod, ['worker', '--checks', 'dns,mtu', '--dns-server', pair.nodeIp, '--large-dns-name', LARGE, '--check-timeout', '2s', '--termination-log', terminationLog, ...extra], spawnOptions),
+    // 5 s: a probe over TCP that took over 2 s on a loaded machine read as lost packets.
+    pair.spawnIn(pair.pod, ['worker', '--checks', 'dns,mtu', '--dns-server', pair.nodeIp, '--large-dns-name', LARGE, '--check-timeout', '5s', '--termination-log', terminationLog, ...extra], spawnOptions),
   );
   const parsed = parseSummary(readFileSync(terminationLog, 'utf8'));
   if (!parsed.ok) throw new Error(`no summary (exit ${String(run.code)}): ${parsed.reason}\n${run.stderr}\n${run.stdout}`);
@@ -77,7 +78,7 @@ describe('mtu check in network namespaces', () => {
     expect(check(summary, 'dns')).toMatchObject({ ok: true });
     expect(check(summary, 'mtu')?.ok).toBe(false);
     expect(check(summary, 'mtu')?.error).toMatch(
-      /^nameserver 10\.216\.16\.2:53: 1500-byte packets from this pod are lost \(an overlay MTU larger than the path carries, or a path-MTU blackhole\): no reply to a 1472-byte query \(1500-byte packets, the pod MTU\) \(timeout: no answer over udp within 2s \(mtu check timeout\)\); replies to: a small query \(\d+ bytes\), a query for the large answer over udp \(1232-byte EDNS buffer\) \(\d+ bytes\)/,
+      /^nameserver 10\.216\.16\.2:53: 1500-byte packets from this pod are lost \(an overlay MTU larger than the path carries, or a path-MTU blackhole\): no reply to a 1472-byte query \(1500-byte packets, the pod MTU\) \(timeout: no answer over udp within 5s \(mtu check timeout\)\); replies to: a small query \(\d+ bytes\), a query for the large answer over udp \(1232-byte EDNS buffer\) \(\d+ bytes\)/,
     );
   }, 30_000);
 
@@ -87,7 +88,7 @@ describe('mtu check in network namespaces', () => {
     const error = check(summary, 'mtu')?.error ?? '';
     expect(error).toMatch(/^nameserver 10\.216\.16\.2:53: 1500-byte packets to this pod are lost/);
     expect(error).toContain(
-      'no reply to a query for the large answer over udp (1232-byte EDNS buffer), a query for the large answer over udp (1472-byte EDNS buffer), a query for the large answer over tcp (timeout: no answer over udp within 2s (mtu check timeout); timeout: no answer over tcp within 2s (mtu check timeout))',
+      'no reply to a query for the large answer over udp (1232-byte EDNS buffer), a query for the large answer over udp (1472-byte EDNS buffer), a query for the large answer over tcp (timeout: no answer over udp within 5s (mtu check timeout); timeout: no answer over tcp within 5s (mtu check timeout))',
     );
     expect(error).toMatch(/replies to: a small query \(\d+ bytes\), a 1472-byte query \(1500-byte packets, the pod MTU\) \(1472 bytes\)$/);
   }, 30_000);

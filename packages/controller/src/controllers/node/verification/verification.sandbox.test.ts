@@ -181,9 +181,11 @@ describe('verification', () => {
 
   it('a node coming up as on a real cloud (NotReady, an agent taint, then a slow CNI and a cold image pull) opens at attempt 1, deadlines shorter than its bring-up', async () => {
     const agent = { key: 'node.example.com/agent-not-ready', value: 'true', effect: 'NoSchedule' };
-    // Each phase alone is longer than the worker's schedule and start deadlines (3 s): before the
-    // launch gate and the sandbox wait, each one failed an attempt (NotScheduled / NotStarted).
-    const ctl = await h.start({ worker: { scheduleTimeout: '3s', startTimeout: '3s' }, reconciliation: { maxRetries: 0 }, nodeManagement: { bringUpTimeout: '2m' } });
+    // The NotReady period and the agent's taint are longer than the schedule deadline (3 s), the CNI
+    // wait longer than the start deadline (8 s: the cold pull counts in it, with room for a loaded
+    // machine; 3 s was missed there). Before the launch gate and the sandbox wait, each one failed
+    // an attempt (NotScheduled / NotStarted).
+    const ctl = await h.start({ worker: { scheduleTimeout: '3s', startTimeout: '8s' }, reconciliation: { maxRetries: 0 }, nodeManagement: { bringUpTimeout: '2m' } });
     // The agent's taint goes after 12 s (a wait under 10 s is not reported); the CNI is ready 12 s
     // after Ready (16 s), so the launched worker's sandbox waits for it too.
     const node = await h.addNode({ taints: [h.taint, agent], bringUp: { notReadyFor: '4s', cniDelay: '12s', imagePullDelay: '2s', removeTaintsAfter: `${agent.key}=12s` } });
