@@ -319,9 +319,10 @@ describe('simulated kubelet: pod side of node bring-up', () => {
     expect(await runningAfter('first', t0)).toBeGreaterThanOrEqual(5000);
     await waitForEvent(ns, 'first', 'Pulled', new RegExp(`^Successfully pulled image "${image}" in 5(\\.\\d+)?s \\(.* including waiting\\)\\. Image size: \\d+ bytes\\.$`));
 
-    const t1 = Date.now();
+    // The second pod is not timed (an upper bound is a wall-clock budget a loaded machine breaks):
+    // the kubelet's own record says it did not pull.
     await core().createNamespacedPod({ namespace: ns, body: sleeper('second') });
-    expect(await runningAfter('second', t1)).toBeLessThan(4000);
+    await waitForPod(ns, 'second', (p) => p.status?.phase === 'Running', 'second to run', 30_000);
     await waitForEvent(ns, 'second', 'Pulled', new RegExp(`^Container image "${image}" already present on machine$`));
     expect((await events(ns, 'second')).some((e) => e.reason === 'Pulling')).toBe(false);
   });
