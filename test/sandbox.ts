@@ -143,22 +143,22 @@ export async function serviceAccountKubeConfig(namespace: string, name: string, 
 }
 
 /**
- * A Deployment `app` of one pod that only a node of Karpenter's NodePool `pool` can take (its
+ * A Deployment `name` of one pod that only a node of Karpenter's NodePool `pool` can take (its
  * nodeSelector, and a toleration of the pool's dedicated taint): pending, it makes Karpenter launch
  * a node. Pod Security "restricted" compliant; `cpu` is its request.
  */
-export async function pendingWorkloadFor(pool: string, namespace: string, dedicated: k8s.V1Taint, cpu = '100m'): Promise<void> {
+export async function pendingWorkloadFor(pool: string, namespace: string, dedicated: k8s.V1Taint, cpu = '100m', name = 'app'): Promise<void> {
   await sandbox()
     .kc.makeApiClient(k8s.AppsV1Api)
     .createNamespacedDeployment({
       namespace,
       body: {
-        metadata: { name: 'app' },
+        metadata: { name },
         spec: {
           replicas: 1,
-          selector: { matchLabels: { app: 'app' } },
+          selector: { matchLabels: { app: name } },
           template: {
-            metadata: { labels: { app: 'app' } },
+            metadata: { labels: { app: name } },
             spec: {
               nodeSelector: { 'karpenter.sh/nodepool': pool },
               tolerations: [{ key: dedicated.key, operator: 'Equal', value: dedicated.value ?? pool, effect: dedicated.effect }],

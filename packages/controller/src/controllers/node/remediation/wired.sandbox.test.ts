@@ -4,7 +4,7 @@
 // controller deletes its NodeClaim. Karpenter drains and deletes the node and launches a replacement
 // for the pod that is still pending. A healthy node beside it is verified and kept.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createNodePool, deleteNodePool, FAULT, k8s, listNodeClaims, type NodeClaim } from '@kube-node-ready/sandbox';
+import { createNodePool, deleteNodePool, FAULT, listNodeClaims, type NodeClaim } from '@kube-node-ready/sandbox';
 import type { ControllerConfigInput } from '../../../config/schema.js';
 import { annotations, harness, nodeEvents, nodeEventsWhen, readNode, waitFor, type Harness } from '../../../../test/harness.js';
 import { core, pendingWorkloadFor, sandbox } from '../../../../../../test/sandbox.js';
@@ -92,27 +92,7 @@ it('remediation off: a failed Karpenter node stops counting as capacity (the fai
       nodeManagement: { deleteFailedNodes: false },
     } as unknown as ControllerConfigInput;
     await h.start(overrides);
-    await sandbox()
-      .kc.makeApiClient(k8s.AppsV1Api)
-      .createNamespacedDeployment({
-        namespace: h.namespace,
-        body: {
-          metadata: { name: 'cap' },
-          spec: {
-            replicas: 1,
-            selector: { matchLabels: { app: 'cap' } },
-            template: {
-              metadata: { labels: { app: 'cap' } },
-              spec: {
-                nodeSelector: { 'karpenter.sh/nodepool': capPool },
-                tolerations: [{ key: dedicated.key, operator: 'Equal', value: capPool, effect: 'NoSchedule' }],
-                terminationGracePeriodSeconds: 1,
-                containers: [{ name: 'main', image: 'sandbox-shell', command: ['/bin/sh', '-c', 'exec sleep 3600'], resources: { requests: { cpu: '1' } } }],
-              },
-            },
-          },
-        },
-      });
+    await pendingWorkloadFor(capPool, h.namespace, { key: dedicated.key, value: capPool, effect: 'NoSchedule' }, '1', 'cap');
     const claims = async () => (await listNodeClaims(sandbox().kc, capPool)).filter((c) => !c.metadata.deletionTimestamp);
     const first = await waitFor(async () => (await claims()).find((c) => c.status?.nodeName), `Karpenter to launch a node in ${capPool}`, 90_000, 200);
     const broken = first.status!.nodeName!;
