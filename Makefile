@@ -95,10 +95,18 @@ test: deps sandbox-bins build typecheck lint ## Everything: typecheck, lint, uni
 	@# The unit tests need only CPU: they run beside the sandbox tests (which wait on their clusters
 	@# much of the time) as a second vitest run; their output follows the sandbox run's.
 	@echo "==> vitest: the unit project in the background (log .test-unit.log), the sandbox projects here"
+	@# A CI page may keep only the end of the log: the step ends with every failed test of both runs,
+	@# and, when a run failed outside its tests (a setup or teardown error), the end of its output.
+	@rm -f .test-results.json .test-results-unit.json
 	@vitest run --project unit --reporter=default --reporter=json --outputFile.json=.test-results-unit.json > .test-unit.log 2>&1 & unit=$$!; \
-	  sandbox=0; vitest run --project sandbox --project sandbox-serial --reporter=default --reporter=json --outputFile.json=.test-results.json || sandbox=$$?; \
+	  sandbox=0; vitest run --project sandbox --project sandbox-serial --reporter=default --reporter=json --outputFile.json=.test-results.json 2>&1 | tee .test-sandbox.log || sandbox=$$?; \
 	  u=0; wait $$unit || u=$$?; echo "==> vitest: the unit project (exit $$u)"; cat .test-unit.log; \
-	  [ $$sandbox -eq 0 ] && [ $$u -eq 0 ]
+	  echo "==> vitest: sandbox projects exit $$sandbox, unit project exit $$u"; \
+	  if [ $$sandbox -ne 0 ] || [ $$u -ne 0 ]; then \
+	    node scripts/test-summary.mjs .test-results.json .test-results-unit.json || true; \
+	    if [ $$sandbox -ne 0 ]; then echo "==> the last 40 lines of the sandbox projects' output (.test-sandbox.log):"; sed 's/\x1b\[[0-9;]*m//g' .test-sandbox.log | grep -v '^{' | tail -n 40; fi; \
+	    exit 1; \
+	  fi
 	@# The short fault suite: fails the build on any invariant violation (docs/reliability.md).
 	$(MAKE) --no-print-directory chaos CHAOS=quick
 	@# Keeps the benchmark harness from rotting (results are not asserted; see make bench).
