@@ -47,8 +47,14 @@ export interface TestController {
   registry: Registry;
   logs: Array<Record<string, unknown>>;
   stop(): Promise<void>;
-  /** Prometheus text. */
+  /** Prometheus text of the running instance. */
   metrics(): Promise<string>;
+  /**
+   * Prometheus text of every instance this controller ran, oldest first: the harness starts it
+   * again when it loses its leadership (as its Deployment would; seen on a loaded machine), and
+   * a counter of the whole run is the sum over them.
+   */
+  metricsOfEach(): Promise<string[]>;
 }
 
 export async function harness(prefix = 'ctl'): Promise<Harness> {
@@ -141,6 +147,7 @@ export async function harness(prefix = 'ctl'): Promise<Harness> {
         return { running, registry };
       };
       let current = await launch();
+      const instances = [current];
       let stopped = false;
       const restartOnLoss = (instance: typeof current): void => {
         void instance.running.finished.then(async (result) => {
@@ -151,6 +158,7 @@ export async function harness(prefix = 'ctl'): Promise<Harness> {
           await instance.running.stop();
           if (stopped) return;
           current = await launch();
+          instances.push(current);
           if (stopped) await current.running.stop();
           else restartOnLoss(current);
         });
@@ -170,6 +178,7 @@ export async function harness(prefix = 'ctl'): Promise<Harness> {
           await current.running.stop();
         },
         metrics: () => current.registry.metrics(),
+        metricsOfEach: () => Promise.all(instances.map((i) => i.registry.metrics())),
       };
       started.push(controller);
       return controller;
