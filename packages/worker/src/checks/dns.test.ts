@@ -136,7 +136,8 @@ describe('dns check against loopback nameservers', () => {
       const ns = await dnsServer(() => ({ addresses: ['10.96.0.1'], delayMs: 300 }));
       const outcome = await runCheck('dns', ['--dns-server', at(ns), '--dns-slow-after', '200ms', '--on-slow', 'fail']);
       expect(outcome.ok).toBe(false);
-      expect(outcome.error).toMatch(/: slow: 3\d\dms \(over dns\.slowAfter 200ms\)$/);
+      // 300 ms and more: a loaded machine answers later (seen: a unit run beside the sandbox suite).
+      expect(outcome.error).toMatch(/: slow: (([3-9]\d\d)ms|\d+(\.\d+)?s) \(over dns\.slowAfter 200ms\)$/);
       expect(outcome.warnings).toBeUndefined();
     });
 
