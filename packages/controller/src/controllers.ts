@@ -12,6 +12,7 @@ import { KubeRemediationEvents } from './controllers/node/remediation/events.js'
 import { Remediator } from './controllers/node/remediation/remediator.js';
 import { ClusterWideFailures, type NodeHistory } from './controllers/node/verification/cluster-wide.js';
 import { ClusterDnsEndpoints } from './controllers/node/verification/dns-endpoints.js';
+import { ControlRuns } from './controllers/node/verification/control.js';
 import { nodeFingerprint, VerificationController } from './controllers/node/verification/controller.js';
 import { hasVerificationTaint, isVerified } from './controllers/node/verification/decide.js';
 import { configHash, WORKER_POD_SELECTOR, workerConfigDocument, workerImage } from './controllers/node/verification/pod-spec.js';
@@ -123,6 +124,19 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   const store = config.dryRun ? new MemoryProgressStore() : new AnnotationProgressStore(kube, config);
   // The API server addresses for the worker pods, read by the leader (started in lead()).
   const apiEndpoints = new ApiEndpoints({ kube, clock, log: log.child({ component: 'api-endpoints' }) });
+  const workerSpec = { image: workerImage(config.worker.image, opts.version), configHash: configHash(workerConfig), apiEndpoints: () => apiEndpoints.current() };
+  const controlRuns = config.reconciliation.controlRuns
+    ? new ControlRuns({
+        config,
+        clock,
+        log: log.child({ component: 'control-runs' }),
+        kube,
+        nodes: () => nodeInformer.list(),
+        pods: () => pods.list(),
+        worker: workerSpec,
+        observed: (result) => metrics.controlRunsTotal.inc({ result }),
+      })
+    : undefined;
   const verification = new VerificationController({
     config,
     clock,
@@ -134,9 +148,10 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     events,
     metrics,
     slots,
-    worker: { image: workerImage(config.worker.image, opts.version), configHash: configHash(workerConfig), apiEndpoints: () => apiEndpoints.current() },
+    worker: workerSpec,
     enqueue: (name) => queue.add(name),
     clusterWide,
+    ...(controlRuns ? { controlRuns } : {}),
     ...(config.reconciliation.clusterDnsService
       ? { clusterDns: new ClusterDnsEndpoints({ kube, clock, log: log.child({ component: 'cluster-dns' }), service: config.reconciliation.clusterDnsService }) }
       : {}),
@@ -255,6 +270,8 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       apiEndpoints.start(),
     ]);
     log.info({ configMap: `${workerNamespace}/${config.worker.configMapName}`, result: written }, 'worker configuration in place; starting to reconcile');
+    // Control pods a previous leader left (it judged them, or never will).
+    await controlRuns?.sweep();
     // What the last leader knew of which nodes pass and which fail what, from the Nodes' state.
     const restored = clusterWide.restore(nodeHistory(nodeInformer.list()));
     if (restored.passes + restored.failing > 0) log.info(restored, 'cluster-wide rule: recent passes and failing nodes taken over from the Nodes');

@@ -49,6 +49,7 @@ describe('defaults', () => {
         resyncInterval: 60_000,
         maxConcurrentVerifications: 100,
         workers: 20,
+        controlRuns: true,
         clusterDnsService: 'kube-system/kube-dns',
       },
       nodeManagement: {

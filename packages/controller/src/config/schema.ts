@@ -238,6 +238,13 @@ const reconciliationSchema = z
     }),
     maxConcurrentVerifications: int(100, 'Worker pods running at the same time, cluster-wide. Nodes beyond it wait for a free slot.', 1, 100_000),
     workers: int(20, 'Reconcile loops working the queue in parallel (one node is never reconciled by two at once). Reconciles mostly wait on the API, so this can exceed the CPU count.', 1, 1000),
+    controlRuns: z
+      .boolean()
+      .default(true)
+      .meta({
+        description:
+          'When most new nodes fail a check against the same target and nothing else says why, run that check once on a node this controller verified before (a short worker pod, the worker\'s image and ServiceAccount, on an open node): passed there, the failures are the new nodes\' own and count; failed there too, or no verified node can run it, they stay inconclusive (docs/troubleshooting.md, Cluster-wide failures). false: such failures stay inconclusive while most recent nodes share them.',
+      }),
     clusterDnsService: z
       .string()
       .regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?\/[a-z0-9]([-a-z0-9]*[a-z0-9])?)?$/, 'expected NAMESPACE/NAME of a Service, or ""')

@@ -47,6 +47,7 @@ export class ControllerMetrics {
   readonly checkDuration: Histogram<typeof L.Check | typeof L.Result>;
   readonly workerWarningsTotal: Counter<typeof L.Check>;
   readonly workerPodsRefusedTotal: Counter<typeof L.Reason>;
+  readonly controlRunsTotal: Counter<typeof L.Result>;
   readonly activeVerifications: Gauge;
   readonly clusterWideFailures: Gauge<typeof L.Check>;
   readonly clusterWideFault: Gauge<typeof L.Check>;
@@ -150,6 +151,12 @@ export class ControllerMetrics {
       name: MetricName.WorkerPodsRefusedTotal,
       help: 'Worker pods the API server refused to create (admission webhook or policy, ResourceQuota, Pod Security), by the refusal\'s reason (Forbidden, Invalid, BadRequest...). Not counted against the node: it feeds the remediation circuit breaker.',
       labelNames: [L.Reason],
+      registers,
+    });
+    this.controlRunsTotal = new Counter({
+      name: MetricName.ControlRunsTotal,
+      help: 'Control runs (the checks most new nodes fail alike, run on a verified node), by result: passed (the failures were the nodes\' own), failed (the cause is outside them), unavailable (no verified node could run it, or it gave no answer).',
+      labelNames: [L.Result],
       registers,
     });
     this.activeVerifications = new Gauge({

@@ -24,6 +24,7 @@ export const MetricName = {
   WorkerPodsRefusedTotal: 'kube_node_ready_worker_pods_refused_total',
   ClusterWideFailures: 'kube_node_ready_cluster_wide_failures',
   ClusterWideFault: 'kube_node_ready_cluster_wide_fault',
+  ControlRunsTotal: 'kube_node_ready_control_runs_total',
   // Controller machinery
   ReconcileDuration: 'kube_node_ready_reconcile_duration_seconds',
   QueueDepth: 'kube_node_ready_queue_depth',

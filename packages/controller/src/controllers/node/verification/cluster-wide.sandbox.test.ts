@@ -10,6 +10,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { FAULT, k8s } from '@kube-node-ready/sandbox';
 import { annotations, harness, nodeEvents, readNode, waitFor, type Harness } from '../../../../test/harness.js';
 import { core } from '../../../../../../test/sandbox.js';
+import { CONTROL_LABEL } from './control.js';
 
 let h: Harness;
 
@@ -48,7 +49,8 @@ it('a fault most nodes share is not counted against them: no node fails, each sa
     120_000,
   );
   const inconclusive = (await nodeEvents(nodes[NODES - 1]!)).find((e) => e.reason === 'VerificationInconclusive');
-  expect(inconclusive?.message).toMatch(/^attempt inconclusive, not counted against the node \([01] of 2 counted attempts failed so far\): cluster-wide: dns against \S+ failed on \d nodes in the last 10m, and 0 passed since it began; not this node's fault: /);
+  // No node of this controller is verified yet: no control run can tell an outage from a bad batch.
+  expect(inconclusive?.message).toMatch(/^attempt inconclusive, not counted against the node \([01] of 2 counted attempts failed so far\): cluster-wide: dns against \S+ failed on \d nodes in the last 10m, and 0 passed since it began; no control run \(no verified node can run one now: [^)]*\); not this node's fault: /);
   expect([...conditionReasons.values()].some((r) => r.has('ClusterWide')), `condition reasons seen: ${JSON.stringify([...conditionReasons].map(([n, r]) => [n, [...r]]))}`).toBe(true);
   // Several rounds of attempts later, still no node is failed.
   await new Promise((r) => setTimeout(r, 7_000));
@@ -111,4 +113,71 @@ it('a new leader takes over who passed and who fails what: a few bad nodes faili
   expect(await second.metrics()).not.toMatch(/kube_node_ready_attempt_outcomes_total\{outcome="ClusterWide"\} [1-9]/);
   expect(second.logs.find((l) => l.msg === 'cluster-wide rule: recent passes and failing nodes taken over from the Nodes')).toMatchObject({ passes: 5, failing: 3 });
   for (const node of bad) expect(annotations(await readNode(node))['kube-node-ready.io/phase'], node).not.toBe('Passed');
+});
+
+// The tail of a burst (issue 14 item 3): the healthy nodes passed, then three nodes fail the dns
+// check alike. Counting alone cannot tell a bad batch from an outage that began after the passes
+// (these three are all the nodes failing now): it said inconclusive, for good. A control run of the
+// check on a verified node tells them apart. First the verified nodes' own path to the cluster DNS
+// is broken too (their new pods get the fault, as in an outage): the control run fails, the
+// attempts stay inconclusive and say so. Then only the three are broken: the control run passes,
+// and their failures count until they are Failed.
+//
+// Before control runs, the second half never ended: every attempt of the three was inconclusive.
+it('the tail of a burst: a control run on a verified node tells an outage from a few bad nodes failing alike', { timeout: 360_000 }, async () => {
+  await h.cleanup();
+  const c = await h.start({
+    reconciliation: { maxRetries: 5, initialBackoff: '1s', maxBackoff: '3s' },
+    worker: { scheduleTimeout: '60s', startTimeout: '60s' },
+  });
+  const good = await Promise.all(Array.from({ length: 2 }, (_, i) => h.addNode({ prefix: `ok${i}${h.id}` })));
+  await h.waitForOpen(good, 'the healthy nodes to open', 120_000);
+  const setDnsFault = (node: string, mode: 'dead' | undefined) =>
+    core().patchNode(
+      { name: node, body: [mode ? { op: 'add', path: `/metadata/annotations/${FAULT.dns.replace('/', '~1')}`, value: mode } : { op: 'remove', path: `/metadata/annotations/${FAULT.dns.replace('/', '~1')}` }] },
+      k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch),
+    );
+  for (const node of good) await setDnsFault(node, 'dead');
+
+  const bad = await Promise.all(['a', 'b', 'c'].map((p) => h.addNode({ prefix: `tail${p}${h.id}`, faults: { dns: 'dead' } })));
+  const failuresOf = async () => Promise.all(bad.map(async (n) => Number(annotations(await readNode(n))['kube-node-ready.io/failures'] ?? '0')));
+  // 1. An outage, as far as the control run can see: inconclusive, saying the verified node fails too.
+  await waitFor(
+    async () => {
+      const said = await Promise.all(bad.map(async (n) => (await nodeEvents(n)).some((e) => e.reason === 'VerificationInconclusive' && /control run: dns fails on verified node \S+ too; not this node's fault: /.test(e.message ?? ''))));
+      return said.every(Boolean) || undefined;
+    },
+    'a VerificationInconclusive Event on each tail node naming the failed control run',
+    150_000,
+  );
+  const during = await failuresOf();
+  await new Promise((r) => setTimeout(r, 8_000));
+  expect(await failuresOf(), 'counted failures while the control run fails too').toEqual(during);
+  for (const node of bad) expect(annotations(await readNode(node))['kube-node-ready.io/phase'], node).not.toBe('Failed');
+
+  // 2. Only the three are broken: their failures are their own.
+  for (const node of good) await setDnsFault(node, undefined);
+  let phases: string[] = [];
+  await waitFor(
+    async () => {
+      phases = await Promise.all(bad.map(async (n) => annotations(await readNode(n))['kube-node-ready.io/phase'] ?? ''));
+      return phases.every((p) => p === 'Failed') || undefined;
+    },
+    'each tail node Failed once a control run passes',
+    180_000,
+  ).catch((err: Error) => {
+    throw new Error(`${err.message}; phases: ${phases.join(', ')}`);
+  });
+  const failed = (await nodeEvents(bad[0]!)).find((e) => e.reason === 'VerificationFailed');
+  expect(failed?.message).toMatch(/control run: dns against \S+ passed on verified node \S+; this node's own failure: /);
+  // Over every instance of the controller (the harness restarts one that lost its Lease on a loaded machine).
+  const metrics = (await c.metricsOfEach()).join('\n');
+  expect(metrics).toMatch(/kube_node_ready_control_runs_total\{result="failed"\} [1-9]/);
+  expect(metrics).toMatch(/kube_node_ready_control_runs_total\{result="passed"\} [1-9]/);
+  // Each control pod is deleted once read.
+  await waitFor(
+    async () => ((await core().listNamespacedPod({ namespace: h.namespace, labelSelector: CONTROL_LABEL })).items.length === 0 ? true : undefined),
+    'no control pod left',
+    30_000,
+  );
 });

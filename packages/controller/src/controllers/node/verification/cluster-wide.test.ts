@@ -240,6 +240,42 @@ describe('noteClusterWide', () => {
     expect(desiredCondition(noted.state, config)).toMatchObject({ status: 'Unknown', reason: 'ClusterWide', message: expect.stringMatching(/^attempt inconclusive, not counted against the node: cluster-wide: dns against /) });
   });
 
+  // The tail of a burst: the healthy nodes passed before these three began to fail, so counting
+  // cannot tell a bad batch from an outage; a control run on a verified node can (control.ts).
+  it('a control run that passed the check makes a failure most nodes share the node\'s own: counted, and the message says why', () => {
+    const failures = new ClusterWideFailures(new FakeClock());
+    for (const node of ['a', 'b']) note(failures, node, completeAction([failed('dns', DNS)], message));
+    const { action, signal } = noteClusterWide(failures, 'c', completeAction([failed('dns', DNS)], message), NOW, config, [], { kind: 'passed', node: 'v1', checks: ['dns'] });
+    const line = `control run: dns against ${DNS} passed on verified node v1; this node's own failure: cluster-wide? dns against ${DNS} is failing on 3 nodes in the last 10m (this one and 2 others): ${message}`;
+    expect(action.result).toMatchObject({ outcome: Outcome.ChecksFailed, message: line });
+    expect(action.state).toMatchObject({ failures: 3, phase: Phase.Failed, lastMessage: line });
+    expect(signal.raised).toEqual([]);
+    // The control node's pass counts for the rule from now on: with it, the next node is one of 4 failing against 1 pass.
+    expect(failures.record('d', [failed('dns', DNS)])).toEqual([{ check: 'dns', target: DNS, nodes: 4, passedSince: 1, most: true }]);
+  });
+
+  it('a control run that failed too, or could not run, leaves the attempt inconclusive and says so', () => {
+    for (const [control, clause] of [
+      [{ kind: 'failed', node: 'v1', checks: ['dns'], message: 'check failed: dns: timeout' }, 'control run: dns fails on verified node v1 too'],
+      [{ kind: 'unavailable', why: 'no verified node can run one now' }, 'no control run (no verified node can run one now)'],
+    ] as const) {
+      const failures = new ClusterWideFailures(new FakeClock());
+      for (const node of ['a', 'b']) note(failures, node, completeAction([failed('dns', DNS)], message));
+      const { action, signal } = noteClusterWide(failures, 'c', completeAction([failed('dns', DNS)], message), NOW, config, [], control);
+      expect(action.result).toMatchObject({ outcome: Outcome.ClusterWide, message: `cluster-wide: dns against ${DNS} failed on 3 nodes in the last 10m, and 0 passed since it began; ${clause}; not this node's fault: ${message}` });
+      expect(action.state.failures).toBe(2);
+      expect(signal.raised.map((r) => r.check)).toEqual(['dns']);
+    }
+  });
+
+  it('a control run does not overrule direct evidence: the cluster DNS Service without a ready endpoint stays inconclusive', () => {
+    const failures = new ClusterWideFailures(new FakeClock());
+    const evidence = [{ check: 'dns', services: ['kube-system/kube-dns'], why: 'the cluster DNS Service kube-system/kube-dns has no ready endpoint' }];
+    const { action } = noteClusterWide(failures, 'a', completeAction([failed('dns', DNS)], message), NOW, config, evidence, { kind: 'passed', node: 'v1', checks: ['dns'] });
+    expect(action.result.outcome).toBe(Outcome.ClusterWide);
+    expect(action.result.message).toMatch(/^cluster-wide: the cluster DNS Service kube-system\/kube-dns has no ready endpoint; not this node's fault: /);
+  });
+
   it('says nothing when the nameservers differ', () => {
     const failures = new ClusterWideFailures(new FakeClock());
     for (const [node, target] of [['a', '10.96.0.10:53'], ['b', '10.96.0.11:53'], ['c', '10.96.0.12:53']] as const) {

@@ -2,6 +2,7 @@ import { formatDuration } from '@kube-node-ready/core';
 import type { Clock } from '../../../clock.js';
 import type { ControllerConfig } from '../../../config/schema.js';
 import { backoffDelay, type Action } from './decide.js';
+import type { ControlVerdict } from './control.js';
 import { bounded } from './pod-result.js';
 import type { CheckSummary } from './summary.js';
 import { Outcome, Phase, type Failing, type VerificationState } from './types.js';
@@ -241,6 +242,9 @@ export function clusterWidePrefix(shared: readonly SharedFailure[], windowMs: nu
   return `cluster-wide? ${parts.join('; ')}: `;
 }
 
+/** What a control run answered (control.ts) about the checks only their count made look cluster-wide. */
+export type ControlAnswer = Exclude<ControlVerdict, { kind: 'pending' }>;
+
 /** What noteClusterWide did to the cluster-wide signal, for the log. */
 export interface ClusterWideChange {
   /** Checks whose signal this attempt raised (it was not raised before). */
@@ -253,7 +257,8 @@ export interface ClusterWideChange {
  * A finished attempt, recorded. A failed one is inconclusive (outcome ClusterWide) when the cause
  * is outside the node: direct `evidence` explains one of its failed checks (the cluster DNS Service
  * has no ready endpoint, the API answered 429/5xx), or more nodes failed that check against the same
- * target since the fault began than passed. Inconclusive: not counted against the node (its failure
+ * target since the fault began than passed, unless a `control` run of that check on a verified node
+ * passed (control.ts: then the failure is the node's own, and counts). Inconclusive: not counted against the node (its failure
  * count stays), no remediation signal, tried again after a backoff that grows with the attempts not
  * counted (reconciliation.initialBackoff x backoffFactor^n, up to maxBackoff), and the cluster-wide
  * signal is raised for the check (the kube_node_ready_cluster_wide_fault gauge) until a node passes
@@ -268,23 +273,26 @@ export function noteClusterWide(
   now: number,
   config: ControllerConfig,
   evidence: readonly Evidence[] = [],
+  control?: ControlAnswer,
 ): { action: Extract<Action, { kind: 'Complete' }>; signal: ClusterWideChange } {
   const signal: ClusterWideChange = { raised: [], cleared: [] };
   const checks = action.result.checks;
   if (action.result.outcome === Outcome.Passed) failures.recordPass(node);
-  signal.cleared = failures.working(checks.filter((c) => c.ok).map((c) => c.name));
+  // A control run that passed is a pass of those checks now, on a node that had passed them before.
+  if (control?.kind === 'passed') failures.recordPass(control.node);
+  signal.cleared = failures.working([...checks.filter((c) => c.ok).map((c) => c.name), ...(control?.kind === 'passed' ? control.checks : [])]);
   if (action.result.outcome !== Outcome.ChecksFailed) return { action, signal };
-  const shared = failures.record(node, checks);
-  const failed = new Set(checks.filter((c) => !c.ok).map((c) => c.name));
-  const direct = [...evidence, ...evidenceInSummary(checks)].filter((e) => failed.has(e.check));
-  // Direct evidence says it plainly; the failures of other nodes only where it says nothing.
-  const most = shared.filter((s) => s.most && !direct.some((e) => e.check === s.check));
+  const { shared, direct, most: byShared } = judgeShared(failures, node, checks, evidence);
+  // What only most nodes failing alike suggests, a control run that passed refutes.
+  const refuted = control?.kind === 'passed' ? byShared.filter((s) => control.checks.includes(s.check)) : [];
+  const most = byShared.filter((s) => !refuted.includes(s));
   if (direct.length === 0 && most.length === 0) {
     if (shared.length === 0) return { action, signal };
-    const message = bounded(clusterWidePrefix(shared, failures.windowMs) + action.result.message);
+    const own = refuted.length > 0 && control?.kind === 'passed' ? `${controlPassedClause(refuted, control.node)}; this node's own failure: ` : '';
+    const message = bounded(own + clusterWidePrefix(shared, failures.windowMs) + action.result.message);
     return { action: { ...action, result: { ...action.result, message }, state: { ...action.state, lastMessage: message } }, signal };
   }
-  const message = bounded(clusterWideInconclusive(direct, most, failures.windowMs) + action.result.message);
+  const message = bounded(clusterWideInconclusive(direct, most, failures.windowMs, control) + action.result.message);
   for (const blamed of [...direct.map((e) => ({ check: e.check, why: e.why })), ...most.map((m) => ({ check: m.check, why: sharedWhy(m, failures.windowMs) }))]) {
     if (failures.raise(blamed.check, blamed.why) && !signal.raised.some((r) => r.check === blamed.check)) signal.raised.push(blamed);
   }
@@ -306,6 +314,31 @@ export function noteClusterWide(
   return { action: { ...action, result: { ...action.result, outcome: Outcome.ClusterWide, message }, state, open: false, requeueAfterMs: delay }, signal };
 }
 
+/**
+ * A failed attempt's checks against the failures of other nodes: `shared` (failed against the same
+ * target by at least minOtherNodes others), `direct` evidence for a failed check, and `most`: the
+ * shared failures that only their count makes look cluster-wide (no direct evidence), which a
+ * control run (control.ts) can confirm or refute. Records the node's failures (idempotent per node).
+ */
+export function judgeShared(
+  failures: ClusterWideFailures,
+  node: string,
+  checks: readonly CheckSummary[],
+  evidence: readonly Evidence[] = [],
+): { shared: SharedFailure[]; direct: Evidence[]; most: SharedFailure[] } {
+  const shared = failures.record(node, checks);
+  const failed = new Set(checks.filter((c) => !c.ok).map((c) => c.name));
+  const direct = [...evidence, ...evidenceInSummary(checks)].filter((e) => failed.has(e.check));
+  // Direct evidence says it plainly; the failures of other nodes only where it says nothing.
+  const most = shared.filter((s) => s.most && !direct.some((e) => e.check === s.check));
+  return { shared, direct, most };
+}
+
+/** `control run: dns against 10.96.0.10:53 passed on verified node ip-10-0-1-7` */
+function controlPassedClause(refuted: readonly SharedFailure[], node: string): string {
+  return `control run: ${refuted.map((s) => `${s.check} against ${s.target}`).join(', ')} passed on verified node ${node}`;
+}
+
 const sharedWhy = (s: SharedFailure, windowMs: number) =>
   `${s.check} against ${s.target} failed on ${s.nodes} nodes in the last ${formatDuration(windowMs)}, and ${s.passedSince} passed since it began`;
 
@@ -314,7 +347,7 @@ const sharedWhy = (s: SharedFailure, windowMs: number) =>
  * fault: ` or `cluster-wide: dns against 10.96.0.10:53 failed on 5 nodes in the last 10m, and 0
  * passed since it began; not this node's fault: `.
  */
-function clusterWideInconclusive(direct: readonly Evidence[], most: readonly SharedFailure[], windowMs: number): string {
+function clusterWideInconclusive(direct: readonly Evidence[], most: readonly SharedFailure[], windowMs: number, control?: ControlAnswer): string {
   // A Service already named (the cluster DNS Service read by the controller, then by the worker's checks) is named once.
   const named = new Set<string>();
   const clauses = direct.filter((e) => {
@@ -323,5 +356,7 @@ function clusterWideInconclusive(direct: readonly Evidence[], most: readonly Sha
     return fresh;
   });
   const parts = [...new Set([...clauses.map((e) => e.why), ...most.map((s) => sharedWhy(s, windowMs))])];
+  if (most.length > 0 && control?.kind === 'failed') parts.push(`control run: ${control.checks.join(', ')} ${control.checks.length === 1 ? 'fails' : 'fail'} on verified node ${control.node} too`);
+  if (most.length > 0 && control?.kind === 'unavailable') parts.push(`no control run (${control.why})`);
   return `cluster-wide: ${parts.join('; ')}; not this node's fault: `;
 }

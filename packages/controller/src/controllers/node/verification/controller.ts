@@ -11,7 +11,8 @@ import { slimNode, stripObject } from '../../../kube/informer.js';
 import { annotation, nodeName, nodeUid, toMillis } from '../../../kube/objects.js';
 import type { ControllerMetrics } from '../../../metrics/metrics.js';
 import type { NodeStatus } from '../../../metrics/names.js';
-import { noteClusterWide, type ClusterWideFailures, type Evidence } from './cluster-wide.js';
+import { judgeShared, noteClusterWide, type ClusterWideFailures, type ControlAnswer, type Evidence } from './cluster-wide.js';
+import { CONTROL_POLL_MS, type ControlRuns } from './control.js';
 import type { ClusterDnsEndpoints } from './dns-endpoints.js';
 import { desiredCondition, unsupportedOSCondition, waitingCondition } from './condition.js';
 import { decide, hasVerificationTaint, POD_REFUSED_RETRY_MS, unsupportedOS, type Action, type PodRef } from './decide.js';
@@ -50,6 +51,8 @@ export interface VerificationDeps {
   enqueue: (name: string) => void;
   /** Recent failed checks of all nodes: a failure shared with other nodes is named cluster-wide. */
   clusterWide?: ClusterWideFailures;
+  /** Control runs on verified nodes: whether a failure most new nodes share is theirs (reconciliation.controlRuns). */
+  controlRuns?: Pick<ControlRuns, 'verdict'>;
   /** The cluster DNS Service's ready endpoints: none explains a failed dns check (reconciliation.clusterDnsService). */
   clusterDns?: Pick<ClusterDnsEndpoints, 'ready' | 'service'>;
   /** The API server refused a worker pod for this node (remediation's circuit breaker counts it). */
@@ -403,7 +406,11 @@ export class VerificationController {
   ): Promise<Applied> {
     const { config, clock, metrics } = this.deps;
     const name = node.metadata?.name ?? '';
-    const action = this.deps.clusterWide ? await this.judgeClusterWide(this.deps.clusterWide, name, decided, log) : decided;
+    const judged = this.deps.clusterWide ? await this.judgeClusterWide(this.deps.clusterWide, node, decided, log) : decided;
+    // A control run of the checks most nodes fail is under way: the attempt is judged when it ends
+    // (nothing is written meanwhile; the finished worker pod keeps the attempt's result).
+    if (judged === 'control') return { kind: 'done', node, result: requeue(CONTROL_POLL_MS) };
+    const action = judged;
     const removedTaints = action.open ? taintsToRemove(node, config) : [];
 
     // 1. One guarded write: the outcome, and for a pass the taint removal and the label.
@@ -435,14 +442,31 @@ export class VerificationController {
     return { kind: 'done', node: saved, state: action.state, result: requeue(action.requeueAfterMs) };
   }
 
-  /** noteClusterWide with the cluster's own evidence (the DNS Service's endpoints, read only when a dns check failed); the signal's changes logged. */
-  private async judgeClusterWide(failures: ClusterWideFailures, name: string, decided: Extract<Action, { kind: 'Complete' }>, log: Logger): Promise<Extract<Action, { kind: 'Complete' }>> {
+  /**
+   * noteClusterWide with the cluster's own evidence (the DNS Service's endpoints, read only when a
+   * dns check failed) and, where only the failures of other nodes make the failure look
+   * cluster-wide, a control run's answer ('control': under way); the signal's changes logged.
+   */
+  private async judgeClusterWide(failures: ClusterWideFailures, node: V1Node, decided: Extract<Action, { kind: 'Complete' }>, log: Logger): Promise<Extract<Action, { kind: 'Complete' }> | 'control'> {
+    const name = nodeName(node);
     const evidence: Evidence[] = [];
     const dns = this.deps.clusterDns;
     if (dns && decided.result.outcome === Outcome.ChecksFailed && decided.result.checks.some((c) => c.name === 'dns' && !c.ok) && (await dns.ready()) === 0) {
       evidence.push({ check: 'dns', services: [dns.service], why: `the cluster DNS Service ${dns.service} has no ready endpoint` });
     }
-    const { action, signal } = noteClusterWide(failures, name, decided, this.deps.clock.now(), this.deps.config, evidence);
+    let control: ControlAnswer | undefined;
+    if (this.deps.controlRuns && decided.result.outcome === Outcome.ChecksFailed) {
+      const { most } = judgeShared(failures, name, decided.result.checks, evidence);
+      if (most.length > 0) {
+        const verdict = await this.deps.controlRuns.verdict(most.map((s) => s.check), node);
+        if (verdict.kind === 'pending') {
+          log.debug({ checks: most.map((s) => s.check), controlNode: verdict.node }, 'most new nodes fail these checks alike: judging the attempt when the control run ends');
+          return 'control';
+        }
+        control = verdict;
+      }
+    }
+    const { action, signal } = noteClusterWide(failures, name, decided, this.deps.clock.now(), this.deps.config, evidence, control);
     for (const { check, why } of signal.raised) log.warn({ check, why }, 'cluster-wide fault: attempts failing this check are inconclusive until a node passes it');
     for (const check of signal.cleared) log.info({ check }, 'cluster-wide fault cleared: a node passed the check');
     return action;
