@@ -14,8 +14,9 @@ let failed = 0;
 let skipped = 0;
 let unsuccessful = false;
 const failures = [];
+const COLOURS = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g');
 const clip = (text) => {
-  const lines = String(text).replace(/\x1b\[[0-9;]*m/g, '').split('\n');
+  const lines = String(text).replace(COLOURS, '').split('\n');
   return lines.slice(0, MAX_LINES).map((l) => `      ${l}`).join('\n') + (lines.length > MAX_LINES ? `\n      ... (${lines.length - MAX_LINES} more lines)` : '');
 };
 for (const file of files) {
