@@ -3,7 +3,7 @@
 //                       [--sizes 50,200,1000] [--steady-nodes 5000] [--max-concurrent 25] [--workers 20]
 //                       [--qps 200] [--burst 400] [--direct] [--controller-node-flags=--max-semi-space-size=2]
 //                       (default: the NODE_OPTIONS the Helm chart gives the controller; '=' for none)
-//   node dist/bench.mjs side-by-side [--sizes 50,200,1000] [--reps 2] [--slot 10] [--out FILE]
+//   node dist/bench.mjs side-by-side [--sizes 50,200,1000] [--reps 2] [--footprint 1000,5000] [--slot 10] [--out FILE]
 //                       kube-node-ready beside node-readiness-controller (bench/src/neighbour.ts); make bench runs it
 //                       after the bursts (not in --quick unless --side-by-side)
 //   node dist/bench.mjs side-by-side-chart FILE.json       redraw the side-by-side chart
@@ -20,7 +20,7 @@ import { repoRoot, stopSandbox } from '@kube-node-ready/sandbox';
 import { runBurst, type BenchEnv, type BurstResult } from './burst.js';
 import { drawChart, type ChartInput } from './chart.js';
 import type { ControllerTuning } from './controller.js';
-import { drawSideBySideChart, runSideBySide, type SideBySideResult } from './neighbour.js';
+import { drawSideBySideChart, LONG_LEASE, runSideBySide, type SideBySideResult } from './neighbour.js';
 import { runObserver } from './observer.js';
 import { distribution, median, percentile, type Distribution } from './stats.js';
 import { runSteady, type SteadyResult } from './steady.js';
@@ -94,6 +94,7 @@ async function main(argv: string[]): Promise<number> {
     options: {
       'side-by-side': { type: 'boolean' },
       'side-by-side-sizes': { type: 'string' },
+      footprint: { type: 'string' },
       quick: { type: 'boolean', default: process.env.BENCH === 'quick' },
       out: { type: 'string' },
       slot: { type: 'string', default: '10' },
@@ -140,6 +141,8 @@ async function main(argv: string[]): Promise<number> {
   const sideSizes = (values['side-by-side-sizes'] ?? (sideOnly ? values.sizes : undefined) ?? (quick ? '10' : '50,200,1000')).split(',').filter(Boolean).map(Number);
   const runSide = sideOnly || (values['side-by-side'] ?? !quick);
   const sideReps = Number(values.reps ?? (quick ? 1 : 2));
+  // Both controllers' RSS with this many realistic Nodes, before the bursts ('' or 0: none).
+  const footprintCounts = (values.footprint ?? (quick ? '' : '1000,5000')).split(',').filter(Boolean).map(Number).filter((n) => n > 0);
   const sideFile = outFile.replace(/\.json$/, '-side-by-side.json');
   const side = async (): Promise<void> => {
     out(`bench: side by side with node-readiness-controller: bursts ${sideSizes.join(', ')} x ${sideReps}, alternating`);
@@ -153,6 +156,7 @@ async function main(argv: string[]): Promise<number> {
     // Written after every run too (partial: true), so a long run interrupted still leaves its figures.
     const r: SideBySideResult = await runSideBySide(env, sideSizes, sideReps, (partial) =>
       writeFileSync(sideFile, `${JSON.stringify({ ...header(), partial: true, ...partial }, null, 1).replace(/\[\n[-\d.,\s(null)]*\]/g, (m) => m.replace(/\s+/g, ''))}\n`),
+      footprintCounts,
     );
     const doc = {
       bench: 'kube-node-ready vs node-readiness-controller',
@@ -161,7 +165,7 @@ async function main(argv: string[]): Promise<number> {
       commit: process.env.KNR_COMMIT || git(root, ['rev-parse', '--short=12', 'HEAD']),
       machine: { nproc: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', kernel: release(), node: process.version, kubernetesVersion: env.kubernetesVersion ?? 'unknown' },
       load: { loadavgAtEnd: loadavg().map((x) => round(x, 2)), otherSandboxes: otherSandboxes(slot) },
-      config: { tuning, workerImage: 'kube-node-ready-instant', note: 'both controllers through counting proxies of their own, chart RBAC and defaults, leader election on; runs alternate, and so does which contender goes first' },
+      config: { tuning, workerImage: 'kube-node-ready-instant', note: 'both controllers through counting proxies of their own, chart RBAC and defaults, leader election on (kube-node-ready with a 60s/40s/5s Lease, node-readiness-controller with its defaults); runs alternate, and so does which contender goes first', kubeNodeReadyLeaderElection: LONG_LEASE },
       ...r,
     };
     const text = JSON.stringify(doc, null, 1).replace(/\[\n[-\d.,\s(null)]*\]/g, (m) => m.replace(/\s+/g, ''));
@@ -173,6 +177,11 @@ async function main(argv: string[]): Promise<number> {
       out(`bench: wrote ${png}`);
     } catch (err) {
       out(`bench: no side-by-side chart: ${String(err).split('\n')[0]}`);
+    }
+    for (const f of r.footprint ?? []) {
+      const ours = f.rssMiB['kube-node-ready'];
+      const theirs = f.rssMiB['node-readiness-controller'];
+      out(`side by side footprint, ${f.nodes} realistic nodes (${f.nodeObjectBytes} bytes each): RSS mean/max MiB ours ${ours.mean}/${ours.max}, theirs ${theirs.mean}/${theirs.max}, ratio theirs/ours ${round(theirs.mean / ours.mean, 2)}`);
     }
     out('side by side (reaction: ours node created -> taint removed, theirs condition True -> taint removed; ms; ratio = theirs / ours):');
     out('  size  ours p50/p99        theirs p50/p99      ratio p50/p99   writes/node ours/theirs   CPU-s ours/theirs   peak RSS MiB ours/theirs');

@@ -15,14 +15,16 @@ import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
-import { applyObjects, certPaths, k8s, NODE_READINESS_CONTROLLER_VERSION, NODE_READINESS_RULES, nodeReadinessDir, renderNodeReadinessChart, sandboxLayout, simulatedNode, stopSandbox, type FaultProxy, type SandboxState } from '@kube-node-ready/sandbox';
+import { applyObjects, certPaths, k8s, kubeletNodeStatus, NODE_READINESS_CONTROLLER_VERSION, NODE_READINESS_RULES, nodeReadinessDir, renderNodeReadinessChart, sandboxLayout, simulatedNode, stopSandbox, type FaultProxy, type SandboxState } from '@kube-node-ready/sandbox';
 import { freshSandbox, RUN_LABEL, settle, startObserver, type BenchEnv } from './burst.js';
-import { applyChartRbac, BENCH_WORKER_IMAGE, benchConfig, ControllerProcess, controllerKubeconfig, startProxy, TAINT } from './controller.js';
+import { applyChartRbac, BENCH_WORKER_IMAGE, benchConfig, ControllerProcess, controllerKubeconfig, startProxy, TAINT, VERIFIED_LABEL } from './controller.js';
 import { ProcessSampler, sampleProcess } from './proc.js';
 import { distribution, type Distribution } from './stats.js';
 import { pool, round, sleep, track } from './util.js';
 
 export type Contender = 'kube-node-ready' | 'node-readiness-controller';
+/** kube-node-ready's leader election in the side-by-side runs (see runSideBySide). */
+export const LONG_LEASE = { leaseDuration: '60s', renewDeadline: '40s', retryPeriod: '5s' };
 const NRC_NAMESPACE = 'node-readiness-controller';
 const SIDE_LABEL = 'bench.kube-node-ready.io/side';
 
@@ -58,11 +60,28 @@ export interface SideRun {
   samples: number[];
 }
 
+/**
+ * Both controllers' RSS with `nodes` realistic Nodes in the cluster (both list and watch every
+ * Node): measured before the bursts, on the same processes, the Nodes deleted again afterwards.
+ */
+export interface FootprintPoint {
+  nodes: number;
+  /** One Node's JSON as the API returns it (status with images and node info, managedFields). */
+  nodeObjectBytes: number;
+  createMs: number;
+  sampleWindowMs: number;
+  rssMiB: Record<Contender, { mean: number; max: number }>;
+  /** CPU seconds each spent from the first Node created to the end of the window. */
+  cpuSeconds: Record<Contender, number>;
+}
+
 export interface SideBySideResult {
   versions: { nodeReadinessController: string };
   /** Why the runs stopped before the last one (a controller exited), if they did. */
   stoppedEarly?: string;
   startupRssMiB: Record<Contender, number>;
+  /** RSS with 1000 and 5000 realistic Nodes (--footprint), before the bursts. */
+  footprint?: FootprintPoint[];
   runs: SideRun[];
   /** Per size, medians over repetitions and the ratio theirs / ours (same run). */
   bySize: Array<{
@@ -133,7 +152,7 @@ async function saKubeconfig(kc: k8s.KubeConfig, state: SandboxState, proxy: Faul
 
 const WRITE = /^(create|update|patch|delete|deletecollection|apply) /;
 
-export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number, onRun: (partial: SideBySideResult) => void = () => {}): Promise<SideBySideResult> {
+export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number, onRun: (partial: SideBySideResult) => void = () => {}, footprintCounts: readonly number[] = []): Promise<SideBySideResult> {
   const { state, kc } = await freshSandbox(env, 'side by side');
   const core = kc.makeApiClient(k8s.CoreV1Api);
   const layout = sandboxLayout(env.sandboxDir, env.slot);
@@ -150,8 +169,13 @@ export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number
     await controllerKubeconfig(kc, layout, oursProxy, oursKubeconfig);
     const metricsPort = 18000 + 150 + env.slot;
     const configFile = join(env.sandboxDir, 'controller.yaml');
-    const config = benchConfig(env.tuning, metricsPort) as { worker: { image: { repository: string } } };
+    const config = benchConfig(env.tuning, metricsPort) as { worker: { image: { repository: string } }; leaderElection: Record<string, string> };
     config.worker.image.repository = workerImage.repository;
+    // A longer Lease than the product's 15 s / 10 s / 2 s: with those, kube-node-ready lost its Lease
+    // in the first 1000-node burst on 2 shared cores (a renewal through the bench's counting proxy,
+    // in the bench's own busy process, took over 10 s) and exited, which ends the comparison.
+    // node-readiness-controller keeps its chart's defaults (docs/benchmarks.md says so).
+    Object.assign(config.leaderElection, LONG_LEASE);
     writeFileSync(configFile, stringify(config));
     ours = new ControllerProcess(configFile, oursKubeconfig, join(env.logDir, 'side-kube-node-ready.log'), metricsPort, env.controllerNodeFlags);
 
@@ -184,7 +208,12 @@ export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number
 
     const runs: SideRun[] = [];
     let stoppedEarly: string | undefined;
+    let footprintPoints: FootprintPoint[] | undefined;
     try {
+      if (footprintCounts.length > 0) {
+        footprintPoints = await footprint(env, core, { 'kube-node-ready': ours.pid, 'node-readiness-controller': theirs.pid }, footprintCounts);
+        onRun({ versions: { nodeReadinessController: NODE_READINESS_CONTROLLER_VERSION }, startupRssMiB, footprint: footprintPoints, runs, bySize: [] });
+      }
       for (const size of sizes) {
         for (let rep = 1; rep <= reps; rep++) {
           const order: Contender[] = rep % 2 === 1 ? ['kube-node-ready', 'node-readiness-controller'] : ['node-readiness-controller', 'kube-node-ready'];
@@ -202,7 +231,7 @@ export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number
               alive: () => (isOurs ? ours!.child.exitCode === null : theirs!.child.exitCode === null),
             });
             runs.push(r);
-            onRun({ versions: { nodeReadinessController: NODE_READINESS_CONTROLLER_VERSION }, startupRssMiB, runs, bySize: summarizeSides(runs) });
+            onRun({ versions: { nodeReadinessController: NODE_READINESS_CONTROLLER_VERSION }, startupRssMiB, ...(footprintPoints ? { footprint: footprintPoints } : {}), runs, bySize: summarizeSides(runs) });
             env.out(
               `side by side ${size} (run ${rep}) ${contender}: ${r.opened}/${size} opened, reaction p50 ${r.reactionMs.p50 ?? '-'} ms p99 ${r.reactionMs.p99 ?? '-'} ms, ` +
                 `${r.api.writesPerNode} writes/node, ${r.controller.cpuSeconds} CPU-s, peak RSS ${r.controller.peakRssMiB} MiB`,
@@ -215,13 +244,82 @@ export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number
       stoppedEarly = err instanceof Error ? err.message : String(err);
       env.out(`side by side: stopped early: ${stoppedEarly}`);
     }
-    return { versions: { nodeReadinessController: NODE_READINESS_CONTROLLER_VERSION }, startupRssMiB, runs, bySize: summarizeSides(runs), ...(stoppedEarly ? { stoppedEarly } : {}) };
+    return { versions: { nodeReadinessController: NODE_READINESS_CONTROLLER_VERSION }, startupRssMiB, ...(footprintPoints ? { footprint: footprintPoints } : {}), runs, bySize: summarizeSides(runs), ...(stoppedEarly ? { stoppedEarly } : {}) };
   } finally {
     await ours?.stop();
     await theirs?.stop();
     for (const p of proxies) await p.close();
     await stopSandbox(env.sandboxDir, env.slot, () => {});
   }
+}
+
+/** How long both controllers' RSS is sampled at each footprint size, after the Nodes are in. */
+const FOOTPRINT_WINDOW_MS = 30_000;
+
+/**
+ * Both controllers' RSS with `counts` realistic Nodes in the cluster (cumulative: 1000, then 4000
+ * more for 5000). The Nodes are as a kubelet on EKS registers them (labels, node info, 50 images,
+ * conditions; kubeletNodeStatus), verified and untainted, so neither controller has work on them:
+ * what is measured is the cost of knowing them. Not played by the simulated kubelet, so their
+ * Leases are not renewed and kube-controller-manager marks them Unknown after its grace period,
+ * the same churn for both. Deleted again before the bursts.
+ */
+async function footprint(env: BenchEnv, core: k8s.CoreV1Api, pids: Record<Contender, number>, counts: readonly number[]): Promise<FootprintPoint[]> {
+  const contenders = Object.keys(pids) as Contender[];
+  const name = (i: number) => `ip-10-3-${(i >> 8) & 255}-${i & 255}.us-west-2.compute.internal`;
+  const points: FootprintPoint[] = [];
+  let created = 0;
+  try {
+    for (const count of counts) {
+      const cpuBefore = Object.fromEntries(contenders.map((c) => [c, sampleProcess(pids[c])?.cpuSeconds ?? 0])) as Record<Contender, number>;
+      const started = Date.now();
+      let lastReport = started;
+      await pool(
+        Array.from({ length: Math.max(0, count - created) }, (_, k) => created + k),
+        50,
+        async (i) => {
+          await core.createNode({ body: footprintNode(name(i), i) });
+          if (Date.now() - lastReport > 5000) {
+            lastReport = Date.now();
+            env.out(`side by side footprint: creating nodes, ${i + 1}/${count}`);
+          }
+        },
+      );
+      created = Math.max(created, count);
+      const createMs = Date.now() - started;
+      const nodeObjectBytes = JSON.stringify(await core.readNode({ name: name(0) })).length;
+      env.out(`side by side footprint: ${count} realistic nodes in (${nodeObjectBytes} bytes each, ${(createMs / 1000).toFixed(1)}s); sampling both controllers' RSS for ${FOOTPRINT_WINDOW_MS / 1000}s`);
+      await sleep(5000); // both take the last of them in
+      const samplers = contenders.map((c) => ({ c, sampler: new ProcessSampler(pids[c], 1000) }));
+      await sleep(FOOTPRINT_WINDOW_MS);
+      const rssMiB = {} as FootprintPoint['rssMiB'];
+      const cpuSeconds = {} as FootprintPoint['cpuSeconds'];
+      for (const { c, sampler } of samplers) {
+        const last = sampler.stop();
+        const rss = sampler.samples.map((x) => x.rssMiB);
+        rssMiB[c] = { mean: round(rss.reduce((a, b) => a + b, 0) / Math.max(1, rss.length), 1), max: round(Math.max(0, ...rss), 1) };
+        cpuSeconds[c] = round((last?.cpuSeconds ?? 0) - cpuBefore[c], 2);
+      }
+      points.push({ nodes: count, nodeObjectBytes, createMs, sampleWindowMs: FOOTPRINT_WINDOW_MS, rssMiB, cpuSeconds });
+      env.out(`side by side footprint ${count} nodes: RSS mean/max kube-node-ready ${rssMiB['kube-node-ready'].mean}/${rssMiB['kube-node-ready'].max} MiB, node-readiness-controller ${rssMiB['node-readiness-controller'].mean}/${rssMiB['node-readiness-controller'].max} MiB`);
+    }
+  } finally {
+    env.out(`side by side footprint: deleting the ${created} nodes`);
+    await pool(Array.from({ length: created }, (_, i) => i), 50, async (i) => {
+      await core.deleteNode({ name: name(i) }).catch(() => undefined);
+    });
+  }
+  return points;
+}
+
+/** A verified, untainted Node as EKS registers it: labels, capacity, node info, images, conditions. */
+function footprintNode(name: string, i: number): k8s.V1Node {
+  const node = simulatedNode({ name, labels: { [RUN_LABEL]: 'footprint', [VERIFIED_LABEL]: 'true', 'karpenter.sh/nodepool': 'default', 'karpenter.sh/registered': 'true', 'karpenter.sh/initialized': 'true' } });
+  // Not played by the simulated kubelet: these nodes only need to exist.
+  delete node.metadata!.labels!['sandbox.kube-node-ready.io/simulated'];
+  node.spec = { ...node.spec, taints: [] };
+  node.status = { ...node.status, ...kubeletNodeStatus(node, `10.3.${(i >> 8) & 255}.${i & 255}`, 10250, true, new Date()) };
+  return node;
 }
 
 interface RunSpec {

@@ -1,6 +1,6 @@
 export { sandboxLayout, type SandboxLayout, type SandboxState } from './layout.js';
 export { startSandbox, stopSandbox, connectSandbox, execInSandbox, ensureBinaries, repoRoot, type SandboxConnection, type StartOptions } from './sandbox.js';
-export { simulatedNode, SIMULATED_LABEL, FAULT, type NodeSpecOptions } from './node-registry.js';
+export { kubeletNodeStatus, simulatedNode, SIMULATED_LABEL, FAULT, type NodeSpecOptions } from './node-registry.js';
 export { BRING_UP, CNI_AGENT_TAINT } from './bring-up.js';
 export { createNodePool, deleteNodePool, listNodeClaims, nodeClaimNames, simulatedNodePool, NODECLAIMS, NODEPOOLS, type NodeClaim, type NodePoolOptions } from './karpenter.js';
 export { DNS_CONFIGMAP, type DnsMode } from './dns.js';
