@@ -13,6 +13,8 @@ const ZONE = 'topology.kubernetes.io/zone';
 
 function setup(nodes: V1Node[], opts: { refuse?: boolean } = {}) {
   const clock = new FakeClock();
+  /** false: the pod cache lags (control pods are read live). */
+  const cache = { visible: true };
   const pods = new Map<string, V1Pod>();
   const deleted: string[] = [];
   const results: string[] = [];
@@ -35,7 +37,7 @@ function setup(nodes: V1Node[], opts: { refuse?: boolean } = {}) {
       },
     },
     nodes: () => nodes,
-    pods: () => [...pods.values()],
+    pods: () => (cache.visible ? [...pods.values()] : []),
     worker: { image: 'kube-node-ready:test', configHash: 'hash' },
     observed: (r) => results.push(r),
   });
@@ -49,7 +51,7 @@ function setup(nodes: V1Node[], opts: { refuse?: boolean } = {}) {
       containerStatuses: [{ name: 'worker', image: '', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode: Object.values(checks).every(Boolean) ? 0 : 1, message: summary, startedAt: at, finishedAt: at } } }],
     };
   };
-  return { clock, pods, deleted, results, runs, finish };
+  return { clock, pods, deleted, results, runs, finish, cache };
 }
 
 const verified = (name: string, verifiedAt: number, zone?: string) => {
@@ -105,6 +107,18 @@ describe('ControlRuns', () => {
     finish({ dns: false });
     expect(await runs.verdict(['dns'], failing())).toMatchObject({ kind: 'failed', node: 'v', checks: ['dns'] });
     expect(results).toEqual(['passed', 'failed']);
+  });
+
+  it('two reconciles reading the finished pod live at once end the run once', async () => {
+    const { runs, deleted, clock, finish, results, cache } = setup([verified('v', 1_000)]);
+    await runs.verdict(['dns'], failing());
+    cache.visible = false;
+    finish({ dns: true });
+    await clock.advance(10_000);
+    const both = await Promise.all([runs.verdict(['dns'], failing()), runs.verdict(['dns'], failing())]);
+    expect(both.map((v) => v.kind)).toEqual(['passed', 'passed']);
+    expect(results).toEqual(['passed']);
+    expect(deleted).toHaveLength(1);
   });
 
   it('a control pod that gives no summary, or that the API refuses, answers nothing', async () => {

@@ -157,6 +157,8 @@ export class ControlRuns {
   }
 
   private async end(run: Run, verdict: Exclude<ControlVerdict, { kind: 'pending' }>, created = true): Promise<ControlVerdict> {
+    // Two reconciles polling the same run (both waited on a live read) end it once.
+    if (run.verdict) return run.verdict;
     run.verdict = verdict;
     run.endedAt = this.deps.clock.now();
     this.runs.set(run.key, run);
