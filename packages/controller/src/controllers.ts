@@ -10,14 +10,13 @@ import { RemediationController } from './controllers/node/remediation/controller
 import { ApiEndpoints } from './controllers/node/verification/api-endpoints.js';
 import { KubeRemediationEvents } from './controllers/node/remediation/events.js';
 import { Remediator } from './controllers/node/remediation/remediator.js';
-import { ClusterWideFailures, type NodeHistory } from './controllers/node/verification/cluster-wide.js';
+import { ClusterWideFailures, nodeHistory } from './controllers/node/verification/cluster-wide.js';
 import { ClusterDnsEndpoints } from './controllers/node/verification/dns-endpoints.js';
 import { ControlRuns } from './controllers/node/verification/control.js';
 import { nodeFingerprint, VerificationController } from './controllers/node/verification/controller.js';
 import { hasVerificationTaint, isVerified } from './controllers/node/verification/decide.js';
 import { configHash, WORKER_POD_SELECTOR, workerConfigDocument, workerImage } from './controllers/node/verification/pod-spec.js';
 import { VerificationSlots } from './controllers/node/verification/slots.js';
-import { readState } from './controllers/node/verification/state.js';
 import { AnnotationProgressStore, MemoryProgressStore } from './controllers/node/verification/store.js';
 import { Phase } from './controllers/node/verification/types.js';
 import { runWorkers } from './controllers/runner.js';
@@ -273,7 +272,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     // Control pods a previous leader left (it judged them, or never will).
     await controlRuns?.sweep();
     // What the last leader knew of which nodes pass and which fail what, from the Nodes' state.
-    const restored = clusterWide.restore(nodeHistory(nodeInformer.list()));
+    const restored = clusterWide.restore(nodeHistory(nodeInformer.list(), config));
     if (restored.passes + restored.failing > 0) log.info(restored, 'cluster-wide rule: recent passes and failing nodes taken over from the Nodes');
     // Nodes already waiting for a verification line up in order of arrival before the first
     // reconcile: the cache lists them by name, and the first reconciles would otherwise take the
@@ -432,14 +431,3 @@ function firstFailing(probes: Probe[]): Probe {
   return probes.find((p) => !p.ok) ?? { ok: true };
 }
 
-/** Each node's recent past as its state records it (a node without our state has none). */
-function nodeHistory(nodes: readonly V1Node[]): NodeHistory[] {
-  return nodes.flatMap((node) => {
-    const read = readState(node);
-    if (read.kind !== 'ok') return [];
-    const h: NodeHistory = { node: node.metadata?.name ?? '' };
-    if (read.state.verifiedAt !== undefined) h.passedAt = read.state.verifiedAt;
-    if (read.state.failing !== undefined) h.failing = read.state.failing;
-    return [h];
-  });
-}

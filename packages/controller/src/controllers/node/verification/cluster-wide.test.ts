@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { testConfig } from '../../../testing/builders.js';
+import { aNode, testConfig } from '../../../testing/builders.js';
 import { FakeClock } from '../../../testing/fake-clock.js';
-import { CLUSTER_WIDE_WINDOW_MS, ClusterWideFailures, clusterWidePrefix, noteClusterWide } from './cluster-wide.js';
+import { CLUSTER_WIDE_WINDOW_MS, ClusterWideFailures, clusterWidePrefix, nodeHistory, noteClusterWide } from './cluster-wide.js';
 import { desiredCondition } from './condition.js';
 import type { Action } from './decide.js';
 import { completedEvents } from './events.js';
@@ -385,5 +385,24 @@ describe('noteClusterWide', () => {
         600_000,
       ),
     ).toBe(`cluster-wide? dns against ${DNS} is failing on 5 nodes in the last 10m (this one and 4 others); api against 10.96.0.1:443 is failing on 3 nodes in the last 10m (this one and 2 others): `);
+  });
+});
+
+describe('nodeHistory', () => {
+  // Seen in a fresh-clone make test: a chart installation beside the harness tests took over their
+  // dead-DNS nodes' failing streaks (the annotation keys are every installation's), and its one
+  // failing node looked like one of four failing alike.
+  it('reads only nodes whose progress is ours: another installation\'s failing streak is not taken over', () => {
+    const config = testConfig();
+    const failing = { since: NOW - MIN, at: NOW, checks: { dns: DNS } };
+    const ours = aNode('ours').uid('u1').withState({ attempt: 2, failures: 1, phase: Phase.Backoff, nextAttemptAt: NOW + 10_000, failing }).withCondition('False', config.nodeManagement.condition.type, 'ChecksFailed').build();
+    const theirs = aNode('theirs').uid('u2').withState({ attempt: 2, failures: 1, phase: Phase.Backoff, nextAttemptAt: NOW + 10_000, failing }).withCondition('False', 'other.example.com/NetworkVerified', 'ChecksFailed').build();
+    const passed = aNode('passed').uid('u3').withState({ attempt: 1, failures: 0, phase: Phase.Passed, verifiedAt: NOW }).withCondition('True').build();
+    expect(nodeHistory([ours, theirs, passed], config)).toEqual([
+      { node: 'ours', failing },
+      { node: 'passed', passedAt: NOW },
+    ]);
+    // With the condition switched off, the annotations alone say so, as decide() reads them.
+    expect(nodeHistory([theirs], testConfig({ nodeManagement: { condition: { enabled: false } } }))).toEqual([{ node: 'theirs', failing }]);
   });
 });
