@@ -55,6 +55,8 @@ export interface TestController {
    * a counter of the whole run is the sum over them.
    */
   metricsOfEach(): Promise<string[]>;
+  /** One series' value summed over every instance (a counter of the whole run), e.g. `kube_node_ready_verifications_total{status="success"}`. */
+  counter(series: string): Promise<number>;
 }
 
 export async function harness(prefix = 'ctl'): Promise<Harness> {
@@ -179,6 +181,14 @@ export async function harness(prefix = 'ctl'): Promise<Harness> {
         },
         metrics: () => current.registry.metrics(),
         metricsOfEach: () => Promise.all(instances.map((i) => i.registry.metrics())),
+        counter: async (series) => {
+          let sum = 0;
+          for (const text of await Promise.all(instances.map((i) => i.registry.metrics()))) {
+            const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+            sum += Number(line?.slice(series.length + 1) ?? 0);
+          }
+          return sum;
+        },
       };
       started.push(controller);
       return controller;

@@ -59,7 +59,8 @@ it('a fault most nodes share is not counted against them: no node fails, each sa
     expect(a['kube-node-ready.io/phase'], node).not.toBe('Failed');
     expect(Number(a['kube-node-ready.io/failures'] ?? '0'), `${node}: counted failures`).toBeLessThanOrEqual(1);
   }
-  expect(await c.metrics()).toMatch(/kube_node_ready_attempt_outcomes_total\{outcome="ClusterWide"\} [1-9]/);
+  // Over every instance (the harness starts the controller again if a loaded machine costs it its Lease).
+  expect((await c.metricsOfEach()).join('\n')).toMatch(/kube_node_ready_attempt_outcomes_total\{outcome="ClusterWide"\} [1-9]/);
 
   // DNS back (the nodes' pods get the cluster's nameserver again): every node opens.
   for (const node of nodes) {
@@ -110,7 +111,7 @@ it('a new leader takes over who passed and who fails what: a few bad nodes faili
   ).catch((err: Error) => {
     throw new Error(`${err.message}; last seen: ${seen.join(', ')}`);
   });
-  expect(await second.metrics()).not.toMatch(/kube_node_ready_attempt_outcomes_total\{outcome="ClusterWide"\} [1-9]/);
+  expect((await second.metricsOfEach()).join('\n')).not.toMatch(/kube_node_ready_attempt_outcomes_total\{outcome="ClusterWide"\} [1-9]/);
   expect(second.logs.find((l) => l.msg === 'cluster-wide rule: recent passes and failing nodes taken over from the Nodes')).toMatchObject({ passes: 5, failing: 3 });
   for (const node of bad) expect(annotations(await readNode(node))['kube-node-ready.io/phase'], node).not.toBe('Passed');
 });
