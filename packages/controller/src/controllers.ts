@@ -130,8 +130,8 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
         clock,
         log: log.child({ component: 'control-runs' }),
         kube,
-        nodes: () => nodeInformer.list(),
-        pods: () => pods.list(),
+        nodes: nodeInformer,
+        pods,
         worker: workerSpec,
         observed: (result) => metrics.controlRunsTotal.inc({ result }),
       })

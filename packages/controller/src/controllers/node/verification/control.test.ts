@@ -36,8 +36,8 @@ function setup(nodes: V1Node[], opts: { refuse?: boolean } = {}) {
         pods.delete(name);
       },
     },
-    nodes: () => nodes,
-    pods: () => (cache.visible ? [...pods.values()] : []),
+    nodes: { list: () => nodes, get: (name) => nodes.find((n) => n.metadata?.name === name) },
+    pods: { list: () => (cache.visible ? [...pods.values()] : []), get: (name) => (cache.visible ? pods.get(name) : undefined) },
     worker: { image: 'kube-node-ready:test', configHash: 'hash' },
     observed: (r) => results.push(r),
   });

@@ -59,9 +59,9 @@ export interface ControlRunsDeps {
   log: Logger;
   kube: Pick<KubeClient, 'createPod' | 'getPod' | 'deletePod'>;
   /** The node informer's cache. */
-  nodes: () => readonly V1Node[];
+  nodes: { list(): readonly V1Node[]; get(name: string): V1Node | undefined };
   /** The worker pod informer's cache (control pods carry the worker labels, so they are in it). */
-  pods: () => readonly V1Pod[];
+  pods: { list(): readonly V1Pod[]; get(name: string, namespace?: string): V1Pod | undefined };
   worker: { image: string; configHash: string; apiEndpoints?: () => readonly string[] };
   /** A control run ended (passed | failed | unavailable), for the metric. */
   observed?: (result: 'passed' | 'failed' | 'unavailable') => void;
@@ -100,9 +100,9 @@ export class ControlRuns {
   /** Control pods nobody waits for (a previous leader's, or this one's after a failed delete). */
   async sweep(): Promise<void> {
     const current = new Set([...this.runs.values()].filter((r) => !r.verdict).map((r) => r.pod));
-    for (const pod of this.deps.pods()) {
+    for (const pod of this.deps.pods.list()) {
       const name = pod.metadata?.name ?? '';
-      if (label(pod, CONTROL_LABEL) === undefined || current.has(name) || pod.metadata?.deletionTimestamp) continue;
+      if (!isControlPod(pod) || current.has(name) || pod.metadata?.deletionTimestamp) continue;
       await this.delete(name);
     }
   }
@@ -137,15 +137,14 @@ export class ControlRuns {
   private async poll(run: Run): Promise<ControlVerdict> {
     const { clock, config, kube } = this.deps;
     const now = clock.now();
-    let pod: V1Pod | undefined = this.deps.pods().find((p) => p.metadata?.name === run.pod);
+    let pod: V1Pod | undefined = this.deps.pods.get(run.pod, config.worker.namespace);
     if (!pod && now - run.startedAt >= CACHE_GRACE_MS) {
       const live = await kube.getPod(config.worker.namespace, run.pod);
       if (!live) return this.end(run, { kind: 'unavailable', why: `the control pod ${run.pod} is gone` });
       pod = stripObject(live);
     }
     if (!pod) return { kind: 'pending', node: run.node };
-    const node = this.deps.nodes().find((n) => nodeName(n) === run.node);
-    const progress = evaluateWorkerPod(pod, now, config.worker, node?.spec?.taints ?? []);
+    const progress = evaluateWorkerPod(pod, now, config.worker, this.deps.nodes.get(run.node)?.spec?.taints ?? []);
     if (!progress.done) return { kind: 'pending', node: run.node };
     const { result } = progress;
     if (result.outcome !== Outcome.Passed && result.outcome !== Outcome.ChecksFailed) {
@@ -181,8 +180,8 @@ export class ControlRuns {
   /** The most recently verified node the worker can run on now, in the failing node's zone if there is one. */
   private pick(failing: V1Node): V1Node | undefined {
     const { config } = this.deps;
-    const eligible = this.deps
-      .nodes()
+    const eligible = this.deps.nodes
+      .list()
       // A cordoned node carries node.kubernetes.io/unschedulable, which launchBlockers names.
       .filter((n) => isVerified(n, config) && !n.metadata?.deletionTimestamp && unsupportedOS(n) === undefined && launchBlockers(n, config).length === 0);
     const zone = label(failing, ZONE_LABEL);
@@ -193,7 +192,7 @@ export class ControlRuns {
 }
 
 /** `knr-control-<checks>-<hash>`: one name per run (the checks, the node and the start). */
-export function controlPodName(key: string, node: string, at: number): string {
+function controlPodName(key: string, node: string, at: number): string {
   return `knr-control-${key.replace(/[^a-z0-9]/g, '-').slice(0, 30)}-${shortHash(`${key}/${node}/${at}`, 10)}`;
 }
 
