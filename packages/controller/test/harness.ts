@@ -51,7 +51,7 @@ export interface TestController {
   metrics(): Promise<string>;
   /**
    * Prometheus text of every instance this controller ran, oldest first: the harness starts it
-   * again when it loses its leadership (as its Deployment would; seen on a loaded machine), and
+   * again when it loses its leadership (as its Deployment would), which a loaded machine can cause, and
    * a counter of the whole run is the sum over them.
    */
   metricsOfEach(): Promise<string[]>;

@@ -389,9 +389,9 @@ describe('noteClusterWide', () => {
 });
 
 describe('nodeHistory', () => {
-  // Seen in a fresh-clone make test: a chart installation beside the harness tests took over their
-  // dead-DNS nodes' failing streaks (the annotation keys are every installation's), and its one
-  // failing node looked like one of four failing alike.
+  // The state annotations' keys are the same for every installation: a node's history is ours only
+  // where its progress is (our condition type), or another installation's failing nodes would make
+  // ours look like one of many failing alike.
   it('reads only nodes whose progress is ours: another installation\'s failing streak is not taken over', () => {
     const config = testConfig();
     const failing = { since: NOW - MIN, at: NOW, checks: { dns: DNS } };
