@@ -8,6 +8,7 @@ usage: kube-node-ready <command> [options]
 commands:
   controller   watch nodes, run a worker pod per unverified node, open or fail the node
   worker       run the checks (in a pod on the node under verification)
+  agent        DaemonSet mode: verify and open the node this pod runs on
   status       table of nodes with their verification state, and the controller's leader
   verify NODE  start a new verification of NODE
   version      print the version and commit (also --version)
@@ -20,6 +21,10 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     case 'controller': {
       const { runController } = await import('@kube-node-ready/controller');
       return runController(rest, env);
+    }
+    case 'agent': {
+      const { runAgent } = await import('@kube-node-ready/controller');
+      return runAgent(rest, env);
     }
     case 'worker': {
       const { runWorker } = await import('@kube-node-ready/worker');

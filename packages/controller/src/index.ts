@@ -14,3 +14,4 @@ export { workerPodName, nodeLabelValue } from './controllers/node/verification/n
 export { WORKER_POD_SELECTOR } from './controllers/node/verification/pod-spec.js';
 export { Reason as EventReason } from './events/reasons.js';
 export { MetricName } from './metrics/names.js';
+export { runAgent, AGENT_USAGE } from './agent/main.js';

@@ -164,7 +164,7 @@ function parseFlags(argv: readonly string[]): Flags {
 }
 
 /** An AbortSignal that fires on the first SIGTERM or SIGINT; a second one exits at once. */
-function processSignals(log: Logger): AbortSignal {
+export function processSignals(log: Logger): AbortSignal {
   const controller = new AbortController();
   const onSignal = (signal: NodeJS.Signals): void => {
     if (controller.signal.aborted) {

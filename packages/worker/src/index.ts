@@ -1,4 +1,4 @@
-export { runWorker, type WorkerIo } from './run.js';
+export { runWorker, runChecks, CHECKS, type WorkerIo } from './run.js';
 export {
   CHECK_NAMES,
   loadWorkerConfig,

@@ -285,11 +285,13 @@ function complete(
   return action;
 }
 
-function passedState(base: VerificationState, result: AttemptResult, now: number): VerificationState {
+/** The progress after a passed attempt (exported for the DaemonSet agent, which runs the same state machine on its own node). */
+export function passedState(base: VerificationState, result: AttemptResult, now: number): VerificationState {
   return { uid: base.uid, attempt: base.attempt, failures: 0, phase: Phase.Passed, lastOutcome: Outcome.Passed, lastMessage: result.message, verifiedAt: now };
 }
 
-function failedState(base: VerificationState, result: AttemptResult, now: number, config: ControllerConfig): VerificationState {
+/** The progress after a failed attempt: Backoff with its next attempt time, or Failed once retries are exhausted. */
+export function failedState(base: VerificationState, result: AttemptResult, now: number, config: ControllerConfig): VerificationState {
   const failures = base.failures + 1;
   const state: VerificationState = {
     uid: base.uid,
@@ -328,7 +330,7 @@ export function backoffDelay(failures: number, r: ControllerConfig['reconciliati
 }
 
 /** What a new attempt inherits: the failure count and failing streak within this verification, and verifiedAt. */
-function carried(state: VerificationState | undefined, uid: string): VerificationState {
+export function carried(state: VerificationState | undefined, uid: string): VerificationState {
   const sameVerification = state !== undefined && state.phase !== Phase.Passed;
   const out: VerificationState = {
     uid,

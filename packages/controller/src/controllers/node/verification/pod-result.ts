@@ -1,5 +1,5 @@
 import type { V1ContainerStateTerminated, V1Pod, V1Taint } from '@kubernetes/client-node';
-import { ExitCode, formatDuration } from '@kube-node-ready/core';
+import { encodeSummary, ExitCode, formatDuration } from '@kube-node-ready/core';
 import { WorkerContainer } from '../../../api/well-known.js';
 import type { WorkerConfig } from '../../../config/schema.js';
 import { toMillis } from '../../../kube/objects.js';
@@ -117,6 +117,16 @@ const EXIT_MEANING: Record<number, string> = {
   137: 'killed',
   143: 'terminated',
 };
+
+/**
+ * The verdict of a worker run inside this process (the DaemonSet agent runs the checks itself):
+ * judged exactly as a worker container that ended with this exit code and summary.
+ */
+export function inProcessVerdict(exitCode: number, summary: WorkerSummary, startedAt: number, finishedAt: number): AttemptResult {
+  const progress = fromTermination({ exitCode, message: encodeSummary(summary), startedAt: new Date(startedAt), finishedAt: new Date(finishedAt) });
+  if (!progress.done) throw new Error('a finished run judged as unfinished');
+  return progress.result;
+}
 
 function fromTermination(t: V1ContainerStateTerminated): PodProgress {
   const code = t.exitCode;
