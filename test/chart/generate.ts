@@ -158,6 +158,7 @@ function chartValuesSchema(): Record<string, Schema> {
     nameOverride: str({ pattern: OPTIONAL_NAME, maxLength: 63 }),
     fullnameOverride: str({ pattern: OPTIONAL_NAME, maxLength: 63 }),
     commonLabels: stringMap(),
+    deploymentMode: str({ enum: ['controller', 'daemonset'] }),
     image: strict({
       repository: str({ minLength: 1 }),
       tag: str(),
@@ -184,6 +185,23 @@ function chartValuesSchema(): Record<string, Schema> {
       revisionHistoryLimit: int(0),
       livenessProbe: kobj(),
       readinessProbe: kobj(),
+    }),
+    daemonset: strict({
+      serviceAccountName: str({ pattern: OPTIONAL_NAME }),
+      priorityClassName: str({ pattern: OPTIONAL_NAME }),
+      resources: kobj(),
+      tolerations: list(),
+      nodeSelector: stringMap(),
+      podAnnotations: stringMap(),
+      podLabels: stringMap(),
+      updateStrategy: kobj(),
+      terminationGracePeriodSeconds: int(0),
+    }),
+    podMonitor: strict({
+      enabled: bool(),
+      namespace: str({ pattern: OPTIONAL_NAME }),
+      labels: stringMap(),
+      interval: str({ pattern: PROM_DURATION }),
     }),
     serviceAccount: strict({
       controller: strict({ create: bool(), name: str({ pattern: OPTIONAL_NAME }), annotations: stringMap() }),

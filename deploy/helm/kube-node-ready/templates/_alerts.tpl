@@ -186,3 +186,51 @@ groups:
           runbook_url: {{ $runbook }}#kubenodereadycontrollerunhealthy
       {{- end }}
 {{- end }}
+
+{{/*
+DaemonSet mode (deploymentMode: daemonset): the alerts that make sense without a controller, on the
+agents' own metrics (packages/controller/src/agent/metrics.ts), scraped from each agent pod (the
+chart's PodMonitor). Same names and runbooks as in controller mode. There is no remediation, no
+cluster-wide fault detection and no leader: those alerts have nothing to watch.
+  node_check_status{node}                1: the node passed and was opened; 0: not (yet)
+  node_check_completion_timestamp{node}  when the verification ended, passed or failed for good; 0 while it goes on
+*/}}
+{{- define "kube-node-ready.agentAlertGroups" -}}
+{{- $rule := .Values.prometheusRule }}
+{{- $disabled := $rule.disabledAlerts }}
+{{- $runbook := $rule.runbookBaseUrl }}
+{{- $labels := $rule.alertLabels }}
+{{- $for := default dict $rule.alertFor }}
+{{- $condition := .Values.config.nodeManagement.condition.type }}
+groups:
+  - name: kube-node-ready-daemonset
+    rules:
+      {{- if not (has "KubeNodeReadyNodeVerificationFailed" $disabled) }}
+      - alert: KubeNodeReadyNodeVerificationFailed
+        expr: max by (node) ((node_check_status == 0) and (node_check_completion_timestamp > 0))
+        for: {{ dig "KubeNodeReadyNodeVerificationFailed" "1m" $for }}
+        labels:
+          severity: warning
+          {{- with $labels }}
+          {{- toYaml . | nindent 10 }}
+          {{- end }}
+        annotations:
+          summary: {{ `Node {{ $labels.node }} failed its network verification.` | quote }}
+          description: {{ printf "Node {{ $labels.node }} used up its verification attempts and still carries the verification taint, so no new workload is scheduled on it. kubectl describe node {{ $labels.node }} names the failed check (Events, condition %s); the node's kube-node-ready pod keeps its log." $condition | quote }}
+          runbook_url: {{ $runbook }}#kubenodereadynodeverificationfailed
+      {{- end }}
+      {{- if not (has "KubeNodeReadyNodeVerificationPending" $disabled) }}
+      - alert: KubeNodeReadyNodeVerificationPending
+        expr: max by (node) ((node_check_status == 0) and (node_check_completion_timestamp == 0))
+        for: {{ $rule.pendingFor }}
+        labels:
+          severity: warning
+          {{- with $labels }}
+          {{- toYaml . | nindent 10 }}
+          {{- end }}
+        annotations:
+          summary: {{ printf "Node {{ $labels.node }} has been waiting for its network verification for more than %s." $rule.pendingFor | quote }}
+          description: {{ printf "The kube-node-ready pod of node {{ $labels.node }} has neither opened nor failed it after %s: the node is not Ready, or its attempts keep failing and retrying. Capacity the autoscaler bought is not usable." $rule.pendingFor | quote }}
+          runbook_url: {{ $runbook }}#kubenodereadynodeverificationpending
+      {{- end }}
+{{- end }}

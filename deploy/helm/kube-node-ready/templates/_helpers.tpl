@@ -197,6 +197,9 @@ the result stays a valid name: the same as the controller's ledgerName() (remedi
 
 {{/* Checks that span several values (values.schema.json checks each value alone). */}}
 {{- define "kube-node-ready.validate" -}}
+{{- if and (include "kube-node-ready.daemonset" .) .Values.config.nodeManagement.deleteFailedNodes }}
+{{- fail "config.nodeManagement.deleteFailedNodes needs deploymentMode: controller: in DaemonSet mode a node's own pod decides about it, and no pod deletes nodes (a failed node keeps its taint; docs/installation.md#daemonset-mode)" }}
+{{- end }}
 {{- if and (not .Values.config.leaderElection.enabled) (gt (int .Values.controller.replicas) 1) }}
 {{- fail "controller.replicas must be 1 when config.leaderElection.enabled is false: without leader election two controllers would verify the same nodes" }}
 {{- end }}
@@ -206,4 +209,25 @@ the result stays a valid name: the same as the controller's ledgerName() (remedi
 {{- if and (include "kube-node-ready.healthSeparate" .) (eq (include "kube-node-ready.port" .Values.config.health.bindAddress) (include "kube-node-ready.metricsPort" .)) }}
 {{- fail "config.health.bindAddress must use another port than config.metrics.bindAddress (or be empty)" }}
 {{- end }}
+{{- end }}
+
+{{/* "true" in DaemonSet mode (deploymentMode: daemonset): no controller; a pod on each unverified node verifies and opens its own node. */}}
+{{- define "kube-node-ready.daemonset" -}}
+{{- if eq .Values.deploymentMode "daemonset" }}true{{ end }}
+{{- end }}
+
+{{- define "kube-node-ready.agentServiceAccountName" -}}
+{{- default (printf "%s-agent" (include "kube-node-ready.fullname" .)) .Values.daemonset.serviceAccountName }}
+{{- end }}
+
+{{/* Selector of the DaemonSet pods (immutable across upgrades, like the Deployment's). */}}
+{{- define "kube-node-ready.agentSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "kube-node-ready.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: agent
+{{- end }}
+
+{{- define "kube-node-ready.agentLabels" -}}
+{{ include "kube-node-ready.labels" . }}
+app.kubernetes.io/component: agent
 {{- end }}

@@ -1,0 +1,233 @@
+// DaemonSet mode against the sandbox: `helm install --set deploymentMode=daemonset`, the
+// DaemonSet controller of the real kube-controller-manager places a pod on each unverified node,
+// the pod (`kube-node-ready agent`) verifies its own node and opens it, and the DaemonSet controller
+// removes it. A node with broken DNS keeps its taint, with the condition and Events naming dns; a
+// pod deleted mid-verification is replaced and its successor continues the count; the admission
+// policy lets an agent's token write only its own node, and only our fields there. The reference
+// README's DaemonSet troubleshooting commands are run as written (with this release's names).
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { k8s } from '@kube-node-ready/sandbox';
+import { Annotation } from '../../packages/controller/src/api/well-known.js';
+import { addNode, core, createNamespace, deleteNode, sandbox, waitFor } from '../sandbox.js';
+import { CHART_DIR, helm, kubectl } from './helm.js';
+
+const JSON_PATCH = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch);
+
+let namespace = '';
+let release = '';
+let id = '';
+let dir = '';
+let placement: Record<string, string> = {};
+const nodes: string[] = [];
+
+const taint = () => ({ key: `ds-${id}.kube-node-ready.io/unverified`, value: 'true', effect: 'NoSchedule' as const });
+const verifiedLabel = () => ({ key: `ds-${id}.kube-node-ready.io/verified`, value: 'true' });
+const conditionType = () => `ds-${id}.kube-node-ready.io/NetworkVerified`;
+const MAX_RETRIES = 2;
+
+const helmKube = (args: string[]) => helm([...args, '--kubeconfig', sandbox().state.kubeconfig]);
+
+beforeAll(async () => {
+  namespace = await createNamespace('ds');
+  id = namespace.split('-').pop() as string;
+  release = `knr-${id}`;
+  placement = { [`ds-${id}.kube-node-ready.io/pool`]: 'true' };
+  const values = {
+    deploymentMode: 'daemonset',
+    image: { repository: 'kube-node-ready', tag: 'dev' },
+    // Only this file's nodes: the sandbox is shared with other tests.
+    daemonset: { nodeSelector: placement },
+    config: {
+      worker: { timeout: '20s' },
+      reconciliation: { initialBackoff: '1s', maxBackoff: '2s', maxRetries: MAX_RETRIES },
+      nodeManagement: { taints: [taint()], verifiedLabel: verifiedLabel(), condition: { type: conditionType() } },
+    },
+  };
+  dir = mkdtempSync(join(tmpdir(), 'knr-ds-'));
+  writeFileSync(join(dir, 'values.json'), JSON.stringify(values));
+  const install = await helmKube(['install', release, CHART_DIR, '--namespace', namespace, '--values', join(dir, 'values.json')]);
+  if (install.code !== 0) throw new Error(`helm install --set deploymentMode=daemonset: ${install.stderr}`);
+}, 120_000);
+
+afterAll(async () => {
+  await helmKube(['uninstall', release, '--namespace', namespace]);
+  await Promise.all(nodes.map((n) => deleteNode(n)));
+  await core().deleteNamespace({ name: namespace }).catch(() => undefined);
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+async function newNode(faults?: { dns?: string }): Promise<string> {
+  const name = await addNode({ prefix: `ds-${id}`, taints: [taint()], labels: placement, ...(faults ? { faults } : {}) });
+  nodes.push(name);
+  return name;
+}
+
+/** The release's pods on `node` (the DaemonSet's), with their phase: what a timed-out wait prints. */
+async function podsOn(node: string): Promise<k8s.V1Pod[]> {
+  const list = await core().listNamespacedPod({ namespace, fieldSelector: `spec.nodeName=${node}` });
+  return list.items.filter((p) => !p.metadata?.deletionTimestamp);
+}
+
+const describePods = async (node: string) => (await podsOn(node)).map((p) => `${p.metadata?.name} ${p.status?.phase} restarts=${p.status?.containerStatuses?.[0]?.restartCount ?? 0}`).join(', ') || '(no pod)';
+
+async function nodeEvents(node: string): Promise<k8s.CoreV1Event[]> {
+  const list = await core().listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.kind=Node,involvedObject.name=${node}` });
+  return list.items;
+}
+
+const condition = (n: k8s.V1Node) => n.status?.conditions?.find((c) => c.type === conditionType());
+const annotations = (n: k8s.V1Node) => n.metadata?.annotations ?? {};
+
+/** Waits for `fn`; on timeout the error says what the node and its pods looked like. */
+async function waitOnNode<T>(node: string, fn: (n: k8s.V1Node) => T | undefined | false, what: string, timeoutMs: number): Promise<T> {
+  let last: k8s.V1Node | undefined;
+  try {
+    return await waitFor(async () => fn((last = await core().readNode({ name: node }))), what, timeoutMs, 500);
+  } catch (err) {
+    const seen = last ? `taints=${JSON.stringify(last.spec?.taints ?? [])} annotations=${JSON.stringify(annotations(last))} condition=${JSON.stringify(condition(last))}` : '(node not read)';
+    throw new Error(`${(err as Error).message}\nnode ${node}: ${seen}\npods: ${await describePods(node)}`, { cause: err });
+  }
+}
+
+const isFailed = (n: k8s.V1Node) => annotations(n)[Annotation.Phase] === 'Failed';
+
+describe('deploymentMode=daemonset', () => {
+  it('opens a healthy tainted node, and the DaemonSet pod leaves it', async () => {
+    const node = await newNode();
+    const opened = await waitOnNode(node, (n) => n.metadata?.labels?.[verifiedLabel().key] === 'true' && n, 'the node to be verified by its own DaemonSet pod', 120_000);
+    expect((opened.spec?.taints ?? []).map((t) => t.key)).not.toContain(taint().key);
+    expect(condition(opened)).toMatchObject({ status: 'True', reason: 'Passed' });
+    expect(annotations(opened)[Annotation.Phase]).toBe('Passed');
+    const events = await nodeEvents(node);
+    expect(events.map((e) => e.reason)).toEqual(expect.arrayContaining(['VerificationStarted', 'VerificationPassed']));
+    expect(events.find((e) => e.reason === 'VerificationStarted')?.message).toContain('runs the checks on its own node');
+    await waitFor(async () => (await podsOn(node)).length === 0, `the DaemonSet controller to remove the pod from ${node} (pods: ${await describePods(node)})`, 60_000, 500);
+  }, 240_000);
+
+  it('a node with broken DNS keeps its taint; the condition and Events name dns; its pod stays for kubectl logs', async () => {
+    const node = await newNode({ dns: 'dead' });
+    const failed = await waitOnNode(node, (n) => isFailed(n) && n, 'the node to fail verification', 240_000);
+    expect((failed.spec?.taints ?? []).map((t) => t.key)).toContain(taint().key);
+    expect(failed.metadata?.labels?.[verifiedLabel().key]).toBeUndefined();
+    expect(annotations(failed)[Annotation.Failures]).toBe(String(MAX_RETRIES + 1));
+    const c = await waitOnNode(node, (n) => condition(n)?.reason === 'RetriesExhausted' && condition(n), 'the condition to say RetriesExhausted', 30_000);
+    expect(c.status).toBe('False');
+    expect(c.message).toContain('dns');
+    const events = await nodeEvents(node);
+    expect(events.find((e) => e.reason === 'VerificationChecksFailed')?.message).toMatch(/attempt \d of 3 failed: checks? failed: dns/);
+    expect(events.find((e) => e.reason === 'VerificationFailed')?.message).toContain('dns');
+    const pods = await podsOn(node);
+    expect(pods.map((p) => p.status?.phase)).toEqual(['Running']);
+    // Its metrics (the reference's per-node names), through the API server's pod proxy.
+    const metrics = await kubectl(['get', '--raw', `/api/v1/namespaces/${namespace}/pods/${pods[0]!.metadata!.name!}:8080/proxy/metrics`]);
+    expect(metrics.code, metrics.stderr).toBe(0);
+    expect(metrics.stdout).toContain(`node_check_status{node="${node}"} 0`);
+    expect(metrics.stdout).toContain(`node_check_failures_total{node="${node}",check="dns"} ${MAX_RETRIES + 1}`);
+    expect(metrics.stdout).toMatch(new RegExp(`node_check_dns_duration_seconds\\{node="${node}"\\} \\d`));
+    expect(metrics.stdout).toMatch(new RegExp(`node_check_completion_timestamp\\{node="${node}"\\} [1-9]\\d+`));
+    // The reference README's commands (its names replaced by this release's).
+    const logs = await kubectl(['logs', '-n', namespace, '-l', 'app.kubernetes.io/name=kube-node-ready', '--tail=-1', '--prefix']);
+    expect(logs.code, logs.stderr).toBe(0);
+    expect(logs.stdout).toContain('verification failed; the taint stays');
+    const describe = await kubectl(['describe', 'node', node]);
+    expect(describe.stdout.split('\n').find((l) => l.startsWith('Taints:'))).toContain(taint().key);
+    const columns = await kubectl(['get', 'nodes', node, '-L', verifiedLabel().key]);
+    expect(columns.stdout.split('\n')[0]).toContain('VERIFIED');
+    const ds = await kubectl(['get', 'ds', '-n', namespace, `${release}-kube-node-ready`, '-o', 'yaml']);
+    expect(ds.code, ds.stderr).toBe(0);
+    expect(ds.stdout).toMatch(/affinity:\n\s+nodeAffinity:/);
+  }, 360_000);
+
+  it('a pod deleted mid-verification is replaced, and its successor continues the count', async () => {
+    const node = await newNode({ dns: 'dead' });
+    const first = await waitOnNode(node, (n) => Number(annotations(n)[Annotation.Failures] ?? 0) >= 1 && n, 'the first failed attempt', 120_000);
+    const [pod] = await podsOn(node);
+    expect(pod, await describePods(node)).toBeDefined();
+    await core().deleteNamespacedPod({ name: pod!.metadata!.name!, namespace, gracePeriodSeconds: 0 });
+    const failed = await waitOnNode(node, (n) => isFailed(n) && n, 'the node to fail verification after the pod was replaced', 240_000);
+    // MAX_RETRIES + 1 failed attempts in all, over both pods: the new pod went on from the first
+    // one's count (from 0 it would have failed MAX_RETRIES + 1 more times itself).
+    expect(annotations(failed)[Annotation.Failures]).toBe(String(MAX_RETRIES + 1));
+    const failedAttempts = (await nodeEvents(node)).filter((e) => e.reason === 'VerificationChecksFailed').reduce((n, e) => n + (e.count ?? 1), 0);
+    expect(failedAttempts).toBe(MAX_RETRIES + 1);
+    expect(Number(annotations(failed)[Annotation.Attempt])).toBeGreaterThanOrEqual(Number(annotations(first)[Annotation.Attempt]) + MAX_RETRIES);
+    const [successor] = await podsOn(node);
+    expect(successor?.metadata?.uid).toBeDefined();
+    expect(successor?.metadata?.uid).not.toBe(pod!.metadata!.uid);
+  }, 420_000);
+});
+
+describe('the admission policy: an agent writes only its own node, and only our fields', () => {
+  let mine = '';
+  let other = '';
+  let asAgent: k8s.CoreV1Api;
+  let unbound: k8s.CoreV1Api;
+
+  /** "allowed", or the API server's message. */
+  async function outcome(request: Promise<unknown>): Promise<string> {
+    try {
+      await request;
+      return 'allowed';
+    } catch (err) {
+      const body = (err as { body?: unknown }).body;
+      return typeof body === 'string' ? ((JSON.parse(body) as { message?: string }).message ?? body) : String(err);
+    }
+  }
+
+  function apiWithToken(token: string): k8s.CoreV1Api {
+    const cluster = sandbox().kc.getCurrentCluster();
+    if (!cluster) throw new Error('the sandbox kubeconfig has no cluster');
+    const kc = new k8s.KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'sandbox', server: cluster.server, ...(cluster.caData ? { caData: cluster.caData } : {}), ...(cluster.caFile ? { caFile: cluster.caFile } : {}) }],
+      users: [{ name: 'agent', token }],
+      contexts: [{ name: 'agent', cluster: 'sandbox', user: 'agent' }],
+      currentContext: 'agent',
+    });
+    return kc.makeApiClient(k8s.CoreV1Api);
+  }
+
+  beforeAll(async () => {
+    // Two broken nodes: they stay tainted, and each keeps its agent pod.
+    mine = await newNode({ dns: 'dead' });
+    other = await newNode({ dns: 'dead' });
+    const pod = await waitFor(async () => (await podsOn(mine)).find((p) => p.status?.phase === 'Running'), `the agent pod on ${mine} to run`, 120_000, 500);
+    // A token bound to that pod, as its kubelet gets one: the API server puts the pod's node in it.
+    const sa = pod.spec?.serviceAccountName ?? '';
+    const bound = await core().createNamespacedServiceAccountToken({
+      name: sa,
+      namespace,
+      body: { spec: { audiences: [], expirationSeconds: 600, boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: pod.metadata!.name!, uid: pod.metadata!.uid! } } },
+    });
+    asAgent = apiWithToken(bound.status?.token ?? '');
+    const plain = await core().createNamespacedServiceAccountToken({ name: sa, namespace, body: { spec: { audiences: [], expirationSeconds: 600 } } });
+    unbound = apiWithToken(plain.status?.token ?? '');
+  }, 180_000);
+
+  const annotate = (value: string) => [{ op: 'add', path: `/metadata/annotations/${Annotation.LastMessage.replace('/', '~1')}`, value }];
+  const patch = (api: k8s.CoreV1Api, node: string, ops: object[]) => outcome(api.patchNode({ name: node, body: ops, dryRun: 'All' }, JSON_PATCH));
+
+  it('its own node: our annotation is admitted, another label is refused', async () => {
+    expect(await patch(asAgent, mine, annotate('x'))).toBe('allowed');
+    const foreign = await patch(asAgent, mine, [{ op: 'add', path: '/metadata/labels/example.com~1other', value: 'x' }]);
+    expect(foreign).toContain(`${release}-kube-node-ready-agent-node-writes`);
+    expect(foreign).toContain('metadata.labels');
+  });
+
+  it('another node is refused, even for our own fields', async () => {
+    const message = await patch(asAgent, other, annotate('x'));
+    expect(message).toContain('denied request');
+    expect(message).toContain('only the node its own pod runs on');
+  });
+
+  it('a token not bound to a pod names no node, and is refused', async () => {
+    expect(await patch(unbound, mine, annotate('x'))).toContain('only the node its own pod runs on');
+  });
+
+  it('other users are not affected', async () => {
+    expect(await outcome(core().patchNode({ name: other, body: [{ op: 'add', path: '/metadata/labels/example.com~1other', value: 'x' }], dryRun: 'All' }, JSON_PATCH))).toBe('allowed');
+  });
+});
