@@ -372,6 +372,22 @@ describe('RBAC', () => {
     expect(findAll(custom, 'ClusterRole').map((r) => r.metadata.name)).toEqual(['kube-node-ready-controller']);
   });
 
+  it('DaemonSet mode: exactly the agent permissions (its own nodes, their condition, Events; the worker\'s reads), nothing of the controller', async () => {
+    expect(permissions(await template({ deploymentMode: 'daemonset' }))).toEqual(
+      [
+        'ClusterRole/kube-node-ready-agent core/nodes get',
+        'ClusterRole/kube-node-ready-agent core/nodes patch',
+        'ClusterRole/kube-node-ready-agent core/nodes/status patch',
+        'ClusterRole/kube-node-ready-agent core/events create',
+        'ClusterRole/kube-node-ready-agent core/events patch',
+        'Role/default/kube-node-ready-worker core/services get',
+        'Role/default/kube-node-ready-worker discovery.k8s.io/endpointslices list',
+        'Role/kube-system/kube-node-ready-worker core/services get',
+        'Role/kube-system/kube-node-ready-worker discovery.k8s.io/endpointslices list',
+      ].sort(),
+    );
+  });
+
   it('rbac.create=false renders no roles or bindings', async () => {
     const objects = await template({ rbac: { create: false } });
     expect(objects.filter((o) => /Role/.test(o.kind))).toEqual([]);

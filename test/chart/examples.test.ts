@@ -1,13 +1,15 @@
 // The files in examples/ are valid for what reads them: the controller's loadConfig, the real
 // Karpenter NodePool CRD, the Node Readiness Controller's API, and they name our real defaults.
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { configJsonSchema, type JsonSchemaNode } from '../../packages/controller/src/config/json-schema.js';
 import { loadConfig, parseConfig } from '../../packages/controller/src/config/load.js';
 import { CRD_SOURCES, loadCrd, servedSchema, validateAgainstSchema, type OpenApiSchema } from './crds.js';
-import { REPO_ROOT } from './helm.js';
+import { loadWorkerConfig } from '../../packages/worker/src/config.js';
+import { find, REPO_ROOT, template, type KubeObject } from './helm.js';
 
 const example = (name: string) => join(REPO_ROOT, 'examples', name);
 const readYaml = <T>(name: string) => parseYaml(readFileSync(example(name), 'utf8')) as T;
@@ -146,5 +148,23 @@ describe('examples/cluster-autoscaler.md', () => {
     const key = /--register-with-taints=(startup-taint\.cluster-autoscaler\.kubernetes\.io\/[^=]+)=/.exec(text)?.[1];
     expect(key).toBeDefined();
     expect(parseConfig({ nodeManagement: { taints: [{ key, value: 'true', effect: 'NoSchedule' }] } }).nodeManagement.taints[0]?.key).toBe(key);
+  });
+});
+
+describe('examples/values-daemonset.yaml', () => {
+  it('renders a DaemonSet release whose configuration the agent accepts (controller settings and worker checks)', async () => {
+    const objects = await template(readYaml<Record<string, unknown>>('values-daemonset.yaml'));
+    expect(objects.map((o) => o.kind)).toEqual(expect.arrayContaining(['DaemonSet', 'PodMonitor', 'PrometheusRule']));
+    expect(objects.map((o) => o.kind)).not.toContain('Deployment');
+    const config = (find(objects, 'ConfigMap', 'kube-node-ready-config') as KubeObject & { data: Record<string, string> }).data['config.yaml'] ?? '';
+    const dir = mkdtempSync(join(tmpdir(), 'knr-example-'));
+    try {
+      writeFileSync(join(dir, 'config.yaml'), config);
+      expect(loadConfig(join(dir, 'config.yaml')).reconciliation.maxRetries).toBe(3);
+      const checks = loadWorkerConfig(['--config', join(dir, 'config.yaml')], {});
+      expect(checks.kind === 'run' && checks.config.enabled).toEqual(['dns', 'api', 'tcp', 'service']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -138,7 +138,7 @@ export function renderStatus(report: StatusReport): string {
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd();
   const leader = report.leader
     ? `leader: ${report.leader.identity}${report.leader.renewedSecondsAgo !== undefined ? ` (renewed ${report.leader.renewedSecondsAgo}s ago)` : ''}`
-    : 'leader: none (is the controller running?)';
+    : 'leader: none (is the controller running? In DaemonSet mode there is none)';
   return [leader, line(header), ...rows.map(line)].join('\n');
 }
 
