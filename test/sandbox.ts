@@ -179,3 +179,21 @@ export async function pendingWorkloadFor(pool: string, namespace: string, dedica
       },
     });
 }
+
+/** "allowed", or the API server's message for the refusal. */
+export async function outcome(request: Promise<unknown>): Promise<string> {
+  try {
+    await request;
+    return 'allowed';
+  } catch (err) {
+    const body = (err as { body?: unknown }).body;
+    if (typeof body === 'string') {
+      try {
+        return (JSON.parse(body) as { message?: string }).message ?? body;
+      } catch {
+        return body;
+      }
+    }
+    return String(err);
+  }
+}

@@ -12,7 +12,7 @@ import type { ControllerConfig } from '../../packages/controller/src/config/sche
 import { conditionPatch, nodePatch, type JsonPatchOp } from '../../packages/controller/src/controllers/node/verification/node-patch.js';
 import { buildWorkerPod, workerImage } from '../../packages/controller/src/controllers/node/verification/pod-spec.js';
 import { Phase } from '../../packages/controller/src/controllers/node/verification/types.js';
-import { addNode, core, createNamespace, deleteNode, pendingWorkloadFor, sandbox, serviceAccountKubeConfig, waitFor } from '../sandbox.js';
+import { addNode, core, createNamespace, deleteNode, outcome, pendingWorkloadFor, sandbox, serviceAccountKubeConfig, waitFor } from '../sandbox.js';
 import { find, kubectl, template, type KubeObject } from './helm.js';
 
 const KINDS = new Set(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']);
@@ -36,24 +36,6 @@ const taint = () => ({ key: `vap-${id}.kube-node-ready.io/unverified`, value: 't
 const otherTaint = () => ({ key: `vap-${id}.example.com/other`, value: 'true', effect: 'NoSchedule' as const });
 const verifiedLabel = () => ({ key: `vap-${id}.kube-node-ready.io/verified`, value: 'true' });
 const conditionType = () => `vap-${id}.kube-node-ready.io/NetworkVerified`;
-
-/** "allowed", or the API server's message for the refusal. */
-async function outcome(request: Promise<unknown>): Promise<string> {
-  try {
-    await request;
-    return 'allowed';
-  } catch (err) {
-    const body = (err as { body?: unknown }).body;
-    if (typeof body === 'string') {
-      try {
-        return (JSON.parse(body) as { message?: string }).message ?? body;
-      } catch {
-        return body;
-      }
-    }
-    return String(err);
-  }
-}
 
 beforeAll(async () => {
   namespace = await createNamespace('vap');

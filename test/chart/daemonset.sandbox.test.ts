@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { k8s } from '@kube-node-ready/sandbox';
 import { Annotation } from '../../packages/controller/src/api/well-known.js';
-import { addNode, core, createNamespace, deleteNode, sandbox, waitFor } from '../sandbox.js';
+import { addNode, core, createNamespace, deleteNode, outcome, sandbox, waitFor } from '../sandbox.js';
 import { CHART_DIR, helm, kubectl } from './helm.js';
 
 const JSON_PATCH = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch);
@@ -178,17 +178,6 @@ describe('the admission policy: an agent writes only its own node, and only our 
   let other = '';
   let asAgent: k8s.CoreV1Api;
   let unbound: k8s.CoreV1Api;
-
-  /** "allowed", or the API server's message. */
-  async function outcome(request: Promise<unknown>): Promise<string> {
-    try {
-      await request;
-      return 'allowed';
-    } catch (err) {
-      const body = (err as { body?: unknown }).body;
-      return typeof body === 'string' ? ((JSON.parse(body) as { message?: string }).message ?? body) : String(err);
-    }
-  }
 
   function apiWithToken(token: string): k8s.CoreV1Api {
     const cluster = sandbox().kc.getCurrentCluster();

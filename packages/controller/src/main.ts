@@ -113,37 +113,41 @@ export async function runController(argv: readonly string[], env: Readonly<Recor
   }
 }
 
-interface Flags {
+export interface Flags {
   config?: string;
   kubeconfig?: string;
   help: boolean;
   overrides: ConfigOverrides;
 }
 
-function parseFlags(argv: readonly string[]): Flags {
+/**
+ * The command line of `kube-node-ready controller`, and of `kube-node-ready agent` (DaemonSet mode),
+ * which takes the same flags except those of leader election and a separate health address.
+ */
+export function parseFlags(argv: readonly string[], command: 'controller' | 'agent' = 'controller'): Flags {
+  const options = {
+    config: { type: 'string' },
+    kubeconfig: { type: 'string' },
+    'dry-run': { type: 'boolean' },
+    'log-level': { type: 'string' },
+    'log-format': { type: 'string' },
+    'metrics-bind-address': { type: 'string' },
+    'health-bind-address': { type: 'string' },
+    'leader-elect': { type: 'boolean' },
+    help: { type: 'boolean', short: 'h' },
+  } as const;
   let parsed;
   try {
-    parsed = parseArgs({
-      args: [...argv],
-      allowPositionals: false,
-      allowNegative: true,
-      strict: true,
-      options: {
-        config: { type: 'string' },
-        kubeconfig: { type: 'string' },
-        'dry-run': { type: 'boolean' },
-        'log-level': { type: 'string' },
-        'log-format': { type: 'string' },
-        'metrics-bind-address': { type: 'string' },
-        'health-bind-address': { type: 'string' },
-        'leader-elect': { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    });
+    parsed = parseArgs({ args: [...argv], allowPositionals: false, allowNegative: true, strict: true, options });
   } catch (err) {
     throw new ConfigError(`${errorMessage(err)} (see --help)`);
   }
   const v = parsed.values;
+  if (command === 'agent') {
+    for (const flag of ['health-bind-address', 'leader-elect'] as const) {
+      if (v[flag] !== undefined) throw new ConfigError(`--${flag} is a controller flag: the agent has no leader election and serves /healthz on its metrics address (see --help)`);
+    }
+  }
   const overrides: ConfigOverrides = {};
   if (v['dry-run'] !== undefined) overrides.dryRun = v['dry-run'];
   if (v['log-level'] !== undefined || v['log-format'] !== undefined) {

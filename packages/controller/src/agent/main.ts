@@ -1,8 +1,7 @@
-import { parseArgs } from 'node:util';
 import { COMMIT, ConfigError, createLogger, errorMessage, ExitCode, formatDuration, VERSION, type WorkerSummary } from '@kube-node-ready/core';
 import { CHECKS, loadWorkerConfig, runChecks, type WorkerConfig } from '@kube-node-ready/worker';
 import { realClock, withDeadline } from '../clock.js';
-import { loadConfig, type ConfigOverrides } from '../config/load.js';
+import { loadConfig } from '../config/load.js';
 import type { ControllerConfig } from '../config/schema.js';
 import { inProcessVerdict } from '../controllers/node/verification/pod-result.js';
 import { AnnotationProgressStore, MemoryProgressStore } from '../controllers/node/verification/store.js';
@@ -10,7 +9,7 @@ import { KubeEventRecorder } from '../events/recorder.js';
 import { buildServer, parseBindAddress } from '../http/server.js';
 import { KubeClient, loadKubeConfig } from '../kube/client.js';
 import { messageOf } from '../kube/errors.js';
-import { processSignals, type RunIO } from '../main.js';
+import { parseFlags, processSignals, type Flags, type RunIO } from '../main.js';
 import { NodeAgent } from './agent.js';
 import { AgentMetrics } from './metrics.js';
 
@@ -38,12 +37,12 @@ export async function runAgent(argv: readonly string[], env: NodeJS.ProcessEnv, 
   const stderr = io.stderr ?? ((line: string) => void process.stderr.write(`${line}\n`));
   const stdout = io.stdout ?? ((line: string) => void process.stdout.write(`${line}\n`));
 
-  let flags: ReturnType<typeof parseAgentFlags>;
+  let flags: Flags;
   let config: Readonly<ControllerConfig>;
   let nodeName: string;
   let workerConfig: WorkerConfig;
   try {
-    flags = parseAgentFlags(argv);
+    flags = parseFlags(argv, 'agent');
     if (flags.help) {
       stdout(AGENT_USAGE);
       return ExitCode.OK;
@@ -117,42 +116,4 @@ export async function runAgent(argv: readonly string[], env: NodeJS.ProcessEnv, 
   } finally {
     await server.close();
   }
-}
-
-function parseAgentFlags(argv: readonly string[]): { config?: string; kubeconfig?: string; help: boolean; overrides: ConfigOverrides } {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: [...argv],
-      allowPositionals: false,
-      strict: true,
-      options: {
-        config: { type: 'string' },
-        kubeconfig: { type: 'string' },
-        'dry-run': { type: 'boolean' },
-        'log-level': { type: 'string' },
-        'log-format': { type: 'string' },
-        'metrics-bind-address': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    });
-  } catch (err) {
-    throw new ConfigError(`${errorMessage(err)} (see --help)`);
-  }
-  const v = parsed.values;
-  const overrides: ConfigOverrides = {};
-  if (v['dry-run'] !== undefined) overrides.dryRun = v['dry-run'];
-  if (v['log-level'] !== undefined || v['log-format'] !== undefined) {
-    overrides.logging = {
-      ...(v['log-level'] !== undefined ? { level: v['log-level'] as never } : {}),
-      ...(v['log-format'] !== undefined ? { format: v['log-format'] as never } : {}),
-    };
-  }
-  if (v['metrics-bind-address'] !== undefined) overrides.metrics = { bindAddress: v['metrics-bind-address'] };
-  return {
-    ...(v.config !== undefined ? { config: v.config } : {}),
-    ...(v.kubeconfig !== undefined ? { kubeconfig: v.kubeconfig } : {}),
-    help: v.help ?? false,
-    overrides,
-  };
 }
