@@ -91,12 +91,12 @@ describe('deploymentMode', () => {
 });
 
 describe('DaemonSet-mode alerts (promtool test rules)', () => {
-  it('fire on the agents\' metrics: a failed node at once, a node still going after pendingFor', async () => {
-    const rule = find(await template({ ...DS, prometheusRule: { enabled: true, pendingFor: '10m' } }), 'PrometheusRule') as KubeObject & {
+  it('fire on the agents\' metrics: a failed node at once, a node still going after pendingFor, a tainted node without a reporting pod after untrackedFor', async () => {
+    const rule = find(await template({ ...DS, prometheusRule: { enabled: true, pendingFor: '10m', untrackedFor: '10m' } }), 'PrometheusRule') as KubeObject & {
       spec: { groups: Array<{ rules: Array<{ alert: string; annotations: Record<string, string> }> }> };
     };
     const rules = rule.spec.groups.flatMap((g) => g.rules);
-    expect(rules.map((r) => r.alert)).toEqual(['KubeNodeReadyNodeVerificationFailed', 'KubeNodeReadyNodeVerificationPending']);
+    expect(rules.map((r) => r.alert)).toEqual(['KubeNodeReadyNodeVerificationFailed', 'KubeNodeReadyNodeVerificationPending', 'KubeNodeReadyTaintedNodeNotTracked']);
     /** The alert as promtool expects it: labels, and the annotations with the node filled in. */
     const expected = (alert: string, node: string) => ({
       exp_labels: { severity: 'warning', node },
@@ -122,11 +122,17 @@ describe('DaemonSet-mode alerts (promtool test rules)', () => {
               // still going after 10m
               { series: `node_check_status{${pod('c')},node="c"}`, values: '0x20' },
               { series: `node_check_completion_timestamp{${pod('c')},node="c"}`, values: '0x20' },
+              // kube-state-metrics: c and d are tainted; d's pod never started (no node_check_* series)
+              { series: 'kube_node_spec_taint{job="kube-state-metrics",node="c",key="node-ready/unverified",value="true",effect="NoSchedule"}', values: '1x20' },
+              { series: 'kube_node_spec_taint{job="kube-state-metrics",node="d",key="node-ready/unverified",value="true",effect="NoSchedule"}', values: '1x20' },
+              { series: 'kube_node_spec_taint{job="kube-state-metrics",node="e",key="example.com/other",value="true",effect="NoSchedule"}', values: '1x20' },
             ],
             alert_rule_test: [
               { eval_time: '5m', alertname: 'KubeNodeReadyNodeVerificationFailed', exp_alerts: [expected('KubeNodeReadyNodeVerificationFailed', 'a')] },
               { eval_time: '5m', alertname: 'KubeNodeReadyNodeVerificationPending', exp_alerts: [] },
               { eval_time: '15m', alertname: 'KubeNodeReadyNodeVerificationPending', exp_alerts: [expected('KubeNodeReadyNodeVerificationPending', 'c')] },
+              { eval_time: '5m', alertname: 'KubeNodeReadyTaintedNodeNotTracked', exp_alerts: [] },
+              { eval_time: '15m', alertname: 'KubeNodeReadyTaintedNodeNotTracked', exp_alerts: [expected('KubeNodeReadyTaintedNodeNotTracked', 'd')] },
             ],
           },
         ],

@@ -190,13 +190,19 @@ groups:
 {{/*
 DaemonSet mode (deploymentMode: daemonset): the alerts that make sense without a controller, on the
 agents' own metrics (packages/controller/src/agent/metrics.ts), scraped from each agent pod (the
-chart's PodMonitor). Same names and runbooks as in controller mode. There is no remediation, no
-cluster-wide fault detection and no leader: those alerts have nothing to watch.
+chart's PodMonitor), and kube-state-metrics' taints for a node whose pod never reports (a CNI that
+never comes up keeps the pod from starting). Same names and runbooks as in controller mode. There
+is no remediation, no cluster-wide fault detection and no leader: those alerts have nothing to watch.
   node_check_status{node}                1: the node passed and was opened; 0: not (yet)
   node_check_completion_timestamp{node}  when the verification ended, passed or failed for good; 0 while it goes on
+  kube_node_spec_taint{node,key,value,effect}  kube-state-metrics: the taints of each node
 */}}
 {{- define "kube-node-ready.agentAlertGroups" -}}
 {{- $rule := .Values.prometheusRule }}
+{{- $taintKeys := list }}
+{{- range .Values.config.nodeManagement.taints }}
+{{- $taintKeys = append $taintKeys .key }}
+{{- end }}
 {{- $disabled := $rule.disabledAlerts }}
 {{- $runbook := $rule.runbookBaseUrl }}
 {{- $labels := $rule.alertLabels }}
@@ -232,5 +238,21 @@ groups:
           summary: {{ printf "Node {{ $labels.node }} has been waiting for its network verification for more than %s." $rule.pendingFor | quote }}
           description: {{ printf "The kube-node-ready pod of node {{ $labels.node }} has neither opened nor failed it after %s: the node is not Ready, or its attempts keep failing and retrying. Capacity the autoscaler bought is not usable." $rule.pendingFor | quote }}
           runbook_url: {{ $runbook }}#kubenodereadynodeverificationpending
+      {{- end }}
+      {{- if not (has "KubeNodeReadyTaintedNodeNotTracked" $disabled) }}
+      - alert: KubeNodeReadyTaintedNodeNotTracked
+        expr: |-
+          max by (node) (kube_node_spec_taint{key=~{{ join "|" $taintKeys | quote }}})
+          unless on (node) max by (node) (node_check_status)
+        for: {{ $rule.untrackedFor }}
+        labels:
+          severity: warning
+          {{- with $labels }}
+          {{- toYaml . | nindent 10 }}
+          {{- end }}
+        annotations:
+          summary: {{ `Node {{ $labels.node }} carries a verification taint and no kube-node-ready pod reports on it.` | quote }}
+          description: {{ printf "Node {{ $labels.node }} has had a verification taint (%s) for more than %s and no kube-node-ready pod reports metrics for it: its pod has not started (a CNI that never became ready, a taint the pods do not tolerate, an image that cannot be pulled) or is not scraped (podMonitor.enabled). The node stays closed to workloads until someone acts." (join ", " $taintKeys) $rule.untrackedFor | quote }}
+          runbook_url: {{ $runbook }}#kubenodereadytaintednodenottracked
       {{- end }}
 {{- end }}
