@@ -132,24 +132,22 @@ export class NodeAgent {
     if (signal.aborted) return; // stopping: the next pod runs the attempt again, not counted
 
     // 3. Karpenter re-adds the taint until it has registered the node: wait for it before opening.
-    let node_ = await this.latest(started);
-    if (result.outcome === Outcome.Passed && !karpenterRegistered(node_)) {
-      const event = awaitingRegistrationEvent();
-      this.emit(event);
-      while (!karpenterRegistered(node_) && !signal.aborted) {
+    let current = await this.latest(started);
+    if (result.outcome === Outcome.Passed && !karpenterRegistered(current)) {
+      this.emit(awaitingRegistrationEvent());
+      while (!karpenterRegistered(current) && !signal.aborted) {
         await clock.sleep(WAIT_POLL_MS, signal);
-        node_ = await this.latest(node_);
+        current = await this.latest(current);
       }
       if (signal.aborted) return;
     }
 
     // 4. One guarded write: the outcome, and for a pass the taint removal and the label.
     const now = clock.now();
-    const base: VerificationState = { ...step.state };
-    const state = result.outcome === Outcome.Passed ? passedState(base, result, now) : failedState(base, result, now, config);
+    const state = result.outcome === Outcome.Passed ? passedState(step.state, result, now) : failedState(step.state, result, now, config);
     const open = state.phase === Phase.Passed;
-    const removedTaints = open ? taintsToRemove(node_, config) : [];
-    const saved = await store.save(node_, state, { open });
+    const removedTaints = open ? taintsToRemove(current, config) : [];
+    const saved = await store.save(current, state, { open });
     if (saved === 'conflict') {
       log.warn({ attempt }, 'the node changed during the attempt (a new verification was asked for?): its result is not recorded');
       return;

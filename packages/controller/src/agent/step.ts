@@ -1,6 +1,6 @@
 import type { V1Node } from '@kubernetes/client-node';
 import type { ControllerConfig } from '../config/schema.js';
-import { carried, hasOwnCondition, hasVerificationTaint, isVerified, launchBlockers } from '../controllers/node/verification/decide.js';
+import { carried, isCandidate, isVerified, launchBlockers } from '../controllers/node/verification/decide.js';
 import type { StateRead } from '../controllers/node/verification/state.js';
 import { Phase, type VerificationState } from '../controllers/node/verification/types.js';
 import { nodeUid } from '../kube/objects.js';
@@ -28,8 +28,7 @@ export function agentStep(node: V1Node, read: StateRead, now: number, config: Co
   if (isVerified(node, config)) return { kind: 'Idle', reason: 'Verified' };
 
   const state = read.kind === 'ok' ? read.state : undefined;
-  const ownProgress = state !== undefined && (!config.nodeManagement.condition.enabled || hasOwnCondition(node, config));
-  if (!hasVerificationTaint(node, config) && !ownProgress && !config.nodeManagement.verifyUntaintedNodes) return { kind: 'Idle', reason: 'NotCandidate' };
+  if (!isCandidate(node, state, config)) return { kind: 'Idle', reason: 'NotCandidate' };
 
   if (state?.phase === Phase.Failed) return { kind: 'Idle', reason: 'Failed' };
   // Dry run: the node passed but was left tainted on purpose; it is not verified again.

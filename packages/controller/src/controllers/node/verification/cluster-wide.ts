@@ -2,7 +2,7 @@ import { formatDuration } from '@kube-node-ready/core';
 import type { Clock } from '../../../clock.js';
 import type { ControllerConfig } from '../../../config/schema.js';
 import type { V1Node } from '@kubernetes/client-node';
-import { backoffDelay, hasOwnCondition, type Action } from './decide.js';
+import { backoffDelay, progressIsOurs, type Action } from './decide.js';
 import type { ControlVerdict } from './control.js';
 import { bounded } from './pod-result.js';
 import { readState } from './state.js';
@@ -61,13 +61,12 @@ export interface NodeHistory {
 
 /**
  * Each node's recent past as this installation's state on it records it (ClusterWideFailures.restore).
- * Only nodes whose progress is ours: they carry our condition type (written with the first attempt),
- * as decide() judges it. The same annotations on a node without it are another installation's (the
- * keys are the same for every installation), and its failures say nothing of the nodes we verify.
+ * Only nodes whose progress is ours (progressIsOurs): another installation's failures say nothing
+ * of the nodes we verify.
  */
 export function nodeHistory(nodes: readonly V1Node[], config: ControllerConfig): NodeHistory[] {
   return nodes.flatMap((node) => {
-    if (config.nodeManagement.condition.enabled && !hasOwnCondition(node, config)) return [];
+    if (!progressIsOurs(node, config)) return [];
     const read = readState(node);
     if (read.kind !== 'ok') return [];
     const h: NodeHistory = { node: node.metadata?.name ?? '' };

@@ -125,12 +125,8 @@ export function decide(
     return { kind: 'Ignore', reason: 'Verified', cleanup: cleanup(mine, foreign, { keep: 0 }) };
   }
 
-  // 3. Not a candidate: no verification taint and nothing of ours in progress. Progress annotations
-  //    are ours only on a node that carries our condition type (written with the first attempt):
-  //    on an untainted node without it they are another installation's (or a past configuration's).
-  //    With the condition switched off, the annotations alone say so, as before.
-  const ownProgress = state !== undefined && (!config.nodeManagement.condition.enabled || hasOwnCondition(node, config));
-  if (!hasVerificationTaint(node, config) && !ownProgress && !config.nodeManagement.verifyUntaintedNodes) {
+  // 3. Not a candidate: no verification taint and nothing of ours in progress.
+  if (!isCandidate(node, state, config)) {
     return { kind: 'Ignore', reason: 'NotCandidate', cleanup: cleanup(mine, foreign, { keep: 0 }) };
   }
 
@@ -353,12 +349,27 @@ export function isVerified(node: V1Node, config: ControllerConfig): boolean {
   return label(node, key) === value;
 }
 
-/** Any configured verification taint, matched by key and effect (the value is not ours to judge). */
 /** The node carries the condition type this installation writes. */
-export function hasOwnCondition(node: V1Node, config: ControllerConfig): boolean {
+function hasOwnCondition(node: V1Node, config: ControllerConfig): boolean {
   return (node.status?.conditions ?? []).some((c) => c.type === config.nodeManagement.condition.type);
 }
 
+/**
+ * Progress annotations on the node are this installation's: the node carries our condition type
+ * (written with the first attempt). The annotation keys are the same for every installation, so
+ * without it they are another's (or a past configuration's). With the condition switched off, the
+ * annotations alone say so.
+ */
+export function progressIsOurs(node: V1Node, config: ControllerConfig): boolean {
+  return !config.nodeManagement.condition.enabled || hasOwnCondition(node, config);
+}
+
+/** A node to verify: it carries a verification taint, has progress of ours (`state`), or every node is (verifyUntaintedNodes). */
+export function isCandidate(node: V1Node, state: VerificationState | undefined, config: ControllerConfig): boolean {
+  return hasVerificationTaint(node, config) || (state !== undefined && progressIsOurs(node, config)) || config.nodeManagement.verifyUntaintedNodes;
+}
+
+/** Any configured verification taint, matched by key and effect (the value is not ours to judge). */
 export function hasVerificationTaint(node: V1Node, config: ControllerConfig): boolean {
   return nodeTaints(node).some((t) => isVerificationTaint(t, config));
 }
