@@ -78,18 +78,23 @@ async function nodeEvents(node: string): Promise<k8s.CoreV1Event[]> {
   return list.items;
 }
 
+/** Waits for `fn`; on timeout the error adds the release's pods on `node` as they are then. */
+async function waitWithPods<T>(node: string, fn: () => Promise<T | undefined | false>, what: string, timeoutMs: number): Promise<T> {
+  return waitFor(fn, what, timeoutMs, 500).catch(async (err: Error) => {
+    throw new Error(`${err.message}\npods on ${node}: ${await describePods(node)}`, { cause: err });
+  });
+}
+
 const condition = (n: k8s.V1Node) => n.status?.conditions?.find((c) => c.type === conditionType());
 const annotations = (n: k8s.V1Node) => n.metadata?.annotations ?? {};
 
-/** Waits for `fn`; on timeout the error says what the node and its pods looked like. */
+/** Waits for `fn` on the node as read now; on timeout the error says what the node and its pods looked like. */
 async function waitOnNode<T>(node: string, fn: (n: k8s.V1Node) => T | undefined | false, what: string, timeoutMs: number): Promise<T> {
   let last: k8s.V1Node | undefined;
-  try {
-    return await waitFor(async () => fn((last = await core().readNode({ name: node }))), what, timeoutMs, 500);
-  } catch (err) {
+  return waitWithPods(node, async () => fn((last = await core().readNode({ name: node }))), what, timeoutMs).catch((err: Error) => {
     const seen = last ? `taints=${JSON.stringify(last.spec?.taints ?? [])} annotations=${JSON.stringify(annotations(last))} condition=${JSON.stringify(condition(last))}` : '(node not read)';
-    throw new Error(`${(err as Error).message}\nnode ${node}: ${seen}\npods: ${await describePods(node)}`, { cause: err });
-  }
+    throw new Error(`${err.message}\nnode ${node}: ${seen}`, { cause: err });
+  });
 }
 
 const isFailed = (n: k8s.V1Node) => annotations(n)[Annotation.Phase] === 'Failed';
@@ -104,12 +109,12 @@ describe('deploymentMode=daemonset', () => {
     const events = await nodeEvents(node);
     expect(events.map((e) => e.reason)).toEqual(expect.arrayContaining(['VerificationStarted', 'VerificationPassed']));
     expect(events.find((e) => e.reason === 'VerificationStarted')?.message).toContain('runs the checks on its own node');
-    await waitFor(async () => (await podsOn(node)).length === 0, `the DaemonSet controller to remove the pod from ${node} (pods: ${await describePods(node)})`, 60_000, 500);
+    await waitWithPods(node, async () => (await podsOn(node)).length === 0, `the DaemonSet controller to remove the pod from ${node}`, 60_000);
   }, 240_000);
 
   it('a Karpenter node is opened only once Karpenter has registered it', async () => {
     const node = await newNode(undefined, { 'karpenter.sh/nodepool': 'default' });
-    await waitFor(async () => (await nodeEvents(node)).some((e) => e.reason === 'AwaitingKarpenterRegistration'), `the checks to pass and the wait to be reported (pods: ${await describePods(node)})`, 120_000, 500);
+    await waitWithPods(node, async () => (await nodeEvents(node)).some((e) => e.reason === 'AwaitingKarpenterRegistration'), 'the checks to pass and the wait to be reported', 120_000);
     await new Promise((r) => setTimeout(r, 3_000)); // more than one poll of the agent
     const waiting = await core().readNode({ name: node });
     expect((waiting.spec?.taints ?? []).map((t) => t.key)).toContain(taint().key);
@@ -196,7 +201,7 @@ describe('the admission policy: an agent writes only its own node, and only our 
     // Two broken nodes: they stay tainted, and each keeps its agent pod.
     mine = await newNode({ dns: 'dead' });
     other = await newNode({ dns: 'dead' });
-    const pod = await waitFor(async () => (await podsOn(mine)).find((p) => p.status?.phase === 'Running'), `the agent pod on ${mine} to run`, 120_000, 500);
+    const pod = await waitWithPods(mine, async () => (await podsOn(mine)).find((p) => p.status?.phase === 'Running'), `the agent pod on ${mine} to run`, 120_000);
     // A token bound to that pod, as its kubelet gets one: the API server puts the pod's node in it.
     const sa = pod.spec?.serviceAccountName ?? '';
     const bound = await core().createNamespacedServiceAccountToken({
