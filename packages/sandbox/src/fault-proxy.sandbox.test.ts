@@ -67,6 +67,18 @@ describe('fault proxy in front of the apiserver', () => {
     proxy.set({});
   });
 
+  it('answers the watches named in expireWatches as a compacted resourceVersion is answered (ERROR 410), and forwards the rest', async () => {
+    proxy.set({ expireWatches: ['nodes'] });
+    const expired = await get('/api/v1/nodes?watch=true&resourceVersion=5');
+    expect(expired).toMatchObject({ status: 200 });
+    const event = JSON.parse((expired as { body: string }).body) as { type: string; object: { code: number; reason: string } };
+    expect(event).toMatchObject({ type: 'ERROR', object: { code: 410, reason: 'Expired' } });
+    expect(await get('/api/v1/nodes')).toMatchObject({ status: 403 }); // a list is forwarded
+    expect(await get('/api/v1/namespaces?watch=true')).toMatchObject({ status: 403 }); // another resource's watch too
+    expect(proxy.stats().expired).toBe(1);
+    proxy.set({});
+  });
+
   it('breaks the client connection when the apiserver dies mid-response, as a direct connection would', async () => {
     // A stand-in apiserver that answers, sends part of a watch stream, then dies (an apiserver
     // killed during its restart). Without this the client hung until its own inactivity timeout

@@ -29,6 +29,13 @@ export interface Faults {
    * (`leases.coordination.k8s.io`), is answered 500; the other requests are not touched by it.
    */
   failResources?: readonly string[];
+  /**
+   * A watch of these resources (named as requestKind() names them) is answered as the apiserver
+   * answers a watch from a resourceVersion it no longer has: 200 and one ERROR event with a
+   * 410 Expired Status. The client must list again. Watches already open are not touched: cutAll()
+   * makes them reconnect.
+   */
+  expireWatches?: readonly string[];
 }
 
 export interface FaultProxy {
@@ -36,7 +43,7 @@ export interface FaultProxy {
   port: number;
   set(faults: Faults): void;
   /** Counters since start: requests seen and faults injected. */
-  stats(): { requests: number; resets: number; throttled: number; errors: number; stalled: number };
+  stats(): { requests: number; resets: number; throttled: number; errors: number; stalled: number; expired: number };
   /**
    * Requests seen since start, by Kubernetes verb and resource as the apiserver would name them
    * (`create pods`, `patch nodes/status`, `watch nodes`, `update leases.coordination.k8s.io`,
@@ -62,7 +69,7 @@ export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultPro
   const ca = readFileSync(opts.caFile);
   const random = opts.random ?? Math.random;
   let faults: Faults = {};
-  const counters = { requests: 0, resets: 0, throttled: 0, errors: 0, stalled: 0 };
+  const counters = { requests: 0, resets: 0, throttled: 0, errors: 0, stalled: 0, expired: 0 };
   const sockets = new Set<Socket>();
   /** Each open watch stream's stall function, and its resource. */
   const stalledStreams = new Map<() => void, string>();
@@ -91,6 +98,13 @@ export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultPro
       counters.errors++;
       res.writeHead(500, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', message: 'injected: internal error', reason: 'InternalError', code: 500 }));
+      return;
+    }
+    if (kind.startsWith('watch ') && f.expireWatches?.includes(resource)) {
+      counters.expired++;
+      const status = { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'injected: too old resource version', reason: 'Expired', code: 410 };
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(`${JSON.stringify({ type: 'ERROR', object: status })}\n`);
       return;
     }
     const forward = () => {
