@@ -7,45 +7,57 @@ interface Job {
 }
 
 /**
- * Runs `ip` commands in batches (`ip -force -b -`), one process per batch, by group commit: the
- * first request starts a process at once; requests that arrive while it runs are queued and go
- * together in the next one. A pod burst thus costs a few processes instead of one per pod, and a
- * lone request waits for nothing. Each request gets back only the errors of its own lines.
+ * Runs `ip` commands in batches (`ip -force -b -`), one process per batch, by group commit: a
+ * request starts a process at once while fewer than `parallel` run; requests that arrive
+ * meanwhile are queued and go together in the next one. A pod burst thus costs a few processes
+ * instead of one per pod, and a lone request waits for nothing. Each request gets back only the
+ * errors of its own lines. A request's lines stay together in one process, in order.
  */
 export class IpBatcher {
   private queue: Job[] = [];
-  private running = false;
+  private running = 0;
 
-  /** `globalArgs` go before `-b` (e.g. `['-n', 'ns']`). */
   constructor(
+    /** `ip` options that go before `-b` (e.g. `['-n', 'ns']`). */
     private readonly globalArgs: string[] = [],
     private readonly maxLinesPerBatch = 2000,
+    /**
+     * Batches that run at once. More than one when a batch's lines start processes of their own
+     * (`netns exec`): a chain of processes run one after another gets a small share of a busy
+     * machine, and a batch waiting for one of them holds up every request in it.
+     */
+    private readonly parallel = 1,
   ) {}
 
   run(lines: string[]): Promise<void> {
     if (!lines.length) return Promise.resolve();
     return new Promise((resolve, reject) => {
       this.queue.push({ lines, resolve, reject });
-      if (!this.running) void this.drain();
+      this.drain();
     });
   }
 
-  private async drain(): Promise<void> {
-    this.running = true;
-    try {
-      while (this.queue.length) {
-        const jobs: Job[] = [];
-        let n = 0;
-        while (this.queue.length && (jobs.length === 0 || n + this.queue[0]!.lines.length <= this.maxLinesPerBatch)) {
-          const job = this.queue.shift()!;
-          jobs.push(job);
-          n += job.lines.length;
-        }
-        await this.runBatch(jobs);
-      }
-    } finally {
-      this.running = false;
+  private drain(): void {
+    while (this.running < this.parallel && this.queue.length) {
+      const jobs = this.nextBatch();
+      this.running++;
+      void this.runBatch(jobs).finally(() => {
+        this.running--;
+        this.drain();
+      });
     }
+  }
+
+  /** The queued requests that fit in one batch, oldest first (at least one, however long). */
+  private nextBatch(): Job[] {
+    const jobs: Job[] = [];
+    let n = 0;
+    while (this.queue.length && (jobs.length === 0 || n + this.queue[0]!.lines.length <= this.maxLinesPerBatch)) {
+      const job = this.queue.shift()!;
+      jobs.push(job);
+      n += job.lines.length;
+    }
+    return jobs;
   }
 
   private async runBatch(jobs: Job[]): Promise<void> {

@@ -1,7 +1,7 @@
-import { existsSync, readdirSync, readlinkSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SandboxLayout } from '../layout.js';
-import { run, runOk } from '../proc.js';
+import { run } from '../proc.js';
 import { IpBatcher } from './ip.js';
 
 /** Node annotation: the MTU of the pod network interfaces of pods started on the node (e.g. "1400"). */
@@ -38,8 +38,13 @@ export function dnsFaultRules(fault: DnsPathFault): string {
   return `table ip knr-node-fault {\n  chain dns { type nat hook output priority -100; policy accept; ${rule}; }\n}\n`;
 }
 
-/** Pod-side commands that run at once (one `ip` process each); the sandbox side is batched. */
-const POD_SIDE_CONCURRENCY = 4;
+/**
+ * Batches of pod set-ups run at once, and their size in lines (4-5 a pod): two batches of about a
+ * dozen pods each keep both cores busy in a burst, and a pod waits for a dozen `netns exec`
+ * children at most, not for the whole burst's.
+ */
+const POD_BATCHES = 2;
+const POD_BATCH_LINES = 60;
 
 /** A pod's network: its namespace and the veth pair into the sandbox namespace. */
 export interface PodNetns {
@@ -69,17 +74,28 @@ export function podNetnsPrefix(slot: number): string {
  * POD_GATEWAY. In the sandbox namespace: a /32 route to the pod IP through the veth, with the
  * node's address as source, so the service proxy, probes and the kubelet reach the pod from a
  * node address. Runs in the sandbox daemon, which lives in the sandbox namespace.
+ *
+ * Both halves of every pod starting at once go in one `ip -batch` process: the pod's half as a
+ * `netns exec <pod netns> ip -batch <file>` line, which `ip` runs in a child of its own (a small
+ * process, cheap to fork). Each process the daemon spawns itself blocks its event loop while it
+ * forks (tens of milliseconds for a daemon of a few hundred MB on a busy machine), so one spawn for
+ * a burst instead of one per pod is what lets a burst start fast.
  */
 export class PodNetwork {
-  private readonly sandboxSide = new IpBatcher();
-  private podSideRunning = 0;
-  private podSideWaiting: Array<() => void> = [];
+  private readonly setUps = new IpBatcher([], POD_BATCH_LINES, POD_BATCHES);
+  /** Removals wait for nobody: one batch at a time, so a burst's removals share a few processes. */
+  private readonly removals = new IpBatcher();
+  /** Where the pod-side batch files (and nft rules) wait for their `ip -batch` run. */
+  private readonly scratch: string;
 
   constructor(
     private readonly layout: SandboxLayout,
     /** The nsenter binary (resolved once: a container's PATH may not have it). */
     private readonly nsenter = 'nsenter',
-  ) {}
+  ) {
+    this.scratch = join(layout.dir, 'pod-network');
+    mkdirSync(this.scratch, { recursive: true });
+  }
 
   /**
    * Creates the pod's namespace and veth pair for a pod IP from the pod CIDR. `nodeIP` (a local
@@ -94,20 +110,24 @@ export class PodNetwork {
     const ns: PodNetns = { name: `${podNetnsPrefix(slot)}${n}`, path: '', hostVeth: `knr${slot}p${n}`, ip, mtu };
     ns.path = join(NETNS_DIR, ns.name);
     const mtuArg = mtu ? ` mtu ${mtu}` : '';
+    const podSide = join(this.scratch, `${ns.name}.ip`);
+    const rules = join(this.scratch, `${ns.name}.nft`);
+    writeFileSync(podSide, ['link set lo up', `addr add ${ip}/32 dev eth0`, 'link set eth0 up', `route add default via ${POD_GATEWAY} dev eth0 onlink`].join('\n') + '\n');
+    if (opts.dnsFault) writeFileSync(rules, dnsFaultRules(opts.dnsFault));
     try {
-      await this.sandboxSide.run([
+      await this.setUps.run([
         `netns add ${ns.name}`,
         `link add ${ns.hostVeth} up${mtuArg} type veth peer name eth0 netns ${ns.name}${mtuArg}`,
         `route add ${ip}/32 dev ${ns.hostVeth} src ${opts.nodeIP ?? this.layout.advertiseAddress}`,
+        `netns exec ${ns.name} ip -force -batch ${podSide}`,
+        ...(opts.dnsFault ? [`netns exec ${ns.name} ${NFT} -f ${rules}`] : []),
       ]);
-      const podSide = ['link set lo up', `addr add ${ip}/32 dev eth0`, 'link set eth0 up', `route add default via ${POD_GATEWAY} dev eth0 onlink`];
-      await this.podSideSlot(async () => {
-        await runOk('ip', ['-n', ns.name, '-force', '-b', '-'], { input: podSide.join('\n') + '\n' });
-        if (opts.dnsFault) await runOk(this.nsenter, [`--net=${ns.path}`, '--', NFT, '-f', '-'], { input: dnsFaultRules(opts.dnsFault) });
-      });
     } catch (err) {
       await this.remove(ns).catch(() => undefined);
       throw new Error(`pod network ${ns.name} (${ip}): ${(err as Error).message}`, { cause: err });
+    } finally {
+      rmSync(podSide, { force: true });
+      rmSync(rules, { force: true });
     }
     return ns;
   }
@@ -117,23 +137,12 @@ export class PodNetwork {
    * namespace is gone), and with the veth the route to the pod IP, which then fails fast again.
    */
   remove(ns: PodNetns): Promise<void> {
-    return this.sandboxSide.run([`netns del ${ns.name}`]);
+    return this.removals.run([`netns del ${ns.name}`]);
   }
 
   /** argv that runs a command in the pod's network namespace. */
   execArgv(ns: PodNetns, argv: string[]): string[] {
     return [this.nsenter, `--net=${ns.path}`, '--', ...argv];
-  }
-
-  private async podSideSlot<T>(fn: () => Promise<T>): Promise<T> {
-    while (this.podSideRunning >= POD_SIDE_CONCURRENCY) await new Promise<void>((r) => this.podSideWaiting.push(r));
-    this.podSideRunning++;
-    try {
-      return await fn();
-    } finally {
-      this.podSideRunning--;
-      this.podSideWaiting.shift()?.();
-    }
   }
 }
 

@@ -1,4 +1,4 @@
-import { accessSync, constants } from 'node:fs';
+import { accessSync, constants, mkdirSync, writeFileSync } from 'node:fs';
 import { delimiter, isAbsolute, join } from 'node:path';
 import type { Logger } from '@kube-node-ready/core';
 import type { SandboxLayout } from '../layout.js';
@@ -43,11 +43,28 @@ const JOIN_CGROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift
  * under /sys (/sys/class/net and /sys/devices/virtual/net from a sysfs mounted inside the pod's network
  * namespace), as a container sees them: the MTU of its eth0, not the machine's interfaces. The rest
  * of /sys, /sys/fs/cgroup included, stays as it is. Then joins the cgroups and runs the command.
+ * `$1` is the fstab of those three mounts (containerSysfsTable): one `mount` process for all of
+ * them, as container starts in a burst compete for two cores. That sysfs stays mounted where the
+ * table mounts it, seen only in the container's mount namespace: it is the pod's own, as a real
+ * container's /sys is.
  */
-const POD_SYSFS =
-  't=$(mktemp -d) && mount -t sysfs sysfs "$t" && mount --bind "$t/class/net" /sys/class/net && mount --bind "$t/devices/virtual/net" /sys/devices/virtual/net; ' +
-  'umount -l "$t" 2>/dev/null; rmdir "$t" 2>/dev/null; ' +
-  JOIN_CGROUPS;
+const POD_SYSFS = 'mount -a -T "$1"; shift; ' + JOIN_CGROUPS;
+
+/** The fstab POD_SYSFS mounts from, with the directory the pod's sysfs is mounted on (`sys` beside it). */
+function containerSysfsTable(layout: SandboxLayout): string {
+  const dir = join(layout.dir, 'container-sysfs');
+  const sys = join(dir, 'sys');
+  mkdirSync(sys, { recursive: true });
+  const field = (path: string) => path.replace(/[\s\\]/g, (c) => `\\${c.charCodeAt(0).toString(8).padStart(3, '0')}`);
+  const table = [
+    `sysfs ${field(sys)} sysfs defaults 0 0`,
+    `${field(join(sys, 'class/net'))} /sys/class/net none bind 0 0`,
+    `${field(join(sys, 'devices/virtual/net'))} /sys/devices/virtual/net none bind 0 0`,
+  ];
+  const file = join(dir, 'fstab');
+  writeFileSync(file, table.join('\n') + '\n');
+  return file;
+}
 
 /**
  * The simulated kubelet's container runtime: a network namespace per pod (PodNetwork) and a
@@ -59,6 +76,8 @@ export class ContainerRuntime {
   private readonly network: PodNetwork;
   private readonly unshare: string;
   private readonly cgroups: Cgroups;
+  /** The fstab of the pod's sysfs mounts (POD_SYSFS). */
+  private readonly sysfsTable: string;
   private readonly sandboxes = new Set<PodSandbox>();
   private setups = { count: 0, totalMs: 0, maxMs: 0 };
 
@@ -69,6 +88,7 @@ export class ContainerRuntime {
     this.network = new PodNetwork(layout, findExecutable('nsenter', process.env.PATH ?? '/usr/bin:/bin', '/'));
     this.unshare = findExecutable('unshare', process.env.PATH ?? '/usr/bin:/bin', '/') ?? 'unshare';
     this.cgroups = Cgroups.detect(layout, log);
+    this.sysfsTable = containerSysfsTable(layout);
   }
 
   /**
@@ -111,7 +131,7 @@ export class ContainerRuntime {
     if (!findExecutable(argv[0] ?? '', env.PATH ?? '', env.cwd)) return { argv, exited: () => ({ oomKilled: false }) };
     const cg = this.cgroups.create(sb.uid, name, containerLimits(resources?.limits));
     let full = argv;
-    if (sb.netns) full = this.network.execArgv(sb.netns, [this.unshare, '--mount', '--propagation', 'private', '/bin/sh', '-c', POD_SYSFS, 'knr-container', ...(cg?.procsFiles ?? []), '--', ...full]);
+    if (sb.netns) full = this.network.execArgv(sb.netns, [this.unshare, '--mount', '--propagation', 'private', '/bin/sh', '-c', POD_SYSFS, 'knr-container', this.sysfsTable, ...(cg?.procsFiles ?? []), '--', ...full]);
     else if (cg) full = ['/bin/sh', '-c', JOIN_CGROUPS, 'knr-container', ...cg.procsFiles, '--', ...full];
     let result: { oomKilled: boolean } | undefined;
     return {
