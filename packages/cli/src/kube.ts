@@ -1,10 +1,10 @@
-import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { ConfigError, errorMessage } from '@kube-node-ready/core';
-import { loadConfig, type ControllerConfig } from '@kube-node-ready/controller';
+import { loadConfig, PooledKubeConfig, type ControllerConfig } from '@kube-node-ready/controller';
 
 /** --kubeconfig PATH, else KUBECONFIG / ~/.kube/config / in-cluster. */
 export function kubeConfig(path: string | undefined): KubeConfig {
-  const kc = new KubeConfig();
+  const kc = new PooledKubeConfig();
   try {
     if (path) kc.loadFromFile(path);
     else kc.loadFromDefault();

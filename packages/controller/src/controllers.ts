@@ -85,7 +85,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   const nodeInformer = new SelfHealingInformer<V1Node>({
     resource: 'nodes',
     path: '/api/v1/nodes',
-    list: () => kube.listNodes(config.nodeManagement.nodeSelector),
+    list: () => kube.listNodePages(config.nodeManagement.nodeSelector),
     ...(config.nodeManagement.nodeSelector ? { labelSelector: config.nodeManagement.nodeSelector } : {}),
     kubeConfig: kube.kubeConfig,
     transform: (node) => slimNode(node, config.nodeManagement.condition.type),
@@ -97,7 +97,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   const pods = new SelfHealingInformer<V1Pod>({
     resource: 'pods',
     path: `/api/v1/namespaces/${workerNamespace}/pods`,
-    list: () => kube.listPods(workerNamespace, WORKER_POD_SELECTOR),
+    list: () => kube.listPodPages(workerNamespace, WORKER_POD_SELECTOR),
     labelSelector: WORKER_POD_SELECTOR,
     kubeConfig: kube.kubeConfig,
     transform: stripObject,

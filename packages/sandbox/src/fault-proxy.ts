@@ -42,8 +42,8 @@ export interface FaultProxy {
   url: string;
   port: number;
   set(faults: Faults): void;
-  /** Counters since start: requests seen and faults injected. */
-  stats(): { requests: number; resets: number; throttled: number; errors: number; stalled: number; expired: number };
+  /** Counters since start: requests seen, faults injected, TCP connections clients opened. */
+  stats(): { requests: number; resets: number; throttled: number; errors: number; stalled: number; expired: number; connections: number };
   /**
    * Requests seen since start, by Kubernetes verb and resource as the apiserver would name them
    * (`create pods`, `patch nodes/status`, `watch nodes`, `update leases.coordination.k8s.io`,
@@ -69,7 +69,7 @@ export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultPro
   const ca = readFileSync(opts.caFile);
   const random = opts.random ?? Math.random;
   let faults: Faults = {};
-  const counters = { requests: 0, resets: 0, throttled: 0, errors: 0, stalled: 0, expired: 0 };
+  const counters = { requests: 0, resets: 0, throttled: 0, errors: 0, stalled: 0, expired: 0, connections: 0 };
   const sockets = new Set<Socket>();
   /** Each open watch stream's stall function, and its resource. */
   const stalledStreams = new Map<() => void, string>();
@@ -151,6 +151,7 @@ export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultPro
 
   const server: Server = createServer({ cert: readFileSync(opts.certFile), key: readFileSync(opts.keyFile) }, handle);
   server.on('connection', (s: Socket) => {
+    counters.connections++;
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
   });

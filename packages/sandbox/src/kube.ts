@@ -1,9 +1,11 @@
 import * as k8s from '@kubernetes/client-node';
+import { PooledKubeConfig } from '@kube-node-ready/controller';
 
 export { k8s };
 
+/** The kubeconfig at `path`, its clients sharing one connection pool (PooledKubeConfig, as the controller's). */
 export function loadKubeConfig(path: string): k8s.KubeConfig {
-  const kc = new k8s.KubeConfig();
+  const kc = new PooledKubeConfig();
   kc.loadFromFile(path);
   return kc;
 }

@@ -4,6 +4,7 @@ import {
   DiscoveryV1Api,
   KubeConfig,
   PatchStrategy,
+  type RequestContext,
   setHeaderOptions,
   VersionApi,
   type CoreV1Event,
@@ -159,20 +160,17 @@ export class KubeClient {
   // -- Nodes ---------------------------------------------------------------------------------
 
   /**
-   * Every node (matching `labelSelector`), read in pages of LIST_PAGE_SIZE like client-go's
-   * reflector, so a large cluster is never one huge response held in memory at once.
+   * Every node (matching `labelSelector`), in pages of LIST_PAGE_SIZE like client-go's reflector: a
+   * large cluster is never one huge response, and the caller keeps what it needs of each page.
    */
-  async listNodes(labelSelector?: string): Promise<V1NodeList> {
-    const items: V1Node[] = [];
-    let page: V1NodeList;
+  async *listNodePages(labelSelector?: string): AsyncGenerator<V1NodeList> {
     let token: string | undefined;
     do {
       const cont = token;
-      page = await this.call('list nodes', () => this.core.listNode({ limit: LIST_PAGE_SIZE, ...(labelSelector ? { labelSelector } : {}), ...(cont ? { _continue: cont } : {}) }));
-      items.push(...page.items);
+      const page = await this.call('list nodes', () => this.core.listNode({ limit: LIST_PAGE_SIZE, ...(labelSelector ? { labelSelector } : {}), ...(cont ? { _continue: cont } : {}) }));
       token = page.metadata?._continue;
+      yield page;
     } while (token);
-    return { ...page, items, metadata: { ...page.metadata, _continue: undefined } };
   }
 
   /** The node of that name if it exists and matches `labelSelector`: one live list, filtered by name. */
@@ -208,8 +206,9 @@ export class KubeClient {
 
   // -- Worker pods -----------------------------------------------------------------------------
 
-  listPods(namespace: string, labelSelector: string): Promise<V1PodList> {
-    return this.call('list pods', () => this.core.listNamespacedPod({ namespace, labelSelector }));
+  /** The pods (one page: the worker namespace holds at most a few hundred). */
+  async *listPodPages(namespace: string, labelSelector: string): AsyncGenerator<V1PodList> {
+    yield await this.call('list pods', () => this.core.listNamespacedPod({ namespace, labelSelector }));
   }
 
   /** Creates the pod; if a pod of that name exists already (same attempt), returns undefined. */
@@ -298,6 +297,36 @@ const LIST_PAGE_SIZE = 500;
 const EVENT_QPS = 10;
 const EVENT_BURST = 50;
 
+type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
+
+/**
+ * A KubeConfig whose requests share one connection pool. client-node 2.0 builds a new undici Agent
+ * for every request it authenticates (applySecurityAuthentication), so every API call and every
+ * watch opened a TLS connection of its own (a handshake each), left open until that agent's
+ * keep-alive ran out: hundreds of sockets and their TLS buffers in a burst (pool.sandbox.test.ts
+ * counts them). The first Agent made for the current cluster and user is kept and given to every
+ * later request, as client-go keeps one transport per configuration. Its TLS settings are those of
+ * the first request; the bearer token is still read per request (a rotated service-account token
+ * is used at once).
+ */
+export class PooledKubeConfig extends KubeConfig {
+  private readonly dispatchers = new Map<string, Dispatcher>();
+
+  override async applySecurityAuthentication(context: RequestContext): Promise<void> {
+    await super.applySecurityAuthentication(context);
+    const made = context.getDispatcher();
+    if (!made) return; // plain HTTP without TLS settings: undici's global pool already serves it
+    const key = JSON.stringify([this.getCurrentCluster()?.name ?? '', this.getCurrentUser()?.name ?? '']);
+    const shared = this.dispatchers.get(key);
+    if (!shared) {
+      this.dispatchers.set(key, made);
+      return;
+    }
+    context.setDispatcher(shared);
+    made.close().catch(() => undefined); // never connected: nothing to wait for
+  }
+}
+
 /**
  * A KubeConfig from an explicit file, else KUBECONFIG or ~/.kube/config, else in-cluster: the
  * service-account token and CA (re-read as the kubelet rotates the token) and
@@ -305,7 +334,7 @@ const EVENT_BURST = 50;
  * (the test sandbox uses it in place of the kubelet's mount, docs/sandbox.md).
  */
 export function loadKubeConfig(path: string | undefined, env: Readonly<Record<string, string | undefined>> = {}): KubeConfig {
-  const kc = new KubeConfig();
+  const kc = new PooledKubeConfig();
   if (path) {
     kc.loadFromFile(path);
     return kc;

@@ -58,10 +58,10 @@ function recordedInformer(kubeConfig: k8s.KubeConfig) {
   const informer = new SelfHealingInformer<k8s.V1ConfigMap>({
     resource: 'configmaps',
     path: `/api/v1/namespaces/${namespace}/configmaps`,
-    list: async () => {
+    list: async function* () {
       const list = await core().listNamespacedConfigMap({ namespace, labelSelector: STABLE });
       seen.listResourceVersion = list.metadata?.resourceVersion ?? '';
-      return list;
+      yield list;
     },
     labelSelector: STABLE,
     kubeConfig,

@@ -8,7 +8,11 @@ export interface InformerOptions<T extends KubernetesObject> {
   resource: string;
   /** API path of the collection, e.g. /api/v1/nodes or /api/v1/namespaces/kube-system/pods. */
   path: string;
-  list: () => Promise<KubernetesListObject<T>>;
+  /**
+   * The resource's list, page by page: the informer keeps what `transform` keeps of each page as it
+   * arrives, so a page is garbage once the next is asked for (5000 Nodes of 15 KB are 75 MB of JSON).
+   */
+  list: () => AsyncIterable<KubernetesListObject<T>>;
   kubeConfig: KubeConfig;
   labelSelector?: string;
   /** Applied to each object as the API returned it (typed or raw), before the plain copy is made. */
@@ -84,11 +88,17 @@ export class SelfHealingInformer<T extends KubernetesObject> {
     const transform = (obj: T): T => toPlain(opts.transform ? opts.transform(obj) : obj);
     const list = async (): Promise<KubernetesListObject<T>> => {
       opts.onList?.();
-      const result = await opts.list();
+      const items: T[] = [];
+      let last: KubernetesListObject<T> | undefined;
+      for await (const page of opts.list()) {
+        for (const obj of page.items) items.push(transform(obj));
+        last = page;
+      }
       // ListWatch applies the list to its cache as soon as this resolves, then connects the watch.
       // The cache is synced at that point; it need not wait for the watch's response headers.
       setImmediate(() => this.onListed());
-      return { ...result, items: result.items.map(transform) };
+      // The last page's resourceVersion is the list's: the watch resumes from it.
+      return { ...last, metadata: { ...last?.metadata, _continue: undefined }, items };
     };
     this.listWatch = new ListWatch<T>(
       opts.path,

@@ -45,7 +45,9 @@ it(`opens ${COUNT} nodes joining at once, and reports the launch and open latenc
   const pods = new SelfHealingInformer<k8s.V1Pod>({
     resource: 'pods',
     path: `/api/v1/namespaces/${h.namespace}/pods`,
-    list: () => core.listNamespacedPod({ namespace: h.namespace }),
+    list: async function* () {
+      yield await core.listNamespacedPod({ namespace: h.namespace });
+    },
     kubeConfig,
     clock: realClock,
     log,
@@ -63,7 +65,9 @@ it(`opens ${COUNT} nodes joining at once, and reports the launch and open latenc
   const nodes = new SelfHealingInformer<k8s.V1Node>({
     resource: 'nodes',
     path: '/api/v1/nodes',
-    list: () => core.listNode({ labelSelector: selector }),
+    list: async function* () {
+      yield await core.listNode({ labelSelector: selector });
+    },
     labelSelector: selector,
     kubeConfig,
     clock: realClock,
