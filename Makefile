@@ -109,7 +109,8 @@ test: deps sandbox-bins build typecheck lint ## Everything: typecheck, lint, uni
 	  fi
 	@# The short fault suite: fails the build on any invariant violation (docs/reliability.md).
 	$(MAKE) --no-print-directory chaos CHAOS=quick
-	@# Keeps the benchmark harness from rotting (results are not asserted; see make bench).
+	@# Keeps the benchmark harness from rotting, and fails if the controller, run under the chart's
+	@# memory limit, is OOM-killed (no other result is asserted; see make bench).
 	$(MAKE) --no-print-directory bench BENCH=quick
 	@node scripts/test-summary.mjs .test-results-unit.json .test-results.json
 

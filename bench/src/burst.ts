@@ -10,6 +10,7 @@ import { stringify } from 'yaml';
 import { k8s, loadKubeConfig, sandboxLayout, simulatedNode, startSandbox, stopSandbox, type FaultProxy, type SandboxState } from '@kube-node-ready/sandbox';
 import { apiserverRequestCounts, diffCounts } from './apiserver.js';
 import { applyChartRbac, BENCH_WORKER_IMAGE, benchConfig, ControllerProcess, controllerKubeconfig, histogramQuantile, metricSum, NAMESPACE, startProxy, TAINT, VERIFIED_LABEL, type ControllerTuning } from './controller.js';
+import { LimitedController, PeakSampler, type MemoryLimit } from './limited.js';
 import type { Milestone, ObservedLine } from './observer.js';
 import { busyFraction, machineCpu, ProcessSampler, sampleProcess } from './proc.js';
 import { distribution, type Distribution } from './stats.js';
@@ -29,6 +30,8 @@ export interface BenchEnv {
   direct: boolean;
   /** Extra node flags for the controller process (experiments only; the image runs none). */
   controllerNodeFlags: string[];
+  /** The controller's memory limit: the chart's `controller.resources.limits.memory` unless --controller-memory-limit says otherwise. */
+  controllerMemoryLimit: string;
   /** From the sandbox's state, once one has started. */
   kubernetesVersion?: string;
 }
@@ -75,7 +78,11 @@ export interface BurstResult {
   /** The worker's own checks duration (its summary), under the burst's load. */
   workerChecksMs: Distribution;
   api: ApiCost;
-  controller: { cpuSeconds: number; cpuMsPerNode: number; peakRssMiB: number; rssMiBAtEnd: number; startupRssMiB: number };
+  /**
+   * Run as the chart runs it (limited.ts). CPU figures are the process that ran at the end: with a
+   * restart they miss what the one before it spent. Peak RSS spans restarts (sampled every 100 ms).
+   */
+  controller: { cpuSeconds: number; cpuMsPerNode: number; peakRssMiB: number; peakAnonMiB: number; peakChargedMiB: number; rssMiBAtEnd: number; startupRssMiB: number; memoryLimit: MemoryLimit; oomKills: number; restarts: number };
   controllerMetrics: Record<string, number>;
   machine: { busyFraction: number; loadavg: number[] };
   /**
@@ -109,7 +116,7 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
   const { state, kc } = await freshSandbox(env, tag);
   let proxy: FaultProxy | undefined;
   let observer: ChildProcess | undefined;
-  let controller: ControllerProcess | undefined;
+  let controller: LimitedController | undefined;
   try {
     const layout = sandboxLayout(env.sandboxDir, env.slot);
     const core = kc.makeApiClient(k8s.CoreV1Api);
@@ -147,7 +154,9 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
     const metricsPort = 18000 + 100 + env.slot;
     const configFile = join(env.sandboxDir, 'controller.yaml');
     writeFileSync(configFile, stringify(benchConfig(env.tuning, metricsPort)));
-    controller = new ControllerProcess(configFile, kubeconfig, join(env.logDir, `controller-${runId}.log`), metricsPort, env.controllerNodeFlags);
+    const limited = (controller = new LimitedController(env, (procsFiles, run) =>
+      new ControllerProcess(configFile, kubeconfig, join(env.logDir, `controller-${runId}${run ? `-restart${run}` : ''}.log`), metricsPort, env.controllerNodeFlags, undefined, procsFiles),
+    ));
     await controller.waitForLog('starting to reconcile', 90_000);
     await sleep(1000);
     const startupRss = sampleProcess(controller.pid)?.rssMiB ?? 0;
@@ -157,6 +166,7 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
     const cpuBefore = sampleProcess(controller.pid)!;
     const machineBefore = machineCpu();
     const sampler = new ProcessSampler(controller.pid, 250);
+    const peaks = new PeakSampler(limited);
     const windowStart = Date.now();
 
     // The burst: every node created at once (at most 50 requests in flight from the bench).
@@ -175,13 +185,13 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
         env.out(`${tag}: timed out after ${(elapsed / 1000).toFixed(0)}s with ${opened}/${size} verified`);
         break;
       }
-      if (controller.child.exitCode !== null) throw new Error(`${tag}: the controller exited with ${controller.child.exitCode}`);
       if (Date.now() - lastReport >= 5000) {
         lastReport = Date.now();
         const pods = [...milestones.values()].flatMap((m) => [...m.pods.values()]);
         const inFlight = pods.filter((p) => p.finished === undefined).length;
         const failed = pods.filter((p) => p.phase === 'Failed').length;
-        env.out(`${tag}: ${opened}/${size} verified, ${inFlight} workers in flight, ${failed} failed attempts, ${(elapsed / 1000).toFixed(1)}s`);
+        const restarts = limited.restarts ? `, controller restarted ${limited.restarts} times (${limited.oomKills()} OOM kills)` : '';
+        env.out(`${tag}: ${opened}/${size} verified, ${inFlight} workers in flight, ${failed} failed attempts${restarts}, ${(elapsed / 1000).toFixed(1)}s`);
       }
       await sleep(200);
     }
@@ -191,10 +201,12 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
     else await sleep(3000);
     const windowMs = Date.now() - windowStart;
     const cpuAfter = sampler.stop()!;
+    const peak = peaks.peak();
+    peaks.stop();
     const machineAfter = machineCpu();
     const proxyDelta = diffCounts(proxy?.requestsByKind() ?? {}, proxyBefore);
     const apiDelta = diffCounts(await apiserverRequestCounts(kc), apiBefore);
-    const metricsText = await controller.metrics().catch(() => '');
+    const metricsText = await controller.current.metrics().catch(() => '');
 
     const verified = opened;
     return {
@@ -210,7 +222,12 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
       controller: {
         cpuSeconds: round(cpuAfter.cpuSeconds - cpuBefore.cpuSeconds, 2),
         cpuMsPerNode: round(((cpuAfter.cpuSeconds - cpuBefore.cpuSeconds) * 1000) / Math.max(1, verified), 1),
-        peakRssMiB: round(cpuAfter.hwmMiB, 1),
+        peakRssMiB: round(Math.max(peak.rssMiB, cpuAfter.hwmMiB), 1),
+        peakAnonMiB: round(peak.anonMiB, 1),
+        peakChargedMiB: round(peak.chargedMiB, 1),
+        memoryLimit: limited.limit,
+        oomKills: limited.oomKills(),
+        restarts: limited.restarts,
         rssMiBAtEnd: round(cpuAfter.rssMiB, 1),
         startupRssMiB: round(startupRss, 1),
       },

@@ -76,6 +76,8 @@ export function benchConfig(t: ControllerTuning, metricsPort: number): Record<st
   };
 }
 
+const JOIN_CGROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
+
 export class ControllerProcess {
   readonly child: ChildProcess;
   private output = '';
@@ -90,8 +92,14 @@ export class ControllerProcess {
     nodeFlags: string[] = [],
     /** HOSTNAME of the process: the prefix of its leader-election identity (replicas need their own). */
     hostname = 'bench-controller',
+    /** The process joins the cgroup(s) of these cgroup.procs files before it starts: its memory limit. */
+    procsFiles: readonly string[] = [],
   ) {
-    this.child = track(spawn(process.execPath, [...nodeFlags, join(repoRoot(), 'dist', 'kube-node-ready.mjs'), 'controller', '--config', configFile, '--kubeconfig', kubeconfig], {
+    const argv = [process.execPath, ...nodeFlags, join(repoRoot(), 'dist', 'kube-node-ready.mjs'), 'controller', '--config', configFile, '--kubeconfig', kubeconfig];
+    // As the simulated kubelet starts a container: a shell joins the cgroups, then execs the process
+    // (same pid), so every byte it allocates is charged to its limit.
+    const [cmd, ...args] = procsFiles.length ? ['/bin/sh', '-c', JOIN_CGROUPS, 'knr-controller', ...procsFiles, '--', ...argv] : argv;
+    this.child = track(spawn(cmd!, args, {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { PATH: process.env.PATH ?? '', HOSTNAME: hostname, POD_NAMESPACE: NAMESPACE },
     }));

@@ -3,6 +3,7 @@
 //                       [--sizes 50,200,1000] [--steady-nodes 5000] [--max-concurrent 25] [--workers 20]
 //                       [--qps 200] [--burst 400] [--direct] [--controller-node-flags=--max-semi-space-size=2]
 //                       (default: the NODE_OPTIONS the Helm chart gives the controller; '=' for none)
+//                       [--controller-memory-limit 512Mi] (default: the chart's controller memory limit)
 //   node dist/bench.mjs side-by-side [--sizes 50,200,1000] [--reps 2] [--footprint 1000,5000] [--slot 10] [--out FILE]
 //                       kube-node-ready beside node-readiness-controller (bench/src/neighbour.ts); make bench runs it
 //                       after the bursts (not in --quick unless --side-by-side)
@@ -19,6 +20,7 @@ import { parseArgs } from 'node:util';
 import { repoRoot, stopSandbox } from '@kube-node-ready/sandbox';
 import { runBurst, type BenchEnv, type BurstResult } from './burst.js';
 import { drawChart, type ChartInput } from './chart.js';
+import { chartMemoryLimit } from './limited.js';
 import type { ControllerTuning } from './controller.js';
 import { drawSideBySideChart, LONG_LEASE, runSideBySide, type SideBySideResult } from './neighbour.js';
 import { runObserver } from './observer.js';
@@ -32,6 +34,9 @@ const TARGETS = {
   taintRemovedAfterWorkerFinishedP99MsAt200: 1000,
   apiWritesPerVerifiedNode: 4,
   controllerRssMiBWith5000Nodes: 150,
+  controllerPeakRssMiBAt1000: 200,
+  /** Under the chart's memory limit, in every scenario. */
+  oomKills: 0,
 };
 
 async function main(argv: string[]): Promise<number> {
@@ -107,6 +112,7 @@ async function main(argv: string[]): Promise<number> {
       burst: { type: 'string', default: '400' },
       direct: { type: 'boolean', default: false },
       'controller-node-flags': { type: 'string' },
+      'controller-memory-limit': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -127,7 +133,7 @@ async function main(argv: string[]): Promise<number> {
   const outFile = resolve(values.out ?? join(root, 'bench', 'results', `${date}${quick ? '-quick' : ''}.json`));
   mkdirSync(dirname(outFile), { recursive: true });
   const out = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
-  const env: BenchEnv = { root, bundle, slot, sandboxDir: join(root, '.sandbox', `bench-${slot}`), logDir: join(root, '.sandbox', `bench-${slot}-logs`), tuning, out, direct: values.direct!, controllerNodeFlags: (values['controller-node-flags'] ?? chartNodeOptions(root)).split(' ').filter(Boolean) };
+  const env: BenchEnv = { root, bundle, slot, sandboxDir: join(root, '.sandbox', `bench-${slot}`), logDir: join(root, '.sandbox', `bench-${slot}-logs`), tuning, out, direct: values.direct!, controllerNodeFlags: (values['controller-node-flags'] ?? chartNodeOptions(root)).split(' ').filter(Boolean), controllerMemoryLimit: values['controller-memory-limit'] ?? chartMemoryLimit(root) };
   for (const f of ['kube-node-ready.mjs', 'sandbox.mjs']) if (!existsSync(join(root, 'dist', f))) throw new Error(`dist/${f} is missing: run \`node scripts/bundle.mjs\` first`);
 
   const stop = () => {
@@ -219,7 +225,7 @@ async function main(argv: string[]): Promise<number> {
   let worker: WorkerResult | undefined;
   if (steadyNodes > 0) {
     ({ steady, worker } = await runSteady(env, steadyNodes, quick ? 15_000 : 60_000, quick ? 3 : 10));
-    out(`steady ${steadyNodes}: RSS mean ${steady.rssMiB.mean} MiB (max ${steady.rssMiB.max}), peak ${steady.peakRssMiB} MiB, synced in ${fmtS(steady.syncMs)}`);
+    out(`memory ${steadyNodes}: steady RSS mean ${steady.rssMiB.mean} MiB (max ${steady.rssMiB.max}), peaks ${steady.phases.map((p) => `${p.phase} ${p.peakRssMiB}`).join(', ')} MiB under a ${steady.limit.memory} limit, ${steady.oomKills} OOM kills, synced in ${fmtS(steady.syncMs)}`);
     if (worker.error) out(`worker: ${worker.error}`);
     else out(`worker: wall ${worker.wallMsMedian} ms (median), checks ${worker.checksMsMedian} ms, peak RSS ${worker.peakRssMiBMax} MiB`);
   }
@@ -240,7 +246,7 @@ async function main(argv: string[]): Promise<number> {
       kubernetesVersion: env.kubernetesVersion ?? 'unknown',
     },
     load: { ...load, loadavgAtEnd: loadavg().map((x) => round(x, 2)), otherSandboxesAtEnd: otherSandboxes(slot) },
-    config: { tuning, direct: values.direct!, controllerNodeFlags: env.controllerNodeFlags, note: 'every other controller setting is the default (docs/configuration.md); Node.js flags: the Helm chart\'s NODE_OPTIONS unless --controller-node-flags says otherwise; leader election on; worker checks: all (dns, api, tcp, service, podnet)' },
+    config: { tuning, direct: values.direct!, controllerNodeFlags: env.controllerNodeFlags, controllerMemoryLimit: env.controllerMemoryLimit, note: 'every other controller setting is the default (docs/configuration.md); Node.js flags: the Helm chart\'s NODE_OPTIONS unless --controller-node-flags says otherwise; leader election on; worker checks: all (dns, api, tcp, service, podnet)' },
     targets: TARGETS,
     summary: summarize(bursts, steady?.rssMiB.max),
     bursts,
@@ -261,6 +267,11 @@ async function main(argv: string[]): Promise<number> {
   printSummary(results, out);
   if (runSide) await side();
   else out('bench: side by side with node-readiness-controller skipped in the quick run (make bench runs it; --side-by-side to force)');
+  const oomKills = bursts.reduce((a, b) => a + b.controller.oomKills, 0) + (steady?.oomKills ?? 0);
+  if (oomKills > 0) {
+    out(`bench: FAILED: the controller was OOM-killed ${oomKills} times under the chart's memory limit (the per-scenario figures above say where; its logs are in ${env.logDir})`);
+    return 1;
+  }
   return 0;
 }
 
@@ -347,7 +358,11 @@ function printSummary(r: Results, out: (l: string) => void): void {
         `${d(s.taintRemovedAfterWorkerFinished, ['p50', 'p99']).padStart(26)}  ${d(s.taintRemovedAfterNodeCreated, ['p50', 'p95', 'p99', 'max']).padStart(28)}  ${s.writesPerNodeMedian}`,
     );
   }
-  if (r.steady) out(`  steady state: ${r.steady.nodes} verified nodes, controller RSS max ${r.steady.rssMiB.max} MiB (target < ${r.targets.controllerRssMiBWith5000Nodes})`);
+  if (r.steady) {
+    out(`  steady state: ${r.steady.nodes} verified nodes, controller RSS max ${r.steady.rssMiB.max} MiB (target < ${r.targets.controllerRssMiBWith5000Nodes})`);
+    out(`  under the chart's limit (${r.steady.limit.memory}${r.steady.limit.enforced ? '' : ', not enforced'}): ${r.steady.phases.map((p) => `${p.phase} peak ${p.peakRssMiB} MiB / ${p.oomKills} OOM kills / ${p.restarts} restarts`).join('; ')}`);
+  }
+  for (const b of r.bursts) if (b.controller.oomKills || b.controller.restarts) out(`  burst ${b.size} (run ${b.repetition}): ${b.controller.oomKills} OOM kills, ${b.controller.restarts} restarts under ${b.controller.memoryLimit.memory}`);
 }
 
 function chartInput(r: Results): ChartInput {

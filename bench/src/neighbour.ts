@@ -15,9 +15,10 @@ import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
-import { applyObjects, certPaths, k8s, kubeletNodeStatus, NODE_READINESS_CONTROLLER_VERSION, NODE_READINESS_RULES, nodeReadinessDir, renderNodeReadinessChart, sandboxLayout, simulatedNode, stopSandbox, type FaultProxy, type SandboxState } from '@kube-node-ready/sandbox';
+import { applyObjects, certPaths, k8s, NODE_READINESS_CONTROLLER_VERSION, NODE_READINESS_RULES, nodeReadinessDir, renderNodeReadinessChart, sandboxLayout, simulatedNode, stopSandbox, type FaultProxy, type SandboxState } from '@kube-node-ready/sandbox';
 import { freshSandbox, RUN_LABEL, settle, startObserver, type BenchEnv } from './burst.js';
-import { applyChartRbac, BENCH_WORKER_IMAGE, benchConfig, ControllerProcess, controllerKubeconfig, startProxy, TAINT, VERIFIED_LABEL } from './controller.js';
+import { applyChartRbac, BENCH_WORKER_IMAGE, benchConfig, ControllerProcess, controllerKubeconfig, startProxy, TAINT } from './controller.js';
+import { createRealisticNodes, realisticNodeName } from './nodes.js';
 import { ProcessSampler, sampleProcess } from './proc.js';
 import { distribution, type Distribution } from './stats.js';
 import { pool, round, sleep, track } from './util.js';
@@ -266,28 +267,13 @@ const FOOTPRINT_WINDOW_MS = 30_000;
  */
 async function footprint(env: BenchEnv, core: k8s.CoreV1Api, pids: Record<Contender, number>, counts: readonly number[]): Promise<FootprintPoint[]> {
   const contenders = Object.keys(pids) as Contender[];
-  const name = (i: number) => `ip-10-3-${(i >> 8) & 255}-${i & 255}.us-west-2.compute.internal`;
   const points: FootprintPoint[] = [];
   let created = 0;
   try {
     for (const count of counts) {
       const cpuBefore = Object.fromEntries(contenders.map((c) => [c, sampleProcess(pids[c])?.cpuSeconds ?? 0])) as Record<Contender, number>;
-      const started = Date.now();
-      let lastReport = started;
-      await pool(
-        Array.from({ length: Math.max(0, count - created) }, (_, k) => created + k),
-        50,
-        async (i) => {
-          await core.createNode({ body: footprintNode(name(i), i) });
-          if (Date.now() - lastReport > 5000) {
-            lastReport = Date.now();
-            env.out(`side by side footprint: creating nodes, ${i + 1}/${count}`);
-          }
-        },
-      );
+      const { ms: createMs, nodeObjectBytes } = await createRealisticNodes(core, 'footprint', created, count, (line) => env.out(`side by side footprint: ${line}`));
       created = Math.max(created, count);
-      const createMs = Date.now() - started;
-      const nodeObjectBytes = JSON.stringify(await core.readNode({ name: name(0) })).length;
       env.out(`side by side footprint: ${count} realistic nodes in (${nodeObjectBytes} bytes each, ${(createMs / 1000).toFixed(1)}s); sampling both controllers' RSS for ${FOOTPRINT_WINDOW_MS / 1000}s`);
       await sleep(5000); // both take the last of them in
       const samplers = contenders.map((c) => ({ c, sampler: new ProcessSampler(pids[c], 1000) }));
@@ -306,20 +292,10 @@ async function footprint(env: BenchEnv, core: k8s.CoreV1Api, pids: Record<Conten
   } finally {
     env.out(`side by side footprint: deleting the ${created} nodes`);
     await pool(Array.from({ length: created }, (_, i) => i), 50, async (i) => {
-      await core.deleteNode({ name: name(i) }).catch(() => undefined);
+      await core.deleteNode({ name: realisticNodeName(i) }).catch(() => undefined);
     });
   }
   return points;
-}
-
-/** A verified, untainted Node as EKS registers it: labels, capacity, node info, images, conditions. */
-function footprintNode(name: string, i: number): k8s.V1Node {
-  const node = simulatedNode({ name, labels: { [RUN_LABEL]: 'footprint', [VERIFIED_LABEL]: 'true', 'karpenter.sh/nodepool': 'default', 'karpenter.sh/registered': 'true', 'karpenter.sh/initialized': 'true' } });
-  // Not played by the simulated kubelet: these nodes only need to exist.
-  delete node.metadata!.labels!['sandbox.kube-node-ready.io/simulated'];
-  node.spec = { ...node.spec, taints: [] };
-  node.status = { ...node.status, ...kubeletNodeStatus(node, `10.3.${(i >> 8) & 255}.${i & 255}`, 10250, true, new Date()) };
-  return node;
 }
 
 interface RunSpec {

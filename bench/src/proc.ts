@@ -1,5 +1,5 @@
 // Resource figures of one process from /proc: CPU seconds (utime + stime) and resident memory
-// (VmRSS now, VmHWM = peak since the process started).
+// (VmRSS and its anonymous part RssAnon now, VmHWM = peak RSS since the process started).
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 
@@ -19,6 +19,11 @@ export interface ProcSample {
   t: number;
   cpuSeconds: number;
   rssMiB: number;
+  /**
+   * The anonymous part of RSS (RssAnon): the heap, malloc's arenas, stacks. The rest is mostly the
+   * node binary's code (about 50 MiB), clean file pages the kernel drops before it kills anybody.
+   */
+  anonMiB: number;
   hwmMiB: number;
 }
 
@@ -30,7 +35,7 @@ export function sampleProcess(pid: number): ProcSample | undefined {
     const cpuSeconds = (Number(fields[11]) + Number(fields[12])) / clockTicks();
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     const kib = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0);
-    return { t: Date.now(), cpuSeconds, rssMiB: kib('VmRSS') / 1024, hwmMiB: kib('VmHWM') / 1024 };
+    return { t: Date.now(), cpuSeconds, rssMiB: kib('VmRSS') / 1024, anonMiB: kib('RssAnon') / 1024, hwmMiB: kib('VmHWM') / 1024 };
   } catch {
     return undefined;
   }

@@ -1,123 +1,116 @@
-// Footprint at rest: `count` Nodes that were verified long ago (the verified label, no taint) are
-// in the cluster before the controller starts; the controller lists and watches them all. Measures
-// the time to a synced cache, the RSS once synced (sampled every second for a while), peak RSS, CPU
-// and the API requests it makes while idle.
+// Memory with many Nodes, the controller run as the Helm chart runs it (its NODE_OPTIONS, its memory
+// limit enforced by a cgroup, restarted when it exits: limited.ts). `count` realistic Nodes, verified
+// long ago (nodes.ts: about 15 KB of JSON each), are in the cluster before the controller starts.
+// Three phases, each with its peak RSS, OOM kills and restarts:
+//   startup  controller start -> caches synced and leading (the first list of every Node)
+//   steady   RSS sampled every second for a while (min/mean/max)
+//   relist   the Node watch is answered 410 Expired (the fault proxy, as after etcd compaction), so
+//            the informer lists every Node again while it still holds its cache
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { k8s, sandboxLayout, simulatedNode, stopSandbox } from '@kube-node-ready/sandbox';
-import { RUN_LABEL, controllerMetrics, freshSandbox, type BenchEnv } from './burst.js';
-import { applyChartRbac, BENCH_WORKER_IMAGE, benchConfig, ControllerProcess, controllerKubeconfig, VERIFIED_LABEL } from './controller.js';
+import { k8s, sandboxLayout, stopSandbox, type FaultProxy } from '@kube-node-ready/sandbox';
+import { controllerMetrics, freshSandbox, type BenchEnv } from './burst.js';
+import { applyChartRbac, BENCH_WORKER_IMAGE, benchConfig, ControllerProcess, controllerKubeconfig, startProxy } from './controller.js';
 import { apiserverRequestCounts, diffCounts } from './apiserver.js';
+import { LimitedController, PeakSampler, type MemoryLimit } from './limited.js';
+import { createRealisticNodes } from './nodes.js';
 import { ProcessSampler, sampleProcess } from './proc.js';
-import { round, sleep, pool } from './util.js';
+import { round, sleep } from './util.js';
 import { runWorkerBench, type WorkerResult } from './worker.js';
+
+export interface MemoryPhase {
+  phase: 'startup' | 'steady' | 'relist';
+  ms: number;
+  /** The highest RSS sampled (every 100 ms) during the phase, over every process that ran in it. */
+  peakRssMiB: number;
+  /** The highest anonymous RSS (ProcSample.anonMiB): what the kernel cannot take back short of a kill. */
+  peakAnonMiB: number;
+  /** The highest memory charged to its cgroup (what the limit is held against; 0 without one). */
+  peakChargedMiB: number;
+  oomKills: number;
+  restarts: number;
+}
 
 export interface SteadyResult {
   nodes: number;
   createMs: number;
+  nodeObjectBytes: number;
+  limit: MemoryLimit;
+  nodeFlags: string[];
   /** Controller start to "starting to reconcile" (both caches synced, leading). */
   syncMs: number;
   sampleWindowMs: number;
   rssMiB: { min: number; mean: number; max: number };
+  /** VmHWM of the process running at the end: its own peak since it started. */
   peakRssMiB: number;
+  phases: MemoryPhase[];
+  /** Over all phases. */
+  oomKills: number;
+  restarts: number;
+  /** Lists of nodes the relist phase caused (at the proxy; 500 Nodes a page). */
+  relistPages: number;
   cpuSecondsStartup: number;
   cpuSecondsWindow: number;
-  /** apiserver_request_total over the sampling window (every client; the simulated kubelet plays none of these nodes). */
+  /** apiserver_request_total over the steady window (every client; the simulated kubelet plays none of these nodes). */
   requestsDuringWindowAllClients: Record<string, number>;
-  nodeObjectBytes: number;
-  /** The controller's own figures at the end of the window (heap spaces from its process metrics). */
+  /** The controller's own figures at the end (heap spaces from its process metrics). */
   controllerMetrics: Record<string, number>;
 }
 
-/** A node as a managed cluster registers it, so the cached objects have a realistic size. */
-function verifiedNode(name: string, i: number): k8s.V1Node {
-  const zone = ['a', 'b', 'c'][i % 3]!;
-  const node = simulatedNode({
-    name,
-    labels: {
-      [RUN_LABEL]: 'steady',
-      [VERIFIED_LABEL]: 'true',
-      'node.kubernetes.io/instance-type': 'm7i.xlarge',
-      'topology.kubernetes.io/region': 'us-east-1',
-      'topology.kubernetes.io/zone': `us-east-1${zone}`,
-      'karpenter.sh/nodepool': 'default',
-      'karpenter.sh/registered': 'true',
-      'karpenter.sh/initialized': 'true',
-      'karpenter.sh/capacity-type': 'on-demand',
-      'karpenter.k8s.aws/instance-family': 'm7i',
-      'karpenter.k8s.aws/instance-cpu': '4',
-      'karpenter.k8s.aws/instance-memory': '16384',
-    },
-    annotations: {
-      'node.alpha.kubernetes.io/ttl': '0',
-      'volumes.kubernetes.io/controller-managed-attach-detach': 'true',
-      'karpenter.sh/nodeclaim-min-values-relaxed': 'false',
-      'alpha.kubernetes.io/provided-node-ip': `10.1.${(i >> 8) & 255}.${i & 255}`,
-    },
-    providerID: `aws:///us-east-1${zone}/i-0${i.toString(16).padStart(16, '0')}`,
-  });
-  // Not played by the simulated kubelet: these nodes only need to exist (no Lease churn).
-  delete node.metadata!.labels!['sandbox.kube-node-ready.io/simulated'];
-  const now = new Date();
-  node.status!.conditions = ['MemoryPressure', 'DiskPressure', 'PIDPressure'].map((type) => ({ type, status: 'False', reason: `KubeletHasNo${type}`, message: `kubelet has no ${type}`, lastHeartbeatTime: now, lastTransitionTime: now }));
-  node.status!.conditions.push({ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'kubelet is posting ready status', lastHeartbeatTime: now, lastTransitionTime: now });
-  node.status!.addresses = [
-    { type: 'InternalIP', address: `10.1.${(i >> 8) & 255}.${i & 255}` },
-    { type: 'InternalDNS', address: name },
-    { type: 'Hostname', address: name },
-  ];
-  return node;
-}
-
 export async function runSteady(env: BenchEnv, count: number, windowMs: number, workerRuns: number): Promise<{ steady: SteadyResult; worker: WorkerResult }> {
-  const tag = `steady ${count}`;
+  const tag = `memory ${count}`;
   const { state, kc } = await freshSandbox(env, tag);
   const layout = sandboxLayout(env.sandboxDir, env.slot);
-  let controller: ControllerProcess | undefined;
+  let controller: LimitedController | undefined;
+  let peaks: PeakSampler | undefined;
+  let proxy: FaultProxy | undefined;
   try {
-    // 4. The worker bench first, on the idle sandbox.
+    // The worker bench first, on the idle sandbox.
     const worker = await runWorkerBench(env, workerRuns);
 
     await applyChartRbac(state, BENCH_WORKER_IMAGE);
+    // Through the fault proxy: the relist phase has it expire the Node watch.
+    proxy = await startProxy(layout);
     const kubeconfig = join(env.sandboxDir, 'controller.kubeconfig');
-    // Straight to the apiserver: through the fault proxy an idle watch takes 30 s to start, which
-    // would be counted as sync time (see docs/benchmarks.md).
-    await controllerKubeconfig(kc, layout, undefined, kubeconfig);
+    await controllerKubeconfig(kc, layout, proxy, kubeconfig);
     const core = kc.makeApiClient(k8s.CoreV1Api);
-    const createStart = Date.now();
-    let created = 0;
-    let lastReport = Date.now();
-    await pool(
-      Array.from({ length: count }, (_, i) => i),
-      50,
-      async (i) => {
-        await core.createNode({ body: verifiedNode(`ip-10-1-${(i >> 8) & 255}-${i & 255}.ec2.internal`, i) });
-        created++;
-        if (Date.now() - lastReport > 5000) {
-          lastReport = Date.now();
-          env.out(`${tag}: ${created}/${count} verified nodes created, ${((Date.now() - createStart) / 1000).toFixed(1)}s`);
-        }
-      },
-    );
-    const createMs = Date.now() - createStart;
-    env.out(`${tag}: ${count} verified nodes created in ${(createMs / 1000).toFixed(1)}s; starting the controller`);
-    const sample = await core.readNode({ name: 'ip-10-1-0-0.ec2.internal' });
-    const nodeObjectBytes = JSON.stringify(sample).length;
+    const { ms: createMs, nodeObjectBytes } = await createRealisticNodes(core, 'steady', 0, count, (line) => env.out(`${tag}: ${line}`));
+    env.out(`${tag}: ${count} realistic verified nodes created in ${(createMs / 1000).toFixed(1)}s (${nodeObjectBytes} bytes each); starting the controller`);
 
     const metricsPort = 18000 + 100 + env.slot;
     const configFile = join(env.sandboxDir, 'controller.yaml');
     writeFileSync(configFile, stringify(benchConfig(env.tuning, metricsPort)));
     const started = Date.now();
-    controller = new ControllerProcess(configFile, kubeconfig, join(env.logDir, 'controller-steady.log'), metricsPort, env.controllerNodeFlags);
-    await controller.waitForLog('starting to reconcile', 180_000);
+    const limited = (controller = new LimitedController(env, (procsFiles, run) =>
+      new ControllerProcess(configFile, kubeconfig, join(env.logDir, `controller-steady${run ? `-restart${run}` : ''}.log`), metricsPort, env.controllerNodeFlags, undefined, procsFiles),
+    ));
+    env.out(`${tag}: memory limit ${limited.limit.memory} (${limited.limit.enforced ? 'enforced' : 'NOT enforced'}: ${limited.limit.cgroups}), Node.js flags ${env.controllerNodeFlags.join(' ') || 'none'}`);
+    peaks = new PeakSampler(limited);
+    const phases: MemoryPhase[] = [];
+    let phaseStart = Date.now();
+    let before = { oomKills: 0, restarts: 0 };
+    const endPhase = (phase: MemoryPhase['phase']) => {
+      const peak = peaks!.peak();
+      const p: MemoryPhase = { phase, ms: Date.now() - phaseStart, peakRssMiB: round(peak.rssMiB, 1), peakAnonMiB: round(peak.anonMiB, 1), peakChargedMiB: round(peak.chargedMiB, 1), oomKills: limited.oomKills() - before.oomKills, restarts: limited.restarts - before.restarts };
+      phases.push(p);
+      env.out(`${tag}: ${phase}: peak RSS ${p.peakRssMiB} MiB (anonymous ${p.peakAnonMiB}), charged to its cgroup ${p.peakChargedMiB} MiB of ${limited.limit.memory}, ${p.oomKills} OOM kills, ${p.restarts} restarts, ${(p.ms / 1000).toFixed(1)}s`);
+      phaseStart = Date.now();
+      before = { oomKills: limited.oomKills(), restarts: limited.restarts };
+      peaks!.reset();
+    };
+
+    // 1. Start-up: the first list of every Node.
+    await limited.waitForLog('starting to reconcile', 300_000);
     const syncMs = Date.now() - started;
-    env.out(`${tag}: controller synced and leading after ${(syncMs / 1000).toFixed(1)}s; sampling RSS for ${windowMs / 1000}s`);
-    // Let the initial pass over every node (all ignored: verified) finish before sampling.
-    await sleep(2000);
-    const startup = sampleProcess(controller.pid)!;
-    const before = await apiserverRequestCounts(kc);
-    const sampler = new ProcessSampler(controller.pid, 1000);
+    await sleep(2000); // the initial pass over every node (all verified: nothing to do)
+    endPhase('startup');
+    const startup = sampleProcess(limited.pid)!;
+
+    // 2. Steady: RSS every second.
+    env.out(`${tag}: synced and leading after ${(syncMs / 1000).toFixed(1)}s; sampling RSS for ${windowMs / 1000}s`);
+    const apiBefore = await apiserverRequestCounts(kc);
+    const sampler = new ProcessSampler(limited.pid, 1000);
     const end = Date.now() + windowMs;
     while (Date.now() < end) {
       await sleep(Math.min(10_000, end - Date.now()));
@@ -125,26 +118,68 @@ export async function runSteady(env: BenchEnv, count: number, windowMs: number, 
       if (s && Date.now() < end) env.out(`${tag}: RSS ${s.rssMiB.toFixed(1)} MiB, ${Math.round((end - Date.now()) / 1000)}s left`);
     }
     const last = sampler.stop()!;
-    const metrics = controllerMetrics(await controller.metrics().catch(() => ''));
+    const requestsDuringWindowAllClients = diffCounts(await apiserverRequestCounts(kc), apiBefore);
+    endPhase('steady');
+
+    // 3. Relist: the Node watch expires, the informer lists every Node again.
+    const relistPages = await forceNodeRelist(proxy, (line) => env.out(`${tag}: ${line}`));
+    await sleep(5000);
+    endPhase('relist');
+
+    const metrics = controllerMetrics(await limited.current.metrics().catch(() => ''));
     const rss = sampler.samples.map((s) => s.rssMiB);
     return {
       worker,
       steady: {
         nodes: count,
         createMs,
+        nodeObjectBytes,
+        limit: limited.limit,
+        nodeFlags: env.controllerNodeFlags,
         syncMs,
         sampleWindowMs: windowMs,
         rssMiB: { min: round(Math.min(...rss), 1), mean: round(rss.reduce((a, b) => a + b, 0) / rss.length, 1), max: round(Math.max(...rss), 1) },
-        peakRssMiB: round(last.hwmMiB, 1),
+        peakRssMiB: round(sampleProcess(limited.pid)?.hwmMiB ?? 0, 1),
+        phases,
+        oomKills: limited.oomKills(),
+        restarts: limited.restarts,
+        relistPages,
         cpuSecondsStartup: round(startup.cpuSeconds, 2),
         cpuSecondsWindow: round(last.cpuSeconds - startup.cpuSeconds, 2),
-        requestsDuringWindowAllClients: diffCounts(await apiserverRequestCounts(kc), before),
-        nodeObjectBytes,
+        requestsDuringWindowAllClients,
         controllerMetrics: metrics,
       },
     };
   } finally {
+    peaks?.stop();
     await controller?.stop();
+    await proxy?.close();
     await stopSandbox(env.sandboxDir, env.slot, () => {});
+  }
+}
+
+/**
+ * Expires the Node watch at the proxy (410, as after etcd compaction) and breaks the open one, so the
+ * informer lists again; lifts the fault once the list has begun and waits for the watch that follows
+ * it (the list is done). Returns the list pages requested.
+ */
+async function forceNodeRelist(proxy: FaultProxy, progress: (line: string) => void): Promise<number> {
+  const count = (kind: string) => proxy.requestsByKind()[kind] ?? 0;
+  const listsBefore = count('list nodes');
+  proxy.set({ expireWatches: ['nodes'] });
+  proxy.cutAll();
+  progress('the Node watch answers 410 Expired: waiting for the relist');
+  await waitUntil(() => count('list nodes') > listsBefore, 60_000, 'the controller to list nodes after its watch expired');
+  proxy.set({});
+  const watchesAfterList = count('watch nodes');
+  await waitUntil(() => count('watch nodes') > watchesAfterList, 180_000, 'the controller to watch nodes again after its relist');
+  return count('list nodes') - listsBefore;
+}
+
+async function waitUntil(ok: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!ok()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000}s waiting for ${what}`);
+    await sleep(100);
   }
 }

@@ -10,3 +10,4 @@ export { startFaultProxy, type FaultProxy, type Faults } from './fault-proxy.js'
 export { certPaths } from './certs.js';
 export { applyObjects, installNodeReadinessController, nodeReadinessDir, renderNodeReadinessChart, NODE_READINESS_CONTROLLER_VERSION, NODE_READINESS_LEASE, NODE_READINESS_RULES, type NodeReadinessController, type NodeReadinessInstallOptions } from './node-readiness.js';
 export { DAEMON_UNHANDLED } from './daemon.js';
+export { Cgroups, parseQuantity, type ContainerCgroup } from './runtime/cgroups.js';
