@@ -9,7 +9,7 @@ import { createInterface } from 'node:readline';
 import { stringify } from 'yaml';
 import { k8s, loadKubeConfig, sandboxLayout, simulatedNode, startSandbox, stopSandbox, type FaultProxy, type SandboxState } from '@kube-node-ready/sandbox';
 import { apiserverRequestCounts, diffCounts } from './apiserver.js';
-import { applyChartRbac, BENCH_WORKER_IMAGE, benchConfig, ControllerProcess, controllerKubeconfig, histogramQuantile, metricSum, NAMESPACE, startProxy, TAINT, VERIFIED_LABEL, type ControllerTuning } from './controller.js';
+import { applyChartRbac, benchConfig, ControllerProcess, controllerKubeconfig, histogramQuantile, metricSum, NAMESPACE, startProxy, TAINT, VERIFIED_LABEL, type ControllerTuning } from './controller.js';
 import { LimitedController, PeakSampler, type MemoryLimit } from './limited.js';
 import type { Milestone, ObservedLine } from './observer.js';
 import { busyFraction, machineCpu, ProcessSampler, sampleProcess } from './proc.js';
@@ -30,6 +30,8 @@ export interface BenchEnv {
   direct: boolean;
   /** Extra node flags for the controller process (experiments only; the image runs none). */
   controllerNodeFlags: string[];
+  /** The worker image of the bursts: the real worker, or INSTANT_WORKER_IMAGE (--instant-worker). */
+  workerImage: { repository: string; tag: string };
   /** The controller's memory limit: the chart's `controller.resources.limits.memory` unless --controller-memory-limit says otherwise. */
   controllerMemoryLimit: string;
   /** From the sandbox's state, once one has started. */
@@ -79,8 +81,8 @@ export interface BurstResult {
   workerChecksMs: Distribution;
   api: ApiCost;
   /**
-   * Run as the chart runs it (limited.ts). CPU figures are the process that ran at the end: with a
-   * restart they miss what the one before it spent. Peak RSS spans restarts (sampled every 100 ms).
+   * Run as the chart runs it (limited.ts). CPU and RSS at the end are the process the burst began
+   * with: after a restart, up to its last sample. Peaks span restarts (sampled every 100 ms).
    */
   controller: { cpuSeconds: number; cpuMsPerNode: number; peakRssMiB: number; peakAnonMiB: number; peakChargedMiB: number; rssMiBAtEnd: number; startupRssMiB: number; memoryLimit: MemoryLimit; oomKills: number; restarts: number };
   controllerMetrics: Record<string, number>;
@@ -120,7 +122,7 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
   try {
     const layout = sandboxLayout(env.sandboxDir, env.slot);
     const core = kc.makeApiClient(k8s.CoreV1Api);
-    await applyChartRbac(state, BENCH_WORKER_IMAGE);
+    await applyChartRbac(state, env.workerImage);
     if (!env.direct) proxy = await startProxy(layout);
     const kubeconfig = join(env.sandboxDir, 'controller.kubeconfig');
     await controllerKubeconfig(kc, layout, proxy, kubeconfig);
@@ -153,7 +155,7 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
     // The controller, through the proxy; reconciling once it leads.
     const metricsPort = 18000 + 100 + env.slot;
     const configFile = join(env.sandboxDir, 'controller.yaml');
-    writeFileSync(configFile, stringify(benchConfig(env.tuning, metricsPort)));
+    writeFileSync(configFile, stringify(benchConfig(env.tuning, metricsPort, env.workerImage)));
     const limited = (controller = new LimitedController(env, (procsFiles, run) =>
       new ControllerProcess(configFile, kubeconfig, join(env.logDir, `controller-${runId}${run ? `-restart${run}` : ''}.log`), metricsPort, env.controllerNodeFlags, undefined, procsFiles),
     ));
@@ -200,7 +202,8 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
     if (proxy) await settle(proxy, 3000, 30_000);
     else await sleep(3000);
     const windowMs = Date.now() - windowStart;
-    const cpuAfter = sampler.stop()!;
+    // The process the burst began with: after a restart, its last sample before it exited.
+    const cpuAfter = sampler.stop() ?? sampler.samples.at(-1) ?? cpuBefore;
     const peak = peaks.peak();
     peaks.stop();
     const machineAfter = machineCpu();

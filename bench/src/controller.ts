@@ -14,6 +14,8 @@ export const TAINT = { key: 'node-ready/unverified', value: 'true', effect: 'NoS
 export const VERIFIED_LABEL = 'node-ready/verified';
 /** The worker image of the bench's configuration (the sandbox maps it to dist/kube-node-ready.mjs). */
 export const BENCH_WORKER_IMAGE = { repository: 'ghcr.io/kube-node-ready/kube-node-ready', tag: 'bench' };
+/** A worker that writes a passing summary and exits at once (the sandbox's `kube-node-ready-instant`): a burst then measures the controller, not the checks. */
+export const INSTANT_WORKER_IMAGE = { repository: 'ghcr.io/kube-node-ready/kube-node-ready-instant', tag: 'bench' };
 const CONTROLLER_SA = 'kube-node-ready-controller';
 
 /**
@@ -65,9 +67,9 @@ export interface ControllerTuning {
 }
 
 /** The controller configuration the bench runs with: defaults except what is listed here. */
-export function benchConfig(t: ControllerTuning, metricsPort: number): Record<string, unknown> {
+export function benchConfig(t: ControllerTuning, metricsPort: number, workerImage = BENCH_WORKER_IMAGE): Record<string, unknown> {
   return {
-    worker: { image: { ...BENCH_WORKER_IMAGE }, namespace: NAMESPACE },
+    worker: { image: { ...workerImage }, namespace: NAMESPACE },
     reconciliation: { maxConcurrentVerifications: t.maxConcurrentVerifications, workers: t.workers },
     nodeManagement: { taints: [TAINT] },
     leaderElection: { namespace: NAMESPACE },

@@ -88,7 +88,11 @@ export class LimitedController {
     for (;;) {
       const proc = this.proc;
       if (proc.exited) {
-        if (Date.now() >= deadline) throw new Error(`the controller exited and was not restarted within ${timeoutMs / 1000}s (${this.restarts} restarts):\n${proc.recentOutput.slice(-3000)}`);
+        if (Date.now() >= deadline) {
+          throw new Error(
+            `the controller exited ${this.restarts} times (${this.oomKills()} OOM kills under its ${this.limit.memory} limit) and did not log "${text}" within ${timeoutMs / 1000}s; the last one's output:\n${proc.recentOutput.slice(-3000) || '(none)'}`,
+          );
+        }
         await new Promise((r) => setTimeout(r, 200)); // its successor starts a second after the exit
         continue;
       }

@@ -4,6 +4,7 @@
 //                       [--qps 200] [--burst 400] [--direct] [--controller-node-flags=--max-semi-space-size=2]
 //                       (default: the NODE_OPTIONS the Helm chart gives the controller; '=' for none)
 //                       [--controller-memory-limit 512Mi] (default: the chart's controller memory limit)
+//                       [--instant-worker] (bursts with a worker that passes at once: the controller's own cost)
 //   node dist/bench.mjs side-by-side [--sizes 50,200,1000] [--reps 2] [--footprint 1000,5000] [--slot 10] [--out FILE]
 //                       kube-node-ready beside node-readiness-controller (bench/src/neighbour.ts); make bench runs it
 //                       after the bursts (not in --quick unless --side-by-side)
@@ -21,7 +22,7 @@ import { repoRoot, stopSandbox } from '@kube-node-ready/sandbox';
 import { runBurst, type BenchEnv, type BurstResult } from './burst.js';
 import { drawChart, type ChartInput } from './chart.js';
 import { chartMemoryLimit } from './limited.js';
-import type { ControllerTuning } from './controller.js';
+import { BENCH_WORKER_IMAGE, INSTANT_WORKER_IMAGE, type ControllerTuning } from './controller.js';
 import { drawSideBySideChart, LONG_LEASE, runSideBySide, type SideBySideResult } from './neighbour.js';
 import { runObserver } from './observer.js';
 import { distribution, median, percentile, type Distribution } from './stats.js';
@@ -113,6 +114,7 @@ async function main(argv: string[]): Promise<number> {
       direct: { type: 'boolean', default: false },
       'controller-node-flags': { type: 'string' },
       'controller-memory-limit': { type: 'string' },
+      'instant-worker': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -133,7 +135,7 @@ async function main(argv: string[]): Promise<number> {
   const outFile = resolve(values.out ?? join(root, 'bench', 'results', `${date}${quick ? '-quick' : ''}.json`));
   mkdirSync(dirname(outFile), { recursive: true });
   const out = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
-  const env: BenchEnv = { root, bundle, slot, sandboxDir: join(root, '.sandbox', `bench-${slot}`), logDir: join(root, '.sandbox', `bench-${slot}-logs`), tuning, out, direct: values.direct!, controllerNodeFlags: (values['controller-node-flags'] ?? chartNodeOptions(root)).split(' ').filter(Boolean), controllerMemoryLimit: values['controller-memory-limit'] ?? chartMemoryLimit(root) };
+  const env: BenchEnv = { root, bundle, slot, sandboxDir: join(root, '.sandbox', `bench-${slot}`), logDir: join(root, '.sandbox', `bench-${slot}-logs`), tuning, out, direct: values.direct!, controllerNodeFlags: (values['controller-node-flags'] ?? chartNodeOptions(root)).split(' ').filter(Boolean), controllerMemoryLimit: values['controller-memory-limit'] ?? chartMemoryLimit(root), workerImage: values['instant-worker'] ? INSTANT_WORKER_IMAGE : BENCH_WORKER_IMAGE };
   for (const f of ['kube-node-ready.mjs', 'sandbox.mjs']) if (!existsSync(join(root, 'dist', f))) throw new Error(`dist/${f} is missing: run \`node scripts/bundle.mjs\` first`);
 
   const stop = () => {
@@ -246,7 +248,7 @@ async function main(argv: string[]): Promise<number> {
       kubernetesVersion: env.kubernetesVersion ?? 'unknown',
     },
     load: { ...load, loadavgAtEnd: loadavg().map((x) => round(x, 2)), otherSandboxesAtEnd: otherSandboxes(slot) },
-    config: { tuning, direct: values.direct!, controllerNodeFlags: env.controllerNodeFlags, controllerMemoryLimit: env.controllerMemoryLimit, note: 'every other controller setting is the default (docs/configuration.md); Node.js flags: the Helm chart\'s NODE_OPTIONS unless --controller-node-flags says otherwise; leader election on; worker checks: all (dns, api, tcp, service, podnet)' },
+    config: { tuning, direct: values.direct!, controllerNodeFlags: env.controllerNodeFlags, controllerMemoryLimit: env.controllerMemoryLimit, workerImage: env.workerImage.repository, note: 'every other controller setting is the default (docs/configuration.md); Node.js flags: the Helm chart\'s NODE_OPTIONS unless --controller-node-flags says otherwise; leader election on; worker checks: all (dns, api, tcp, service, podnet)' },
     targets: TARGETS,
     summary: summarize(bursts, steady?.rssMiB.max),
     bursts,

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { applyObjects, certPaths, k8s, NODE_READINESS_CONTROLLER_VERSION, NODE_READINESS_RULES, nodeReadinessDir, renderNodeReadinessChart, sandboxLayout, simulatedNode, stopSandbox, type FaultProxy, type SandboxState } from '@kube-node-ready/sandbox';
 import { freshSandbox, RUN_LABEL, settle, startObserver, type BenchEnv } from './burst.js';
-import { applyChartRbac, BENCH_WORKER_IMAGE, benchConfig, ControllerProcess, controllerKubeconfig, startProxy, TAINT } from './controller.js';
+import { applyChartRbac, benchConfig, INSTANT_WORKER_IMAGE, ControllerProcess, controllerKubeconfig, startProxy, TAINT } from './controller.js';
 import { createRealisticNodes, realisticNodeName } from './nodes.js';
 import { ProcessSampler, sampleProcess } from './proc.js';
 import { distribution, type Distribution } from './stats.js';
@@ -162,16 +162,14 @@ export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number
   let theirs: NrcProcess | undefined;
   try {
     // kube-node-ready: the chart's RBAC and admission policies, the instant worker image.
-    const workerImage = { ...BENCH_WORKER_IMAGE, repository: 'ghcr.io/kube-node-ready/kube-node-ready-instant' };
-    await applyChartRbac(state, workerImage);
+    await applyChartRbac(state, INSTANT_WORKER_IMAGE);
     const oursProxy = await startProxy(layout);
     proxies.push(oursProxy);
     const oursKubeconfig = join(env.sandboxDir, 'controller.kubeconfig');
     await controllerKubeconfig(kc, layout, oursProxy, oursKubeconfig);
     const metricsPort = 18000 + 150 + env.slot;
     const configFile = join(env.sandboxDir, 'controller.yaml');
-    const config = benchConfig(env.tuning, metricsPort) as { worker: { image: { repository: string } }; leaderElection: Record<string, string> };
-    config.worker.image.repository = workerImage.repository;
+    const config = benchConfig(env.tuning, metricsPort, INSTANT_WORKER_IMAGE) as { leaderElection: Record<string, string> };
     // A longer Lease than the product's 15 s / 10 s / 2 s: with those, kube-node-ready lost its Lease
     // in the first 1000-node burst on 2 shared cores (a renewal through the bench's counting proxy,
     // in the bench's own busy process, took over 10 s) and exited, which ends the comparison.
