@@ -1,7 +1,8 @@
 // Informers whose label selector matches objects that never change, while other objects of the
 // same resource keep changing. Their watches are ended by the apiserver every few seconds and
 // resume from the resourceVersion of the bookmark each one ends with, never from the list's, and
-// they never list again; a watch gone silent is given up on soon after its timeout and resumed.
+// they never list again; a watch gone silent is given up on soon after its timeout and resumed; an
+// index follows the cache through a relist.
 // (A resume from the list's resourceVersion works until the apiserver's watch cache has dropped
 // that part of its history, at least 75 s later, then gets 410 Gone and the informer relists; etcd
 // compaction does not hasten it, the cache keeps its own history. A test this short checks the
@@ -157,22 +158,78 @@ it('gives up on a watch gone silent soon after its timeout and resumes it, witho
   }
 });
 
+it('keeps its index (byIndex) across updates, deletes and a relist that finds an object gone', async () => {
+  const GROUP = 'kube-node-ready.io/group';
+  const INDEXED = `${ROLE}=indexed`;
+  const create = (name: string, group: string) =>
+    core().createNamespacedConfigMap({ namespace, body: { metadata: { name, labels: { [ROLE]: 'indexed', [GROUP]: group } } } });
+  for (const [name, group] of [['idx-a', 'g1'], ['idx-b', 'g1'], ['idx-c', 'g2']] as const) await create(name, group);
+  const { proxy, kubeConfig } = await watchThroughProxy('indexer');
+  let lists = 0;
+  const informer = new SelfHealingInformer<k8s.V1ConfigMap>({
+    resource: 'configmaps',
+    path: `/api/v1/namespaces/${namespace}/configmaps`,
+    list: async function* () {
+      yield await core().listNamespacedConfigMap({ namespace, labelSelector: INDEXED });
+    },
+    labelSelector: INDEXED,
+    kubeConfig,
+    clock: realClock,
+    log: silentLogger(),
+    watchTimeoutSeconds: 4,
+    minBackoffMs: 200,
+    onList: () => lists++,
+    indexBy: (cm) => cm.metadata?.labels?.[GROUP],
+  });
+  const group = (key: string) => informer.byIndex(key).map((cm) => cm.metadata?.name).sort();
+  const seen = () => `g1 ${JSON.stringify(group('g1'))}, g2 ${JSON.stringify(group('g2'))}, lists ${lists}, cache ${JSON.stringify(informer.list().map((cm) => cm.metadata?.name))}, proxy ${JSON.stringify(proxy.stats())}`;
+  const until = (fn: () => boolean, what: string) =>
+    waitFor(async () => fn(), what, 30_000, 100).catch((err: Error) => {
+      throw new Error(`${err.message}\n  saw: ${seen()}`, { cause: err });
+    });
+  try {
+    await informer.start();
+    expect(group('g1')).toEqual(['idx-a', 'idx-b']);
+    expect(group('g2')).toEqual(['idx-c']);
+
+    // A watch event moves an object to its new key, and removes a deleted one.
+    await core().patchNamespacedConfigMap({ namespace, name: 'idx-b', body: [{ op: 'replace', path: `/metadata/labels/${GROUP.replace('/', '~1')}`, value: 'g2' }] });
+    await until(() => group('g2').includes('idx-b'), 'idx-b under g2');
+    expect(group('g1'), seen()).toEqual(['idx-a']);
+    await core().deleteNamespacedConfigMap({ namespace, name: 'idx-c' });
+    await until(() => !group('g2').includes('idx-c'), 'idx-c gone from g2');
+
+    // idx-a is deleted while the watch is silent, and the resumed watch is told its resourceVersion
+    // is too old: only the relist can tell the informer, and the index must follow.
+    proxy.set({ stallWatches: ['configmaps'], expireWatches: ['configmaps'] });
+    await core().deleteNamespacedConfigMap({ namespace, name: 'idx-a' });
+    proxy.cutAll();
+    await until(() => lists >= 2 && group('g1').length === 0, 'a relist, and idx-a gone from g1');
+    proxy.set({});
+    expect(group('g2'), seen()).toEqual(['idx-b']);
+    expect(informer.list().map((cm) => cm.metadata?.name), seen()).toEqual(['idx-b']);
+  } finally {
+    await informer.stop();
+    await proxy.close();
+  }
+});
+
 /**
  * The sandbox's fault proxy in front of the apiserver, and a kubeconfig through it for a
  * ServiceAccount that may read this namespace's ConfigMaps (the proxy forwards bearer tokens, not
  * client certificates).
  */
-async function watchThroughProxy(): Promise<{ proxy: FaultProxy; kubeConfig: k8s.KubeConfig }> {
+async function watchThroughProxy(account = 'informer'): Promise<{ proxy: FaultProxy; kubeConfig: k8s.KubeConfig }> {
   const { layout, kc } = sandbox();
   const certs = certPaths(layout.paths.certs);
   const rbac = kc.makeApiClient(k8s.RbacAuthorizationV1Api);
-  await core().createNamespacedServiceAccount({ namespace, body: { metadata: { name: 'informer' } } });
-  await rbac.createNamespacedRole({ namespace, body: { metadata: { name: 'informer' }, rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch'] }] } });
+  await core().createNamespacedServiceAccount({ namespace, body: { metadata: { name: account } } });
+  await rbac.createNamespacedRole({ namespace, body: { metadata: { name: account }, rules: [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch'] }] } });
   await rbac.createNamespacedRoleBinding({
     namespace,
-    body: { metadata: { name: 'informer' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'informer' }, subjects: [{ kind: 'ServiceAccount', name: 'informer', namespace }] },
+    body: { metadata: { name: account }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: account }, subjects: [{ kind: 'ServiceAccount', name: account, namespace }] },
   });
   const proxy = await startFaultProxy({ upstreamHost: layout.apiHost, upstreamPort: layout.apiPort, caFile: certs.caCert, certFile: certs.serverCert, keyFile: certs.serverKey });
-  const kubeConfig = await serviceAccountKubeConfig(namespace, 'informer', proxy.url);
+  const kubeConfig = await serviceAccountKubeConfig(namespace, account, proxy.url);
   return { proxy, kubeConfig };
 }

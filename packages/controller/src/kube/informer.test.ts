@@ -1,4 +1,4 @@
-import type { V1Node } from '@kubernetes/client-node';
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { nodeFingerprint } from '../controllers/node/verification/controller.js';
 import { conditionPatch, nodePatch } from '../controllers/node/verification/node-patch.js';
@@ -6,7 +6,7 @@ import { decide } from '../controllers/node/verification/decide.js';
 import { readState } from '../controllers/node/verification/state.js';
 import { Outcome, Phase } from '../controllers/node/verification/types.js';
 import { aNode, testConfig } from '../testing/builders.js';
-import { slimNode } from './informer.js';
+import { CacheIndex, slimNode } from './informer.js';
 
 const config = testConfig();
 const OURS = config.nodeManagement.condition.type;
@@ -95,5 +95,44 @@ describe('slimNode', () => {
     expect(nodePatch({ node: slim, config, state: next, open: true })).toEqual(nodePatch({ node: full, config, state: next, open: true }));
     const wanted = { type: OURS, status: 'True' as const, reason: 'Passed', message: 'all checks passed' };
     expect(conditionPatch(slim, wanted, T0)).toEqual(conditionPatch(full, wanted, T0));
+  });
+});
+
+describe('CacheIndex', () => {
+  const pod = (name: string, node?: string, namespace = 'ns'): V1Pod => ({ metadata: { name, namespace, ...(node ? { annotations: { node } } : {}) } });
+  const names = (pods: readonly V1Pod[]) => pods.map((p) => p.metadata?.name).sort();
+  const index = () => new CacheIndex<V1Pod>((p) => p.metadata?.annotations?.['node']);
+
+  it('files objects under their key, and leaves out those without one', () => {
+    const i = index();
+    for (const p of [pod('a', 'n1'), pod('b', 'n1'), pod('c', 'n2'), pod('d')]) i.put(p);
+    expect(names(i.get('n1'))).toEqual(['a', 'b']);
+    expect(names(i.get('n2'))).toEqual(['c']);
+    expect(i.get('n3')).toEqual([]);
+  });
+
+  it('keeps the newest copy, moves an object whose key changed, and forgets deleted ones', () => {
+    const i = index();
+    i.put(pod('a', 'n1'));
+    const newer = { ...pod('a', 'n1'), status: { phase: 'Succeeded' } };
+    i.put(newer);
+    expect(i.get('n1')).toEqual([newer]);
+    i.put(pod('a', 'n2'));
+    expect(i.get('n1')).toEqual([]);
+    expect(names(i.get('n2'))).toEqual(['a']);
+    i.put(pod('a'));
+    expect(i.get('n2')).toEqual([]);
+    i.put(pod('a', 'n2'));
+    i.remove(pod('a'));
+    expect(i.get('n2')).toEqual([]);
+    i.remove(pod('never-seen', 'n2'));
+  });
+
+  it('tells objects of the same name in other namespaces apart', () => {
+    const i = index();
+    i.put(pod('a', 'n1', 'ns1'));
+    i.put(pod('a', 'n1', 'ns2'));
+    i.remove(pod('a', 'n1', 'ns1'));
+    expect(i.get('n1').map((p) => p.metadata?.namespace)).toEqual(['ns2']);
   });
 });

@@ -33,6 +33,8 @@ export interface InformerOptions<T extends KubernetesObject> {
   maxBackoffMs?: number;
   /** A watch failing for longer than this makes health() report not ok. */
   unhealthyAfterMs?: number;
+  /** The key byIndex() finds an object under (client-go's indexer), e.g. a worker pod's node; undefined: not indexed. */
+  indexBy?: (obj: T) => string | undefined;
 }
 
 export interface InformerHandlers<T> {
@@ -80,6 +82,7 @@ export class SelfHealingInformer<T extends KubernetesObject> {
   private lastError = '';
   private errorsThisStart = 0;
   private readonly syncWaiters: Array<() => void> = [];
+  private readonly index: CacheIndex<T> | undefined;
 
   constructor(private readonly opts: InformerOptions<T>) {
     this.backoffMs = opts.minBackoffMs ?? 1_000;
@@ -114,6 +117,13 @@ export class SelfHealingInformer<T extends KubernetesObject> {
       { delayFn: (ms) => opts.clock.sleep(ms) },
     );
     this.listWatch.on('error', (err) => this.onError(err));
+    if (opts.indexBy) {
+      // Registered before anyone's handlers: a handler reading byIndex() sees the event applied.
+      const index = (this.index = new CacheIndex(opts.indexBy));
+      this.listWatch.on('add', (obj) => index.put(obj));
+      this.listWatch.on('update', (obj) => index.put(obj));
+      this.listWatch.on('delete', (obj) => index.remove(obj));
+    }
   }
 
   on(handlers: InformerHandlers<T>): void {
@@ -146,6 +156,11 @@ export class SelfHealingInformer<T extends KubernetesObject> {
 
   list(namespace?: string): readonly T[] {
     return this.listWatch.list(namespace);
+  }
+
+  /** The cached objects `indexBy` files under `key` (none without `indexBy`). */
+  byIndex(key: string): readonly T[] {
+    return this.index?.get(key) ?? [];
   }
 
   /** Not ok before the first sync, after stop(), and while the watch has been failing too long. */
@@ -192,6 +207,46 @@ export class SelfHealingInformer<T extends KubernetesObject> {
       this.runOnce().catch((err: unknown) => this.onError(err));
     });
   }
+}
+
+/**
+ * Cached objects grouped by a key, kept by the cache's own add, update and delete events (a relist
+ * included: client-node reports what it dropped as deletes). An object whose key changes moves.
+ */
+export class CacheIndex<T extends KubernetesObject> {
+  private readonly groups = new Map<string, Map<string, T>>();
+  private readonly keys = new Map<string, string>();
+
+  constructor(private readonly keyOf: (obj: T) => string | undefined) {}
+
+  put(obj: T): void {
+    const id = objectId(obj);
+    this.remove(obj);
+    const key = this.keyOf(obj);
+    if (key === undefined) return;
+    let group = this.groups.get(key);
+    if (!group) this.groups.set(key, (group = new Map()));
+    group.set(id, obj);
+    this.keys.set(id, key);
+  }
+
+  remove(obj: T): void {
+    const id = objectId(obj);
+    const key = this.keys.get(id);
+    if (key === undefined) return;
+    this.keys.delete(id);
+    const group = this.groups.get(key);
+    group?.delete(id);
+    if (group?.size === 0) this.groups.delete(key);
+  }
+
+  get(key: string): T[] {
+    return [...(this.groups.get(key)?.values() ?? [])];
+  }
+}
+
+function objectId(obj: KubernetesObject): string {
+  return `${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`;
 }
 
 /**
