@@ -15,12 +15,12 @@ import { judgeShared, noteClusterWide, type ClusterWideFailures, type ControlAns
 import { CONTROL_POLL_MS, type ControlRuns } from './control.js';
 import type { ClusterDnsEndpoints } from './dns-endpoints.js';
 import { desiredCondition, unsupportedOSCondition, waitingCondition } from './condition.js';
-import { decide, hasVerificationTaint, POD_REFUSED_RETRY_MS, unsupportedOS, type Action, type PodRef } from './decide.js';
+import { decide, hasVerificationTaint, POD_REFUSED_RETRY_MS, podRef, unsupportedOS, type Action, type PodRef } from './decide.js';
 import { awaitingRegistrationEvent, completedEvents, podRefusedEvent, startedEvent, unsupportedOSEvent, waitingForNodeEvent, type NodeEvent } from './events.js';
 import { workerPodName } from './naming.js';
 import { NodeCopies } from './node-copies.js';
 import { conditionPatch, taintsToRemove, type ConditionInput } from './node-patch.js';
-import { buildWorkerPod } from './pod-spec.js';
+import { buildWorkerPod, workerNodeName } from './pod-spec.js';
 import type { VerificationSlots } from './slots.js';
 import type { ProgressStore } from './store.js';
 import { Outcome, Phase, type VerificationState } from './types.js';
@@ -40,7 +40,8 @@ export interface VerificationDeps {
   kube: Pick<KubeClient, 'getNode' | 'findNode' | 'patchNodeStatus' | 'createPod' | 'getPod' | 'deletePod'>;
   /** Informer caches. */
   nodes: { get(name: string): V1Node | undefined };
-  pods: { list(): readonly V1Pod[] };
+  /** The worker pods of a node, by its name (the pod informer's index: workerNodeName). */
+  pods: { byIndex(node: string): readonly V1Pod[] };
   store: ProgressStore;
   events: EventRecorder;
   metrics: ControllerMetrics;
@@ -193,13 +194,13 @@ export class VerificationController {
 
   /** The cached worker pods for a node name that are not being deleted yet. */
   private workersOf(name: string): V1Pod[] {
-    return this.deps.pods.list().filter((p) => annotation(p, PodAnnotation.NodeName) === name && !p.metadata?.deletionTimestamp);
+    return this.deps.pods.byIndex(name).filter((p) => !p.metadata?.deletionTimestamp);
   }
 
   /** The node is gone (deleted, or no longer matching the node selector): delete its workers, drop its series and memory. */
   async forget(name: string, log: Logger = this.deps.log.child({ node: name })): Promise<ReconcileResult> {
     const orphans = this.workersOf(name);
-    await this.deletePods(orphans.map(ref), log);
+    await this.deletePods(orphans.map(podRef), log);
     this.deps.metrics.forgetNode(name);
     this.deps.store.forget(name);
     this.nodes.forget(name);
@@ -208,7 +209,7 @@ export class VerificationController {
     this.waitingReported.delete(name);
     this.refusedReported.delete(name);
     this.writtenCondition.delete(name);
-    for (const [pod, entry] of this.recentlyCreated) if (annotation(entry.pod, PodAnnotation.NodeName) === name) this.recentlyCreated.delete(pod);
+    for (const [pod, entry] of this.recentlyCreated) if (workerNodeName(entry.pod) === name) this.recentlyCreated.delete(pod);
     if (orphans.length > 0) log.info({ pods: orphans.length }, 'node is gone; deleted its worker pods');
     return {};
   }
@@ -232,7 +233,7 @@ export class VerificationController {
    */
   private async workerPods(node: V1Node, state: VerificationState | undefined): Promise<V1Pod[]> {
     const name = node.metadata?.name ?? '';
-    const pods = this.deps.pods.list().filter((p) => annotation(p, PodAnnotation.NodeName) === name);
+    const pods = [...this.deps.pods.byIndex(name)];
     if (state?.phase !== Phase.Verifying) return pods;
     const expected = workerPodName(name, nodeUid(node), state.attempt);
     const remembered = this.recentlyCreated.get(expected);
@@ -372,7 +373,7 @@ export class VerificationController {
     //    on a stale copy: the caller decides again on a live one, and keeps the pod only if that
     //    decision follows it.
     const saved = await this.deps.store.save(node, action.state, { open: false });
-    if (saved === 'conflict') return created ? { kind: 'conflict', launched: ref(created) } : CONFLICT;
+    if (saved === 'conflict') return created ? { kind: 'conflict', launched: podRef(created) } : CONFLICT;
 
     this.emit(name, startedEvent(action, config));
     if (action.state.failures > 0) this.deps.metrics.recordRetry(name);
@@ -547,10 +548,6 @@ function statusOf(state: VerificationState): NodeStatus {
 
 function requeue(ms: number | undefined): ReconcileResult {
   return ms === undefined ? {} : { requeueAfterMs: Math.max(0, ms) };
-}
-
-function ref(pod: V1Pod): PodRef {
-  return { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' };
 }
 
 /** Whether `action` goes on with the worker pod named `podName` (launches it, waits on it, records it). */

@@ -4,7 +4,7 @@ import { Karpenter, NODE_NOT_READY_TAINT, NODE_UNREACHABLE_TAINT, PodAnnotation 
 import { annotation, isPodTerminal, label, nodeName, nodeTaints, nodeUid, toMillis } from '../../../kube/objects.js';
 import { workerPodName } from './naming.js';
 import { evaluateWorkerPod } from './pod-result.js';
-import { workerTolerations } from './pod-spec.js';
+import { workerNodeName, workerTolerations } from './pod-spec.js';
 import { formatTaint, untoleratedTaints } from './taints.js';
 import { Outcome, Phase, type AttemptResult, type Failing, type VerificationState } from './types.js';
 
@@ -276,7 +276,7 @@ function complete(
     deletePod,
     cleanup: cleanup(others, pods.foreign, { keep: keepOthers }),
   };
-  if (pod) action.pod = ref(pod);
+  if (pod) action.pod = podRef(pod);
   if (state.phase === Phase.Backoff && state.nextAttemptAt !== undefined) action.requeueAfterMs = state.nextAttemptAt - now;
   return action;
 }
@@ -429,7 +429,7 @@ function partitionPods(pods: readonly V1Pod[], node: V1Node): { mine: V1Pod[]; f
   const mine: V1Pod[] = [];
   const foreign: V1Pod[] = [];
   for (const pod of pods) {
-    if (annotation(pod, PodAnnotation.NodeName) !== nodeName(node)) continue;
+    if (workerNodeName(pod) !== nodeName(node)) continue;
     if (annotation(pod, PodAnnotation.NodeUid) === nodeUid(node) && podAttempt(pod) > 0) mine.push(pod);
     else foreign.push(pod);
   }
@@ -459,10 +459,10 @@ function cleanup(
   return refs(doomed.filter((p) => !p.metadata?.deletionTimestamp));
 }
 
-function ref(pod: V1Pod): PodRef {
+export function podRef(pod: V1Pod): PodRef {
   return { namespace: pod.metadata?.namespace ?? '', name: pod.metadata?.name ?? '' };
 }
 
 function refs(pods: readonly V1Pod[]): PodRef[] {
-  return pods.map(ref);
+  return pods.map(podRef);
 }

@@ -133,6 +133,11 @@ export function workerPodLabels(node: string, attempt: number): Record<string, s
   };
 }
 
+/** The name of the node a worker pod verifies (its annotation; label values may be shortened). */
+export function workerNodeName(pod: V1Pod): string | undefined {
+  return pod.metadata?.annotations?.[PodAnnotation.NodeName];
+}
+
 /** Selector of every worker pod this controller creates (for its pod informer). */
 export const WORKER_POD_SELECTOR = `${PodLabel.Component}=${PodLabelValue.Component},${PodLabel.ManagedBy}=${PodLabelValue.ManagedBy}`;
 

@@ -1,7 +1,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
-import { PodAnnotation } from '../../../api/well-known.js';
 import type { Clock } from '../../../clock.js';
-import { annotation, isPodTerminal } from '../../../kube/objects.js';
+import { isPodTerminal } from '../../../kube/objects.js';
+import { workerNodeName } from './pod-spec.js';
 
 /**
  * The verification slots of reconciliation.maxConcurrentVerifications, and the queue of nodes
@@ -46,7 +46,7 @@ export class VerificationSlots {
     const nodes = new Set<string>();
     for (const pod of this.pods()) {
       if (isPodTerminal(pod) || pod.metadata?.deletionTimestamp) continue;
-      const node = annotation(pod, PodAnnotation.NodeName);
+      const node = workerNodeName(pod);
       if (node) nodes.add(node);
     }
     const now = this.clock.now();

@@ -1,0 +1,166 @@
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import type { Logger } from '@kube-node-ready/core';
+import { Annotation, PodLabel, PodLabelValue } from '../../../api/well-known.js';
+import type { Clock } from '../../../clock.js';
+import type { ControllerConfig } from '../../../config/schema.js';
+import type { EventRecorder } from '../../../events/recorder.js';
+import type { KubeClient } from '../../../kube/client.js';
+import type { SelfHealingInformer } from '../../../kube/informer.js';
+import { annotation, isPodTerminal, nodeName, toMillis } from '../../../kube/objects.js';
+import type { ControllerMetrics } from '../../../metrics/metrics.js';
+import { WorkQueue } from '../../../queue/workqueue.js';
+import type { Controller } from '../../manager.js';
+import type { ApiEndpoints } from './api-endpoints.js';
+import { nodeHistory, type ClusterWideFailures } from './cluster-wide.js';
+import { ControlRuns } from './control.js';
+import { nodeFingerprint, VerificationController } from './controller.js';
+import { hasVerificationTaint, isVerified } from './decide.js';
+import { ClusterDnsEndpoints } from './dns-endpoints.js';
+import { workerNodeName } from './pod-spec.js';
+import type { VerificationSlots } from './slots.js';
+import type { ProgressStore } from './store.js';
+import { Phase } from './types.js';
+
+export interface VerificationSetup {
+  config: ControllerConfig;
+  clock: Clock;
+  log: Logger;
+  kube: KubeClient;
+  metrics: ControllerMetrics;
+  nodes: SelfHealingInformer<V1Node>;
+  /** Worker pods, indexed by the node they verify (workerNodeName). */
+  pods: SelfHealingInformer<V1Pod>;
+  slots: VerificationSlots;
+  store: ProgressStore;
+  events: EventRecorder;
+  clusterWide: ClusterWideFailures;
+  /** The worker configuration document the leader puts in worker.configMapName. */
+  workerConfig: string;
+  worker: { image: string; configHash: string };
+  apiEndpoints: ApiEndpoints;
+  /** The API server refused a worker pod for this node (remediation's circuit breaker counts it). */
+  podRefused?: (node: V1Node) => void;
+}
+
+/**
+ * The verification controller's registration: its queue and reconciler, the watch events that
+ * become its keys (node updates that change nothing it reads, kubelet heartbeats, are dropped here),
+ * its safety-net resync, and what it takes over when this replica starts leading.
+ */
+export function verificationController(s: VerificationSetup): Controller {
+  const { config, clock, log, kube, metrics, nodes, pods, slots } = s;
+  const queue = new WorkQueue<string>({
+    clock,
+    observer: {
+      depth: (n) => metrics.queueDepth.set(n),
+      added: () => metrics.queueAddsTotal.inc(),
+      retried: () => metrics.queueRetriesTotal.inc(),
+    },
+  });
+  const worker = { ...s.worker, apiEndpoints: () => s.apiEndpoints.current() };
+  const controlRuns = config.reconciliation.controlRuns
+    ? new ControlRuns({ config, clock, log: log.child({ component: 'control-runs' }), kube, nodes, pods, worker, observed: (result) => metrics.controlRunsTotal.inc({ result }) })
+    : undefined;
+  const verification = new VerificationController({
+    config,
+    clock,
+    log: log.child({ controller: 'verification' }),
+    kube,
+    nodes,
+    pods,
+    store: s.store,
+    events: s.events,
+    metrics,
+    slots,
+    worker,
+    enqueue: (name) => queue.add(name),
+    clusterWide: s.clusterWide,
+    ...(controlRuns ? { controlRuns } : {}),
+    ...(config.reconciliation.clusterDnsService
+      ? { clusterDns: new ClusterDnsEndpoints({ kube, clock, log: log.child({ component: 'cluster-dns' }), service: config.reconciliation.clusterDnsService }) }
+      : {}),
+    ...(s.podRefused ? { podRefused: s.podRefused } : {}),
+  });
+
+  const fingerprints = new Map<string, string>();
+  nodes.on({
+    add: (node) => {
+      fingerprints.set(nodeName(node), nodeFingerprint(node, config));
+      queue.add(nodeName(node));
+    },
+    update: (node) => {
+      const print = nodeFingerprint(node, config);
+      if (fingerprints.get(nodeName(node)) === print) return;
+      fingerprints.set(nodeName(node), print);
+      queue.add(nodeName(node));
+    },
+    delete: (node) => {
+      fingerprints.delete(nodeName(node));
+      queue.add(nodeName(node));
+    },
+  });
+  const podEvent = (pod: V1Pod): void => {
+    const node = workerNodeName(pod);
+    if (node) queue.add(node);
+  };
+  const podFreed = (pod: V1Pod): void => {
+    podEvent(pod);
+    verification.slotFreed();
+  };
+  pods.on({
+    add: podEvent,
+    update: (pod) => (isPodTerminal(pod) || pod.metadata?.deletionTimestamp ? podFreed(pod) : podEvent(pod)),
+    delete: podFreed,
+  });
+
+  return {
+    name: 'verification',
+    queue,
+    reconciler: verification,
+    workers: config.reconciliation.workers,
+    observer: { reconciled: (result, seconds) => metrics.reconcileDuration.observe({ result }, seconds), failed: () => metrics.reconcileErrorsTotal.inc() },
+    resync: () => {
+      for (const node of nodes.list()) if (hasWork(node, config, pods)) queue.add(nodeName(node));
+    },
+    startLeading: async () => {
+      const namespace = config.worker.namespace;
+      const [written] = await Promise.all([
+        kube.applyConfigMap(namespace, config.worker.configMapName, { 'worker.yaml': s.workerConfig }, {
+          [PodLabel.Name]: PodLabelValue.Name,
+          [PodLabel.ManagedBy]: PodLabelValue.ManagedBy,
+        }),
+        s.apiEndpoints.start(),
+      ]);
+      log.info({ configMap: `${namespace}/${config.worker.configMapName}`, result: written }, 'worker configuration in place; starting to reconcile');
+      // Control pods a previous leader left (it judged them, or never will).
+      await controlRuns?.sweep();
+      // What the last leader knew of which nodes pass and which fail what, from the Nodes' state.
+      const restored = s.clusterWide.restore(nodeHistory(nodes.list(), config));
+      if (restored.passes + restored.failing > 0) log.info(restored, 'cluster-wide rule: recent passes and failing nodes taken over from the Nodes');
+      // Nodes already waiting for a verification line up in order of arrival before the first
+      // reconcile: the cache lists them by name, and the first reconciles would otherwise take the
+      // free slots in that order. Each leaves the line when its reconcile finds it needs no slot.
+      const inFlight = slots.active();
+      for (const node of nodes.list()) {
+        const name = nodeName(node);
+        if (hasVerificationTaint(node, config) && !isVerified(node, config) && !inFlight.has(name)) slots.wait(name, toMillis(node.metadata?.creationTimestamp) ?? 0);
+      }
+      for (const node of nodes.list()) queue.add(nodeName(node));
+    },
+    stopLeading: () => s.apiEndpoints.stop(),
+  };
+}
+
+/**
+ * Nodes the safety-net resync re-queues: those with verification work left (a worker pod still
+ * around, a verification taint on a node that is not verified, an attempt in flight or a backoff).
+ * A verified node's changes arrive as watch events; re-queuing every verified node each resync cost
+ * one reconcile per node per interval for nothing (1000 per minute on a 1000-node cluster).
+ */
+function hasWork(node: V1Node, config: ControllerConfig, pods: Pick<SelfHealingInformer<V1Pod>, 'byIndex'>): boolean {
+  if (pods.byIndex(nodeName(node)).length > 0) return true;
+  if (isVerified(node, config)) return false;
+  if (hasVerificationTaint(node, config)) return true;
+  const phase = annotation(node, Annotation.Phase);
+  return phase === Phase.Verifying || phase === Phase.Backoff;
+}
