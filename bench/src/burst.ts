@@ -51,6 +51,7 @@ export interface PodTimes {
 /** One node's milestones (observer clock, ms), and its worker pods, one per attempt. */
 export interface NodeTimes {
   nodeAdded?: number;
+  launchable?: number;
   opened?: number;
   pods: Map<string, PodTimes>;
 }
@@ -69,6 +70,12 @@ export interface BurstResult {
   totalMs?: number;
   latencyMs: {
     podCreatedAfterNodeCreated: Distribution;
+    /**
+     * The controller's own reaction: node launchable (Ready, no taint the worker does not tolerate)
+     * to its first worker pod created. Without the node's bring-up in it; with slots for all nodes,
+     * without the wait for a slot either.
+     */
+    podCreatedAfterLaunchable: Distribution;
     workerFinishedAfterPodCreated: Distribution;
     taintRemovedAfterWorkerFinished: Distribution;
     taintRemovedAfterNodeCreated: Distribution;
@@ -135,6 +142,7 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
       let n = milestones.get(line.node);
       if (!n) milestones.set(line.node, (n = { pods: new Map() }));
       if (line.e === 'nodeAdded') n.nodeAdded = line.t;
+      else if (line.e === 'launchable') n.launchable = line.t;
       else if (line.e === 'opened') {
         n.opened = line.t;
         opened++;
@@ -322,6 +330,7 @@ export async function settle(proxy: FaultProxy, quietMs: number, maxMs: number):
 function latencies(milestones: Map<string, NodeTimes>, freeSlots: number): Pick<BurstResult, 'latencyMs' | 'workerChecksMs' | 'totalMs' | 'samples'> {
   interface Derived {
     added: number;
+    launchable?: number;
     firstPod?: number;
     passed?: PodTimes;
     opened?: number;
@@ -333,6 +342,7 @@ function latencies(milestones: Map<string, NodeTimes>, freeSlots: number): Pick<
       const created = pods.map((p) => p.created).filter((t): t is number => t !== undefined);
       return {
         added: m.nodeAdded!,
+        ...(m.launchable !== undefined ? { launchable: m.launchable } : {}),
         ...(created.length ? { firstPod: Math.min(...created) } : {}),
         ...(pods.some((p) => p.phase === 'Succeeded') ? { passed: pods.filter((p) => p.phase === 'Succeeded').at(-1)! } : {}),
         ...(m.opened !== undefined ? { opened: m.opened } : {}),
@@ -354,6 +364,7 @@ function latencies(milestones: Map<string, NodeTimes>, freeSlots: number): Pick<
     totalMs: openedTimes.length ? Math.max(...openedTimes) - t0 : undefined,
     latencyMs: {
       podCreatedAfterNodeCreated: between(nodes, (n) => [n.added, n.firstPod]),
+      podCreatedAfterLaunchable: between(nodes, (n) => [n.launchable, n.firstPod]),
       workerFinishedAfterPodCreated: between(nodes, (n) => [n.passed?.created, n.passed?.finished]),
       taintRemovedAfterWorkerFinished: between(nodes, (n) => [n.passed?.finished, n.opened]),
       taintRemovedAfterNodeCreated: between(nodes, (n) => [n.added, n.opened]),

@@ -218,7 +218,7 @@ async function main(argv: string[]): Promise<number> {
       bursts.push(r);
       out(
         `burst ${size} (run ${rep}): total ${fmtS(r.totalMs)}, open p50 ${fmtS(r.latencyMs.taintRemovedAfterNodeCreated.p50)} p99 ${fmtS(r.latencyMs.taintRemovedAfterNodeCreated.p99)}, ` +
-          `reaction p99 ${fmtS(r.latencyMs.podCreatedAfterNodeCreated.p99)}, open after worker p99 ${fmtS(r.latencyMs.taintRemovedAfterWorkerFinished.p99)}, ` +
+          `reaction p99 ${fmtS(r.latencyMs.podCreatedAfterNodeCreated.p99)} (from launchable ${fmtS(r.latencyMs.podCreatedAfterLaunchable.p99)}), open after worker p99 ${fmtS(r.latencyMs.taintRemovedAfterWorkerFinished.p99)}, ` +
           `${r.api.writesPerNode} writes/node, controller ${r.controller.cpuSeconds} CPU-s, peak RSS ${r.controller.peakRssMiB} MiB`,
       );
     }
@@ -320,6 +320,7 @@ function summarize(bursts: BurstResult[], steadyRss: number | undefined) {
         taintRemovedAfterWorkerFinished: pooled(runs, (s) => (s[2] !== null && s[3] !== null ? s[3] - s[2] : null)),
         taintRemovedAfterNodeCreated: pooled(runs, (s) => (s[0] !== null && s[3] !== null ? s[3] - s[0] : null)),
         podCreatedAfterNodeCreatedFreeSlotP99Median: med((r) => r.latencyMs.podCreatedAfterNodeCreatedFreeSlot.p99),
+        podCreatedAfterLaunchableP99Median: med((r) => r.latencyMs.podCreatedAfterLaunchable.p99),
         writesPerNodeMedian: med((r) => r.api.writesPerNode),
         nodeWritesPerNodeMedian: med((r) => r.api.nodeWritesPerNode),
         requestsPerNodeMedian: med((r) => Object.values(r.api.perVerifiedNode).reduce((a, b) => a + b, 0)),

@@ -1,6 +1,9 @@
 // The observer: ONE process that watches the burst's Nodes and the worker Pods and prints a JSON
 // line, stamped with its own clock (Date.now(), ms), the first time each milestone is seen:
 //   nodeAdded    the Node appears (watch ADDED): "node created"
+//   launchable   the Node is Ready and has no NoSchedule/NoExecute taint the worker does not
+//                tolerate (the controller's own test, decide.ts): from here the worker pod is the
+//                controller's to create
 //   podCreated   a worker pod of the node appears (one per attempt; lines carry the pod name)
 //   podScheduled the pod has spec.nodeName
 //   podRunning   the pod reports a started container
@@ -24,7 +27,7 @@ export interface ObserverOptions {
   conditionType?: string;
 }
 
-export type Milestone = 'nodeAdded' | 'podCreated' | 'podScheduled' | 'podRunning' | 'podFinished' | 'conditionTrue' | 'opened';
+export type Milestone = 'nodeAdded' | 'launchable' | 'podCreated' | 'podScheduled' | 'podRunning' | 'podFinished' | 'conditionTrue' | 'opened';
 
 export interface ObservedLine {
   t: number;
@@ -59,6 +62,7 @@ export async function runObserver(o: ObserverOptions): Promise<void> {
     const name = n.metadata?.name;
     if (!name || type === 'DELETED') return;
     first(name, 'nodeAdded');
+    if (launchable(n, o.taintKey)) first(name, 'launchable');
     if (o.conditionType && n.status?.conditions?.some((c) => c.type === o.conditionType && c.status === 'True')) first(name, 'conditionTrue');
     const tainted = (n.spec?.taints ?? []).some((t) => t.key === o.taintKey);
     if (!tainted && (o.verifiedLabel === '' || n.metadata?.labels?.[o.verifiedLabel] !== undefined)) first(name, 'opened');
@@ -100,6 +104,15 @@ export async function runObserver(o: ObserverOptions): Promise<void> {
   );
   await new Promise<void>((resolve) => process.once('SIGTERM', resolve));
   process.exit(0);
+}
+
+/** The node lifecycle controller's taints: the controller goes by the Ready condition, which says it first (decide.ts launchBlockers). */
+const READY_SHADOW_TAINTS = new Set(['node.kubernetes.io/not-ready', 'node.kubernetes.io/unreachable']);
+
+/** As the controller's launchBlockers() with one verification taint: Ready, and no other taint that keeps pods off. */
+export function launchable(n: k8s.V1Node, taintKey: string): boolean {
+  if (!n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) return false;
+  return (n.spec?.taints ?? []).every((t) => (t.effect !== 'NoSchedule' && t.effect !== 'NoExecute') || t.key === taintKey || READY_SHADOW_TAINTS.has(t.key));
 }
 
 /** List, then watch from the list's resourceVersion; list again whenever the watch ends. */
