@@ -1,6 +1,7 @@
 // Helpers for tests that run against the shared sandbox (vitest project "sandbox").
 import { randomBytes } from 'node:crypto';
 import { inject } from 'vitest';
+import { NodeVerificationApi, type NodeVerification } from '@kube-node-ready/controller';
 import { connectSandbox, k8s, simulatedNode, statusCode, type NodeSpecOptions, type SandboxConnection } from '@kube-node-ready/sandbox';
 
 let conn: SandboxConnection | undefined;
@@ -81,11 +82,37 @@ async function describeTestNodes(): Promise<string> {
   return describeNodes([...names]);
 }
 
-const PROGRESS_PREFIX = 'kube-node-ready.io/';
+/** The node's NodeVerification, or undefined when it has none (or the cluster has no such resource). */
+export async function readVerification(name: string): Promise<NodeVerification | undefined> {
+  const { group, version, plural } = NodeVerificationApi;
+  try {
+    return (await sandbox().kc.makeApiClient(k8s.CustomObjectsApi).getClusterCustomObject({ group, version, plural, name })) as NodeVerification;
+  } catch (err) {
+    if (statusCode(err) === 404) return undefined;
+    throw err;
+  }
+}
+
+/** The progress in a node's NodeVerification, one line: `phase=... attempt=... failures=... last=Outcome: message Verified=status/reason`. */
+function progressText(node: k8s.V1Node, nv: NodeVerification | undefined): string {
+  if (!nv) return 'none';
+  if (nv.spec?.nodeUID !== node.metadata?.uid) return `of another node UID ${nv.spec?.nodeUID ?? '(none)'}`;
+  const s = nv.status ?? {};
+  const clip = (t: string) => (t.length > 160 ? `${t.slice(0, 160)}...` : t);
+  const c = s.conditions?.[0];
+  return [
+    `phase=${s.phase ?? '-'} attempt=${s.attempt ?? '-'} failures=${s.failures ?? '-'}`,
+    ...(s.nextAttemptAt ? [`next=${s.nextAttemptAt}`] : []),
+    ...(s.workerPod ? [`pod=${s.workerPod}`] : []),
+    ...(s.lastAttempt ? [`last=${s.lastAttempt.reason}: ${clip(s.lastAttempt.message)}`] : []),
+    ...(c ? [`${c.type}=${c.status}/${c.reason}`] : []),
+  ].join(' ');
+}
 
 /**
- * One line per node (at most 40): Ready, taints, verified label, the controller's progress
- * annotations and condition, and each pod bound to it (phase, container state). Empty for no nodes.
+ * One line per node (at most 40): Ready, taints, verified label, the progress in its
+ * NodeVerification, the controller's node condition, and each pod bound to it (phase, container
+ * state). Empty for no nodes.
  */
 export async function describeNodes(names: string[]): Promise<string> {
   const lines: string[] = [];
@@ -98,9 +125,10 @@ export async function describeNodes(names: string[]): Promise<string> {
       continue;
     }
     const cond = (type: string) => node.status?.conditions?.find((c) => c.type === type);
-    const progress = Object.entries(node.metadata?.annotations ?? {})
-      .filter(([k]) => k.startsWith(PROGRESS_PREFIX))
-      .map(([k, v]) => `${k.slice(PROGRESS_PREFIX.length)}=${v.length > 160 ? `${v.slice(0, 160)}...` : v}`);
+    const progress = await readVerification(name).then(
+      (nv) => progressText(node, nv),
+      (err: unknown) => `(cannot read: ${String(err)})`,
+    );
     const verdict = node.status?.conditions?.find((c) => c.type !== 'Ready' && c.type.includes('Network'));
     const pods = await core().listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${name}` });
     const podText = pods.items.map((p) => {
@@ -111,7 +139,7 @@ export async function describeNodes(names: string[]): Promise<string> {
     lines.push(
       `  node ${name}: Ready=${cond('Ready')?.status ?? '-'} taints=[${(node.spec?.taints ?? []).map((t) => `${t.key}:${t.effect}`).join(',')}]` +
         ` labels=[${Object.entries(node.metadata?.labels ?? {}).filter(([k]) => k.includes('verified')).map(([k, v]) => `${k}=${v}`).join(',')}]` +
-        ` progress={${progress.join(' ')}}${verdict ? ` ${verdict.type}=${verdict.status}/${verdict.reason ?? ''}` : ''} pods=[${podText.join('; ')}]`,
+        ` progress={${progress}}${verdict ? ` ${verdict.type}=${verdict.status}/${verdict.reason ?? ''}` : ''} pods=[${podText.join('; ')}]`,
     );
   }
   if (names.length > 40) lines.push(`  ... and ${names.length - 40} more nodes`);

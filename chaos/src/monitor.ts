@@ -1,9 +1,10 @@
-// The invariant monitor: watches the scenario's Nodes and the worker Pods with the sandbox's admin
-// credentials, straight to the apiserver (never through the fault proxy the controller talks to),
-// and records what it needs to judge the invariants afterwards and while they happen:
+// The invariant monitor: watches the scenario's Nodes, their NodeVerifications and the worker Pods
+// with the sandbox's admin credentials, straight to the apiserver (never through the fault proxy the
+// controller talks to), and records what it needs to judge the invariants afterwards and while they happen:
 //   - every Node by UID: its faults (sandbox annotations), when it opened, when it was deleted,
-//     when it could first run a worker, and each change of the controller's condition and progress
-//     annotations (what a user would have seen with kubectl, and when);
+//     when it could first run a worker, each change of the controller's node condition (final
+//     verdicts), and each change of the progress and condition in the NodeVerification written for
+//     that UID (what a user would have seen with kubectl, and when);
 //   - every worker Pod: the node name and UID it verifies, when it was live, how it ended;
 //   - live worker pods per node name at every pod event (duplicates are seen as they happen).
 // Watches re-list after any error; the time without a pod watch is kept, because a pod that passed
@@ -12,7 +13,7 @@
 // leader-election Lease is read every second (who leads, since when).
 import { FAULT, k8s } from '@kube-node-ready/sandbox';
 import { NODE_NAME_ANNOTATION, WORKER_SELECTOR } from '../../bench/src/observer.js';
-import { Annotation } from '../../packages/controller/src/api/well-known.js';
+import { NodeVerificationApi, VERIFIED_CONDITION, type NodeVerification, type NodeVerificationStatus } from '../../packages/controller/src/api/nodeverification.js';
 
 const POD_NODE_UID = 'kube-node-ready.io/node-uid';
 /** Taints every worker tolerates (besides the verification taint): the node lifecycle controller's, which the Ready condition says first. */
@@ -44,12 +45,16 @@ export interface NodeRecord {
   launchable?: number;
   /** Each change of whether the node can run a worker (as for `launchable`), starting with its first state. */
   canRun: Array<{ t: number; can: boolean }>;
-  /** Each change of the controller's node condition (nodeManagement.condition.type), as seen. */
+  /** Each change of the condition in its NodeVerification (type Verified: every step, waiting and verifying included), as seen. */
   conditions: ConditionSeen[];
-  /** Each change of the controller's progress annotations (phase, attempt, failures), as seen. */
+  /** Each change of the controller's node condition (nodeManagement.condition.type: final verdicts only), as seen. */
+  nodeConditions: ConditionSeen[];
+  /** Each change of the progress in its NodeVerification (phase, attempt, failures), as seen. */
   progress: ProgressSeen[];
-  /** The node as last seen (for foreign keys and our annotations). */
+  /** The node as last seen (for foreign keys). */
   last: k8s.V1Node;
+  /** The status of its NodeVerification as last seen (one written for this UID; kept after the NodeVerification is deleted). */
+  verification?: NodeVerificationStatus;
 }
 
 export interface ConditionSeen {
@@ -62,8 +67,8 @@ export interface ConditionSeen {
 export interface ProgressSeen {
   t: number;
   phase?: string;
-  attempt?: string;
-  failures?: string;
+  attempt?: number;
+  failures?: number;
 }
 
 export interface PodRecord {
@@ -96,6 +101,8 @@ export class Monitor {
   /** Each change of the Lease's holder, as seen: a new leader's term starts at `t`. */
   readonly leaderTerms: Array<{ t: number; holder: string }> = [];
   private readonly livePods = new Map<string, Map<string, k8s.V1Pod>>();
+  /** NodeVerifications seen before their Node (by node UID, with when): applied once the Node is seen. */
+  private readonly early = new Map<string, Array<{ t: number; nv: NodeVerification }>>();
   private stopped = false;
   private readonly aborts = new Set<AbortController>();
 
@@ -107,8 +114,18 @@ export class Monitor {
   async start(): Promise<void> {
     void this.pollLease();
     const core = this.kc.makeApiClient(k8s.CoreV1Api);
+    const custom = this.kc.makeApiClient(k8s.CustomObjectsApi);
+    const { group, version, plural } = NodeVerificationApi;
     await Promise.all([
       this.watchLoop('/api/v1/nodes', { labelSelector: this.opts.nodeSelector }, () => core.listNode({ labelSelector: this.opts.nodeSelector }), (t, n) => this.onNode(t, n), undefined),
+      // Every NodeVerification (they carry no labels of the run): those of other nodes are never applied.
+      this.watchLoop(
+        NodeVerificationApi.path,
+        {},
+        async () => (await custom.listClusterCustomObject({ group, version, plural })) as { items: NodeVerification[]; metadata?: { resourceVersion?: string } },
+        (t, nv: NodeVerification) => this.onVerification(t, nv),
+        undefined,
+      ),
       this.watchLoop(
         `/api/v1/namespaces/${this.opts.namespace}/pods`,
         { labelSelector: WORKER_SELECTOR },
@@ -207,8 +224,10 @@ export class Monitor {
       if (ann[FAULT.dns]) faults.push('dns');
       if (ann[FAULT.terminationMessage]) faults.push('garbage');
       if (ann[FAULT.neverStart] === 'true') faults.push('never-start');
-      rec = { name, uid, faults, firstSeen: now, canRun: [], conditions: [], progress: [], last: n };
+      rec = { name, uid, faults, firstSeen: now, canRun: [], conditions: [], nodeConditions: [], progress: [], last: n };
       this.nodes.set(uid, rec);
+      for (const seen of this.early.get(uid) ?? []) Monitor.applyVerification(rec, seen.nv, seen.t);
+      this.early.delete(uid);
     }
     if (type === 'DELETED') {
       rec.deleted ??= now;
@@ -220,15 +239,35 @@ export class Monitor {
     const can = this.canRunWorker(n);
     if (rec.launchable === undefined && can) rec.launchable = now;
     if (rec.canRun.at(-1)?.can !== can) rec.canRun.push({ t: now, can });
-    const c = (n.status?.conditions ?? []).find((x) => x.type === this.opts.conditionType);
-    const lastC = rec.conditions.at(-1);
-    if (c && (c.status !== lastC?.status || c.reason !== lastC.reason || c.message !== lastC.message)) {
-      rec.conditions.push({ t: now, status: c.status, reason: c.reason ?? '', message: c.message ?? '' });
-    }
-    const a = n.metadata?.annotations ?? {};
-    const p: ProgressSeen = { t: now, phase: a[Annotation.Phase], attempt: a[Annotation.Attempt], failures: a[Annotation.Failures] };
+    Monitor.recordCondition(rec.nodeConditions, (n.status?.conditions ?? []).find((x) => x.type === this.opts.conditionType), now);
+  }
+
+  /** A NodeVerification's progress and condition go to the record of the Node UID it was written for. */
+  private onVerification(type: string, nv: NodeVerification): void {
+    const uid = nv.spec?.nodeUID;
+    // Deleted with its Node (garbage collection): what it said last stays on the record.
+    if (!uid || type === 'DELETED') return;
+    const now = Date.now();
+    const rec = this.nodes.get(uid);
+    if (rec) Monitor.applyVerification(rec, nv, now);
+    else this.early.set(uid, [...(this.early.get(uid) ?? []), { t: now, nv }]);
+  }
+
+  private static applyVerification(rec: NodeRecord, nv: NodeVerification, t: number): void {
+    const s = nv.status;
+    if (!s) return;
+    rec.verification = s;
+    const p: ProgressSeen = { t, phase: s.phase, attempt: s.attempt, failures: s.failures };
     const lastP = rec.progress.at(-1);
     if ((p.phase ?? p.attempt ?? p.failures) !== undefined && (p.phase !== lastP?.phase || p.attempt !== lastP?.attempt || p.failures !== lastP?.failures)) rec.progress.push(p);
+    Monitor.recordCondition(rec.conditions, s.conditions?.find((c) => c.type === VERIFIED_CONDITION), t);
+  }
+
+  private static recordCondition(seen: ConditionSeen[], c: { status: string; reason?: string; message?: string } | undefined, t: number): void {
+    const last = seen.at(-1);
+    if (c && (c.status !== last?.status || (c.reason ?? '') !== last.reason || (c.message ?? '') !== last.message)) {
+      seen.push({ t, status: c.status, reason: c.reason ?? '', message: c.message ?? '' });
+    }
   }
 
   private onPod(type: string, p: k8s.V1Pod): void {
@@ -322,6 +361,8 @@ export class Monitor {
 
   private reconcileGone(path: string, present: Set<string>): void {
     const now = Date.now();
+    // NodeVerifications gone meanwhile: nothing to record (onVerification keeps what they said last).
+    if (path === NodeVerificationApi.path) return;
     if (path.endsWith('/nodes')) {
       for (const n of this.nodes.values()) {
         if (n.deleted === undefined && !present.has(n.uid)) {

@@ -5,7 +5,6 @@
 import { simulatedNode, statusCode, type k8s, type NodeSpecOptions } from '@kube-node-ready/sandbox';
 import { parseDuration } from '@kube-node-ready/core';
 import { pool } from '../../bench/src/util.js';
-import { Annotation } from '../../packages/controller/src/api/well-known.js';
 import { ConditionReason } from '../../packages/controller/src/controllers/node/verification/condition.js';
 import { Reason } from '../../packages/controller/src/events/reasons.js';
 import { chaosConfig, Cluster, CONDITION_TYPE, GUARDS, LEASE, mergeConfig, NAMESPACE, TAINT, VERIFIED_LABEL, type ChaosEnv } from './cluster.js';
@@ -319,7 +318,8 @@ export function burstPlan(runId: string, size: number, random: Rng, opts: { faul
   return random.shuffle(plans);
 }
 
-const phaseOf = (n: NodeRecord): string | undefined => n.last.metadata?.annotations?.['kube-node-ready.io/phase'];
+/** The phase in the node's NodeVerification, as last seen. */
+const phaseOf = (n: NodeRecord): string | undefined => n.verification?.phase;
 
 /** The node may end failed: it has a fault, or it joined during a cluster-wide one (before failsAllBefore). */
 function mayFail(n: NodeRecord, failsAllBefore: number | undefined): boolean {
@@ -377,6 +377,11 @@ export function judge(j: JudgeInput): ScenarioResult {
   const dupNodes = new Map<string, string[]>();
   for (const d of monitor.duplicates) if (!dupNodes.has(d.node)) dupNodes.set(d.node, d.pods);
   for (const [node, pods] of dupNodes) v('duplicates', `${node}: live worker pods ${pods.join(', ')} at once`);
+  //    Nor an attempt number used twice for one node UID: the attempt in its NodeVerification never goes back.
+  for (const n of nodes) {
+    const back = n.progress.find((p, i) => p.attempt !== undefined && n.progress.slice(0, i).some((q) => (q.attempt ?? 0) > p.attempt!));
+    if (back) v('duplicates', `${n.name} (uid ${n.uid}): the attempt in its NodeVerification went back: ${n.progress.map((p) => `${p.phase}/${p.attempt}/${p.failures}`).join(' -> ')} (phase/attempt/failures)`);
+  }
 
   // 4. No wrong deletion, guards held.
   const controllerDeleted = nodes.filter((n) => n.deleted !== undefined && !j.scenarioDeleted.has(n.uid));
@@ -511,7 +516,7 @@ export function allOf(...verdicts: PromiseVerdict[]): PromiseVerdict {
 
 /**
  * Every healthy node opened at its first attempt, and none recorded a failed one: an open node's
- * progress annotations end at attempt 1, failures 0, phase Passed; no node's progress went through
+ * NodeVerification ends at attempt 1, failures 0, phase Passed; no node's progress went through
  * Backoff or Failed; one worker pod per node, none that ended without exit 0; no Event of a failed
  * attempt. (That a node opened at all is the `lost` invariant's.)
  */
@@ -521,16 +526,16 @@ export function opensAtFirstAttempt(j: PromiseInput): PromiseVerdict {
   let failureEvents = 0;
   const nodes = healthyNodes(j).filter((n) => n.deleted === undefined);
   for (const n of nodes) {
-    const a = n.last.metadata?.annotations ?? {};
-    const attempt = a[Annotation.Attempt] ?? 'none';
+    const s = n.verification;
+    const attempt = s?.attempt === undefined ? 'none' : String(s.attempt);
     const problems: string[] = [];
     if (n.opened !== undefined) {
       attempts[attempt] = (attempts[attempt] ?? 0) + 1;
-      if (attempt !== '1' || a[Annotation.Failures] !== '0' || a[Annotation.Phase] !== 'Passed') {
-        problems.push(`opened with attempt ${attempt}, failures ${a[Annotation.Failures] ?? 'none'}, phase ${a[Annotation.Phase] ?? 'none'}`);
+      if (attempt !== '1' || s?.failures !== 0 || s.phase !== 'Passed') {
+        problems.push(`opened with attempt ${attempt}, failures ${s?.failures ?? 'none'}, phase ${s?.phase ?? 'none'}`);
       }
     }
-    const detour = n.progress.filter((p) => p.phase === 'Backoff' || p.phase === 'Failed' || (p.failures ?? '0') !== '0');
+    const detour = n.progress.filter((p) => p.phase === 'Backoff' || p.phase === 'Failed' || (p.failures ?? 0) !== 0);
     if (detour.length > 0) problems.push(`progress went ${n.progress.map((p) => `${p.phase}/${p.attempt}/${p.failures}`).join(' -> ')} (phase/attempt/failures)`);
     const pods = [...j.monitor.pods.values()].filter((p) => p.nodeUid === n.uid);
     const unseen = n.opened !== undefined && j.monitor.podWatchGapWithin(n.firstSeen, n.opened);

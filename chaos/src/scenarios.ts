@@ -264,7 +264,7 @@ export const SCENARIOS: Scenario[] = [
       let counted = 0;
       for (const n of j.monitor.nodes.values()) {
         if (n.faults.length > 0 || j.scenarioDeleted.has(n.uid)) continue;
-        const failed = n.progress.filter((p) => (p.failures ?? '0') !== '0' || p.phase === 'Failed');
+        const failed = n.progress.filter((p) => (p.failures ?? 0) !== 0 || p.phase === 'Failed');
         if (failed.length > 0) {
           counted++;
           violations.push(`${n.name} (healthy) counted a failed attempt: ${n.progress.map((p) => `${p.phase}/${p.attempt}/${p.failures}`).join(' -> ')} (phase/attempt/failures)`);

@@ -1,17 +1,21 @@
 // The chart's ValidatingAdmissionPolicies against the sandbox's real kube-apiserver, with the
 // controller ServiceAccount's own token: the writes the product makes (built by its own code) pass;
-// a pod that is not our worker, a Node write outside our taints, label, annotations and condition,
-// and the deletion of a node (or Karpenter NodeClaim) that opened are refused, each with a message
-// naming the field; other users are not affected. The policies are rendered by `helm template` with
-// the release's values and applied with its ServiceAccounts and RBAC, as `helm install` would.
+// a pod that is not our worker, a Node write outside our taints, label and condition, and the
+// deletion of a node (or Karpenter NodeClaim) that opened are refused, each with a message naming
+// the field; other users are not affected. The controller's RBAC covers its NodeVerification calls,
+// and the CRD (installed by the sandbox from the chart's crds/) takes what the product writes and
+// refuses what its schema and CEL rules forbid. In DaemonSet mode, an agent's pod-bound token writes
+// only its own node's NodeVerification. The policies are rendered by `helm template` with the
+// release's values and applied with its ServiceAccounts and RBAC, as `helm install` would.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { createNodePool, deleteNodePool, k8s, listNodeClaims } from '@kube-node-ready/sandbox';
+import { installationOf, MAX_MESSAGE, NodeVerificationApi, newNodeVerification as buildNodeVerification, statusOf, VERIFIED_CONDITION, type NodeVerification } from '../../packages/controller/src/api/nodeverification.js';
 import { parseConfig } from '../../packages/controller/src/config/load.js';
 import type { ControllerConfig } from '../../packages/controller/src/config/schema.js';
 import { conditionPatch, nodePatch, type JsonPatchOp } from '../../packages/controller/src/controllers/node/verification/node-patch.js';
 import { buildWorkerPod, workerImage } from '../../packages/controller/src/controllers/node/verification/pod-spec.js';
-import { Phase } from '../../packages/controller/src/controllers/node/verification/types.js';
+import { Outcome, Phase, type VerificationState } from '../../packages/controller/src/controllers/node/verification/types.js';
 import { addNode, core, createNamespace, deleteNode, outcome, pendingWorkloadFor, sandbox, serviceAccountKubeConfig, waitFor } from '../sandbox.js';
 import { find, kubectl, template, type KubeObject } from './helm.js';
 
@@ -19,6 +23,7 @@ const KINDS = new Set(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'R
 const JSON_PATCH = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch);
 const MERGE_PATCH = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
 const STATUS_PATCH = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.StrategicMergePatch);
+const NV = { group: NodeVerificationApi.group, version: NodeVerificationApi.version, plural: NodeVerificationApi.plural };
 
 let namespace = '';
 let workerNamespace = '';
@@ -30,6 +35,8 @@ let config: ControllerConfig;
 let asController: k8s.CoreV1Api;
 let asControllerCustom: k8s.CustomObjectsApi;
 const nodes: string[] = [];
+/** NodeVerifications this file created (each also goes with its Node, by garbage collection). */
+const verifications = new Set<string>();
 let pool = '';
 
 const taint = () => ({ key: `vap-${id}.kube-node-ready.io/unverified`, value: 'true', effect: 'NoSchedule' as const });
@@ -64,6 +71,8 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
+  const custom = sandbox().kc.makeApiClient(k8s.CustomObjectsApi);
+  await Promise.all([...verifications].map((name) => custom.deleteClusterCustomObject({ ...NV, name }).catch(() => undefined)));
   await Promise.all(nodes.map((n) => deleteNode(n)));
   if (pool) await deleteNodePool(sandbox().kc, pool);
   // Cluster-scoped objects of this release (the namespaced ones go with the namespaces).
@@ -150,14 +159,14 @@ describe('pods the controller creates', () => {
 });
 
 describe('Node writes of the controller', () => {
-  it('the patches the controller makes to open a node (taint, label, progress, condition) are admitted', async () => {
+  it('the patches the controller makes to open a node (taint, label, condition) are admitted', async () => {
     const node = await newNode();
     const name = node.metadata!.name!;
     const state = { uid: node.metadata!.uid!, attempt: 1, failures: 0, phase: Phase.Passed, lastOutcome: 'Passed' as const, verifiedAt: Date.now() };
     expect(await outcome(patchAsController(name, nodePatch({ node, config, state, open: true })))).toBe('allowed');
     const condition = conditionPatch(node, { type: conditionType(), status: 'True', reason: 'Passed', message: 'every check passed' }, Date.now());
     expect(await outcome(statusAsController(name, condition!))).toBe('allowed');
-    // A failed verification: progress and the failed taint.
+    // A failed verification: the failed taint.
     const failed = { uid: node.metadata!.uid!, attempt: 3, failures: 3, phase: Phase.Failed, lastOutcome: 'ChecksFailed' as const, lastMessage: 'dns: timeout' };
     expect(await outcome(patchAsController(name, nodePatch({ node, config, state: failed, open: false })))).toBe('allowed');
   });
@@ -199,6 +208,181 @@ describe('Node writes of the controller', () => {
       { op: 'add', path: '/spec/unschedulable', value: true },
     ];
     expect(await outcome(core().patchNode({ name: node.metadata!.name!, body: ops, dryRun: 'All' }, JSON_PATCH))).toBe('allowed');
+  });
+});
+
+/** A verification state with every field NodeVerification status carries, for `node`. */
+function fullState(node: k8s.V1Node, phase: Phase = Phase.Backoff): VerificationState {
+  const now = Date.now();
+  return {
+    uid: node.metadata!.uid!,
+    attempt: 3,
+    failures: 2,
+    phase,
+    nextAttemptAt: now + 30_000,
+    lastOutcome: Outcome.ChecksFailed,
+    lastMessage: 'checks failed: dns (10.96.0.10:53: timeout)',
+    lastAttempt: 3,
+    lastChecks: [
+      { name: 'dns', ok: false, durationMs: 5000.4, error: `timeout <&> ${'x'.repeat(2 * MAX_MESSAGE)}`, target: '10.96.0.10:53' },
+      { name: 'api', ok: true, durationMs: 12.6 },
+    ],
+    lastFinishedAt: now,
+    pod: `${workerNamespace}/knr-worker-${node.metadata!.name!}-3`,
+    launchableAt: now - 240_000,
+    firstLaunchAt: now - 200_000,
+    verifiedAt: now - 100_000,
+    failedAt: now - 50_000,
+    failing: { since: now - 200_000, at: now, checks: { dns: '10.96.0.10:53' } },
+  };
+}
+
+/** `node`'s NodeVerification as the product builds it (labelled with this release's installation). */
+const newNodeVerification = (node: k8s.V1Node) => buildNodeVerification(node, installationOf(config.nodeManagement.condition.type));
+
+const failedCondition = { type: VERIFIED_CONDITION, status: 'False' as const, reason: 'ChecksFailed', message: `attempt 3 of 6 failed: ${'y'.repeat(2 * MAX_MESSAGE)}` };
+
+/** Creates `node`'s NodeVerification as the admin (the product's own object). */
+async function adminNodeVerification(node: k8s.V1Node): Promise<NodeVerification> {
+  verifications.add(node.metadata!.name!);
+  return (await sandbox().kc.makeApiClient(k8s.CustomObjectsApi).createClusterCustomObject({ ...NV, body: newNodeVerification(node) })) as NodeVerification;
+}
+
+describe('NodeVerifications of the controller: its RBAC, the CRD\'s validation', () => {
+  it('creates, gets, lists, updates the status of and deletes (with a UID precondition) the NodeVerification the product builds', async () => {
+    const node = await newNode();
+    const name = node.metadata!.name!;
+    verifications.add(name);
+    const created = (await asControllerCustom.createClusterCustomObject({ ...NV, body: newNodeVerification(node) })) as NodeVerification;
+    expect(created.spec).toEqual({ nodeName: name, nodeUID: node.metadata!.uid });
+    expect(created.metadata?.ownerReferences).toEqual([{ apiVersion: 'v1', kind: 'Node', name, uid: node.metadata!.uid }]);
+    const read = (await asControllerCustom.getClusterCustomObject({ ...NV, name })) as NodeVerification;
+    const list = (await asControllerCustom.listClusterCustomObject({ ...NV, fieldSelector: `metadata.name=${name}` })) as { items: NodeVerification[] };
+    expect(list.items.map((i) => i.metadata?.name)).toEqual([name]);
+    // Every field, messages at the limit, errors with characters JSON escapes: the API server keeps it as written.
+    const status = statusOf(fullState(node), node, failedCondition, read, Date.now());
+    const updated = (await asControllerCustom.replaceClusterCustomObjectStatus({ ...NV, name, body: { ...read, status } })) as NodeVerification;
+    expect(updated.status).toEqual(status);
+    // Guarded by resourceVersion: a write from a stale copy is refused.
+    expect(await outcome(asControllerCustom.replaceClusterCustomObjectStatus({ ...NV, name, body: { ...read, status: { ...status, attempt: 4 } } }))).toContain('the object has been modified');
+    expect(await outcome(asControllerCustom.deleteClusterCustomObject({ ...NV, name, body: { preconditions: { uid: 'another-uid' } } }))).toContain('the UID in the precondition (another-uid) does not match');
+    expect(await outcome(asControllerCustom.deleteClusterCustomObject({ ...NV, name, body: { preconditions: { uid: created.metadata!.uid! } } }))).toBe('allowed');
+  });
+
+  it('the CRD refuses a NodeVerification not named after its node, and a change of its spec', async () => {
+    const admin = sandbox().kc.makeApiClient(k8s.CustomObjectsApi);
+    const node = await newNode();
+    const misnamed = newNodeVerification(node);
+    misnamed.metadata!.name = `${node.metadata!.name!}-other`;
+    expect(await outcome(admin.createClusterCustomObject({ ...NV, body: misnamed, dryRun: 'All' }))).toContain('metadata.name must equal spec.nodeName');
+    const nv = await adminNodeVerification(node);
+    expect(await outcome(admin.replaceClusterCustomObject({ ...NV, name: node.metadata!.name!, body: { ...nv, spec: { ...nv.spec!, nodeUID: 'another-uid' } }, dryRun: 'All' }))).toContain('spec is immutable');
+  });
+
+  it.each([
+    ['an unknown phase', (s: Record<string, unknown>) => ({ ...s, phase: 'Running' }), 'Unsupported value'],
+    ['phase Backoff without nextAttemptAt', (s: Record<string, unknown>) => ({ ...s, phase: 'Backoff', nextAttemptAt: undefined }), 'nextAttemptAt is required in phase Backoff'],
+    ['a negative attempt', (s: Record<string, unknown>) => ({ ...s, attempt: -1 }), 'status.attempt'],
+    ['a time that is not RFC 3339', (s: Record<string, unknown>) => ({ ...s, verifiedAt: 'yesterday' }), 'status.verifiedAt'],
+    ['a message over the limit', (s: Record<string, unknown>) => ({ ...s, lastAttempt: { ...(s.lastAttempt as object), message: 'm'.repeat(MAX_MESSAGE + 1) } }), 'status.lastAttempt.message'],
+    ['two conditions of one type', (s: Record<string, unknown>) => ({ ...s, conditions: [...(s.conditions as object[]), ...(s.conditions as object[])] }), 'status.conditions'],
+  ])('the CRD refuses a status with %s', async (_what, mutate, text) => {
+    const node = await newNode();
+    const nv = await adminNodeVerification(node);
+    const status = JSON.parse(JSON.stringify(mutate(statusOf(fullState(node), node, failedCondition, nv, Date.now()) as Record<string, unknown>))) as object;
+    const message = await outcome(asControllerCustom.replaceClusterCustomObjectStatus({ ...NV, name: node.metadata!.name!, body: { ...nv, status }, dryRun: 'All' }));
+    expect(message).toContain('is invalid');
+    expect(message).toContain(text);
+  });
+});
+
+describe('DaemonSet mode: an agent writes only its own node\'s NodeVerification', () => {
+  const dsRelease = () => `${release}-ds`;
+  let mine: k8s.V1Node;
+  let other: k8s.V1Node;
+  /** The API as an agent pod on `mine`, with its pod-bound token (which names its node). */
+  let asAgent: k8s.CustomObjectsApi;
+  /** The same ServiceAccount with a token bound to no pod (no node in it). */
+  let unbound: k8s.CustomObjectsApi;
+
+  function customWithToken(token: string): k8s.CustomObjectsApi {
+    const cluster = sandbox().kc.getCurrentCluster();
+    if (!cluster) throw new Error('the sandbox kubeconfig has no cluster');
+    const kc = new k8s.KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'sandbox', server: cluster.server, ...(cluster.caData ? { caData: cluster.caData } : {}), ...(cluster.caFile ? { caFile: cluster.caFile } : {}) }],
+      users: [{ name: 'agent', token }],
+      contexts: [{ name: 'agent', cluster: 'sandbox', user: 'agent' }],
+      currentContext: 'agent',
+    });
+    return kc.makeApiClient(k8s.CustomObjectsApi);
+  }
+
+  beforeAll(async () => {
+    // The DaemonSet-mode release's agent ServiceAccount, ClusterRole(Binding) and policies (its
+    // worker Roles are not needed here).
+    const objects = await template({ deploymentMode: 'daemonset', image: { repository: 'kube-node-ready', tag: 'dev' }, config: { nodeManagement: { taints: [taint()], verifiedLabel: verifiedLabel(), condition: { type: conditionType() } } } }, { namespace, release: dsRelease() });
+    const agentObjects = objects.filter((o) => KINDS.has(o.kind) && o.kind !== 'Role' && o.kind !== 'RoleBinding');
+    applied.push(...agentObjects);
+    const result = await kubectl(['apply', '--server-side', '--field-manager=knr-vap-test'], agentObjects.map((o) => `---\n${JSON.stringify(o)}\n`).join(''));
+    if (result.code !== 0) throw new Error(`applying the DaemonSet mode's RBAC and policies: ${result.stderr}`);
+    mine = await newNode();
+    other = await newNode();
+    // A pod of the agent's ServiceAccount on `mine` (it need not run), and a token bound to it, as
+    // its kubelet would get one: the API server puts the pod's node in it.
+    const sa = `${dsRelease()}-kube-node-ready-agent`;
+    const pod = await core().createNamespacedPod({
+      namespace,
+      body: {
+        metadata: { name: `agent-${id}` },
+        spec: { serviceAccountName: sa, automountServiceAccountToken: false, nodeName: mine.metadata!.name!, containers: [{ name: 'main', image: 'sandbox-shell', command: ['/bin/sh', '-c', 'exec sleep 3600'] }] },
+      },
+    });
+    const bound = await core().createNamespacedServiceAccountToken({
+      name: sa,
+      namespace,
+      body: { spec: { audiences: [], expirationSeconds: 600, boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: pod.metadata!.name!, uid: pod.metadata!.uid! } } },
+    });
+    asAgent = customWithToken(bound.status?.token ?? '');
+    const plain = await core().createNamespacedServiceAccountToken({ name: sa, namespace, body: { spec: { audiences: [], expirationSeconds: 600 } } });
+    unbound = customWithToken(plain.status?.token ?? '');
+    // The policy is loaded by the API server a moment after its binding is created.
+    await waitFor(
+      async () => (await outcome(asAgent.createClusterCustomObject({ ...NV, body: newNodeVerification(other), dryRun: 'All' }))).includes('ValidatingAdmissionPolicy') || undefined,
+      'the agent NodeVerification policy to refuse a write to another node\'s',
+      30_000,
+      250,
+    );
+  }, 180_000);
+
+  it('its own node\'s: created, its status updated, deleted (with a UID precondition)', async () => {
+    const name = mine.metadata!.name!;
+    verifications.add(name);
+    const created = (await asAgent.createClusterCustomObject({ ...NV, body: newNodeVerification(mine) })) as NodeVerification;
+    const read = (await asAgent.getClusterCustomObject({ ...NV, name })) as NodeVerification;
+    expect(read.metadata?.uid).toBe(created.metadata?.uid);
+    const status = statusOf(fullState(mine, Phase.Verifying), mine, { type: VERIFIED_CONDITION, status: 'Unknown', reason: 'Verifying', message: 'attempt 3 of 6 running' }, read, Date.now());
+    expect(await outcome(asAgent.replaceClusterCustomObjectStatus({ ...NV, name, body: { ...read, status } }))).toBe('allowed');
+    expect(await outcome(asAgent.deleteClusterCustomObject({ ...NV, name, body: { preconditions: { uid: created.metadata!.uid! } } }))).toBe('allowed');
+  });
+
+  it('another node\'s is refused: create, status update and delete', async () => {
+    const name = other.metadata!.name!;
+    const refused = (message: string) => {
+      expect(message).toContain(`${dsRelease()}-kube-node-ready-agent-nodeverification-writes`);
+      expect(message).toContain('only the NodeVerification of the node its own pod runs on');
+    };
+    refused(await outcome(asAgent.createClusterCustomObject({ ...NV, body: newNodeVerification(other), dryRun: 'All' })));
+    const nv = await adminNodeVerification(other);
+    const status = statusOf(fullState(other, Phase.Verifying), other, { type: VERIFIED_CONDITION, status: 'Unknown', reason: 'Verifying', message: 'x' }, nv, Date.now());
+    refused(await outcome(asAgent.replaceClusterCustomObjectStatus({ ...NV, name, body: { ...nv, status }, dryRun: 'All' })));
+    refused(await outcome(asAgent.deleteClusterCustomObject({ ...NV, name, dryRun: 'All' })));
+    // The admin (and the controller) are not affected.
+    expect(await outcome(sandbox().kc.makeApiClient(k8s.CustomObjectsApi).deleteClusterCustomObject({ ...NV, name, dryRun: 'All' }))).toBe('allowed');
+  });
+
+  it('a token not bound to a pod names no node, and is refused even for that node\'s', async () => {
+    expect(await outcome(unbound.createClusterCustomObject({ ...NV, body: newNodeVerification(mine), dryRun: 'All' }))).toContain('only the NodeVerification of the node its own pod runs on');
   });
 });
 

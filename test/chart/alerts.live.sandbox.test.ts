@@ -4,7 +4,7 @@
 // returns data, and a controller scaled to zero fires KubeNodeReadyControllerDown. The rules are the
 // chart's; only their `for:` is shortened, through the chart's values (prometheusRule.alertFor), so a
 // test waits seconds instead of minutes. One release for all of it, in order: two releases verifying
-// nodes at once in one cluster would see each other's progress annotations and worker pods.
+// nodes at once in one cluster would see each other's NodeVerifications and worker pods.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

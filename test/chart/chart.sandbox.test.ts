@@ -203,7 +203,7 @@ describe('helm install, upgrade, uninstall', () => {
 // ---------------------------------------------------------------------------------------------
 // The controller (in this process, from source) authenticated as the chart's controller
 // ServiceAccount: the chart's RBAC lets it elect a leader, write the worker ConfigMap, launch a
-// worker pod, write the node's progress and condition and record Events, with no 403 anywhere.
+// worker pod, write the node's NodeVerification and condition and record Events, with no 403 anywhere.
 // Its /metrics passes `promtool check metrics` and has every series the alerts use.
 
 describe('the controller under the chart\'s RBAC', () => {
@@ -285,12 +285,16 @@ describe('the controller under the chart\'s RBAC', () => {
 
       node = await addNode({ prefix: `rbac-${id}`, taints: [taint] });
       const nodeName = node;
-      // The controller launches a worker pod and records the attempt on the node (patch, status
-      // patch, Events). Whether the worker passes does not matter here.
+      // The controller launches a worker pod, records the attempt in the node's NodeVerification
+      // (create, status update) and its verdict on the node (patch, status patch, Events). Whether
+      // the worker passes does not matter here.
+      const verifications = admin.makeApiClient(k8s.CustomObjectsApi);
+      const progress = async () =>
+        ((await verifications.getClusterCustomObject({ group: 'kube-node-ready.io', version: 'v1alpha1', plural: 'nodeverifications', name: nodeName }).catch(() => undefined)) as { status?: { attempt?: number; phase?: string } } | undefined)?.status;
       await waitFor(async () => {
         const n = await core().readNode({ name: nodeName });
-        return n.metadata?.annotations?.['kube-node-ready.io/attempt'] && n.status?.conditions?.some((c) => c.type === values.config.nodeManagement.condition.type);
-      }, `progress and condition on ${nodeName} (output: ${output.slice(-5).join(' | ')})`, 30_000);
+        return ((await progress())?.attempt ?? 0) >= 1 && n.status?.conditions?.some((c) => c.type === values.config.nodeManagement.condition.type);
+      }, `progress in the NodeVerification and the condition on ${nodeName} (output: ${output.slice(-5).join(' | ')})`, 60_000);
       await waitFor(async () => (await core().listNamespacedEvent({ namespace: 'default', fieldSelector: `involvedObject.name=${nodeName}` })).items.length > 0, 'an Event on the node', 30_000);
       expect(forbidden()).toEqual([]);
 
@@ -441,7 +445,7 @@ describe('helm install end to end (controller pods on simulated nodes)', () => {
         throw new Error(`${err.message}\n${await controllerLogs(namespace, podNames)}`, { cause: err });
       });
       // The condition lives in the status subresource: it is written by the next request, after the
-      // opening (docs/architecture.md), so a read between the two still sees Unknown.
+      // opening (docs/architecture.md), so a read between the two sees none yet.
       const condition = await waitFor(
         async () => {
           const c = (await core().readNode({ name: node })).status?.conditions?.find((x) => x.type === values.config.nodeManagement.condition.type);

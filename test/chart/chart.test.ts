@@ -6,7 +6,6 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { loadConfig, parseConfig } from '../../packages/controller/src/config/load.js';
-import { Annotation } from '../../packages/controller/src/api/well-known.js';
 import { ledgerLocation } from '../../packages/controller/src/controllers/node/remediation/ledger.js';
 import { ALL_FEATURES, CHART_DIR, NAMESPACE, find, findAll, helm, kubeVersion, template, tryTemplate, type KubeObject } from './helm.js';
 
@@ -74,6 +73,12 @@ const BASE_PERMISSIONS = [
   'ClusterRole/kube-node-ready-controller core/nodes watch',
   'ClusterRole/kube-node-ready-controller core/nodes patch',
   'ClusterRole/kube-node-ready-controller core/nodes/status patch',
+  'ClusterRole/kube-node-ready-controller kube-node-ready.io/nodeverifications get',
+  'ClusterRole/kube-node-ready-controller kube-node-ready.io/nodeverifications list',
+  'ClusterRole/kube-node-ready-controller kube-node-ready.io/nodeverifications watch',
+  'ClusterRole/kube-node-ready-controller kube-node-ready.io/nodeverifications create',
+  'ClusterRole/kube-node-ready-controller kube-node-ready.io/nodeverifications delete',
+  'ClusterRole/kube-node-ready-controller kube-node-ready.io/nodeverifications/status update',
   'ClusterRole/kube-node-ready-controller core/events create',
   'ClusterRole/kube-node-ready-controller core/events patch',
   'ClusterRole/kube-node-ready-controller events.k8s.io/events create',
@@ -372,12 +377,16 @@ describe('RBAC', () => {
     expect(findAll(custom, 'ClusterRole').map((r) => r.metadata.name)).toEqual(['kube-node-ready-controller']);
   });
 
-  it('DaemonSet mode: exactly the agent permissions (its own nodes, their condition, Events; the worker\'s reads), nothing of the controller', async () => {
+  it('DaemonSet mode: exactly the agent permissions (its own nodes, their condition, their NodeVerifications, Events; the worker\'s reads), nothing of the controller', async () => {
     expect(permissions(await template({ deploymentMode: 'daemonset' }))).toEqual(
       [
         'ClusterRole/kube-node-ready-agent core/nodes get',
         'ClusterRole/kube-node-ready-agent core/nodes patch',
         'ClusterRole/kube-node-ready-agent core/nodes/status patch',
+        'ClusterRole/kube-node-ready-agent kube-node-ready.io/nodeverifications get',
+        'ClusterRole/kube-node-ready-agent kube-node-ready.io/nodeverifications create',
+        'ClusterRole/kube-node-ready-agent kube-node-ready.io/nodeverifications delete',
+        'ClusterRole/kube-node-ready-agent kube-node-ready.io/nodeverifications/status update',
         'ClusterRole/kube-node-ready-agent core/events create',
         'ClusterRole/kube-node-ready-agent core/events patch',
         'Role/default/kube-node-ready-worker core/services get',
@@ -439,10 +448,11 @@ describe('admission policies (docs/installation.md#security)', () => {
     expect(text(find(objects, 'ValidatingAdmissionPolicy', 'kube-node-ready-controller-node-deletion'))).toContain('example.com/unverified');
   });
 
-  it('the annotations the controller may write are exactly its progress annotations (api/well-known.ts)', () => {
+  it('the controller changes no annotation on a Node (its progress is in NodeVerifications)', () => {
     const writes = find(defaults, 'ValidatingAdmissionPolicy', 'kube-node-ready-controller-node-writes') as KubeObject & Policy;
-    const allowed = JSON.parse(writes.spec.variables!.find((v) => v.name === 'ourAnnotations')!.expression) as string[];
-    expect(allowed.sort()).toEqual(Object.values(Annotation).sort());
+    expect(writes.spec.variables!.map((v) => v.name)).not.toContain('ourAnnotations');
+    expect(writes.spec.validations.find((v) => v.message.startsWith('metadata.annotations:'))?.expression).toBe('variables.newAnnotations == variables.oldAnnotations');
+    expect(text(writes)).not.toMatch(/kube-node-ready\.io\/(node-uid|attempt|failures|phase|next-attempt-at|last-outcome|last-message|verified-at|failing)\b/);
   });
 
   it('every validation\'s message names what it guards', () => {

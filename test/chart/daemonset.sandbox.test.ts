@@ -2,15 +2,15 @@
 // DaemonSet controller of the real kube-controller-manager places a pod on each unverified node,
 // the pod (`kube-node-ready agent`) verifies its own node and opens it, and the DaemonSet controller
 // removes it. A node with broken DNS keeps its taint, with the condition and Events naming dns; a
-// pod deleted mid-verification is replaced and its successor continues the count; the admission
-// policy lets an agent's token write only its own node, and only our fields there. The reference
+// pod deleted mid-verification is replaced and its successor continues the count (kept in the
+// node's NodeVerification); the admission policy lets an agent's token write only its own node, and
+// only our fields there (its NodeVerification writes: admission.sandbox.test.ts). The reference
 // README's DaemonSet troubleshooting commands are run as written (with this release's names).
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { k8s } from '@kube-node-ready/sandbox';
-import { Annotation } from '../../packages/controller/src/api/well-known.js';
 import { addNode, core, createNamespace, deleteNode, outcome, sandbox, waitFor } from '../sandbox.js';
 import { CHART_DIR, helm, kubectl } from './helm.js';
 
@@ -86,25 +86,55 @@ async function waitWithPods<T>(node: string, fn: () => Promise<T | undefined | f
 }
 
 const condition = (n: k8s.V1Node) => n.status?.conditions?.find((c) => c.type === conditionType());
-const annotations = (n: k8s.V1Node) => n.metadata?.annotations ?? {};
 
-/** Waits for `fn` on the node as read now; on timeout the error says what the node and its pods looked like. */
+/** The progress in the node's NodeVerification (status), or undefined while it has none. */
+interface Progress {
+  phase?: string;
+  attempt?: number;
+  failures?: number;
+  lastAttempt?: { reason?: string; message?: string };
+}
+const NV = { group: 'kube-node-ready.io', version: 'v1alpha1', plural: 'nodeverifications' };
+async function progressOf(node: string): Promise<Progress | undefined> {
+  const nv = (await sandbox()
+    .kc.makeApiClient(k8s.CustomObjectsApi)
+    .getClusterCustomObject({ ...NV, name: node })
+    .catch(() => undefined)) as { status?: Progress } | undefined;
+  return nv?.status;
+}
+
+/** Waits for `fn` on the node as read now; on timeout the error says what the node, its progress and its pods looked like. */
 async function waitOnNode<T>(node: string, fn: (n: k8s.V1Node) => T | undefined | false, what: string, timeoutMs: number): Promise<T> {
   let last: k8s.V1Node | undefined;
-  return waitWithPods(node, async () => fn((last = await core().readNode({ name: node }))), what, timeoutMs).catch((err: Error) => {
-    const seen = last ? `taints=${JSON.stringify(last.spec?.taints ?? [])} annotations=${JSON.stringify(annotations(last))} condition=${JSON.stringify(condition(last))}` : '(node not read)';
-    throw new Error(`${err.message}\nnode ${node}: ${seen}`, { cause: err });
+  return waitWithPods(node, async () => fn((last = await core().readNode({ name: node }))), what, timeoutMs).catch(async (err: Error) => {
+    const seen = last ? `taints=${JSON.stringify(last.spec?.taints ?? [])} condition=${JSON.stringify(condition(last))}` : '(node not read)';
+    throw new Error(`${err.message}\nnode ${node}: ${seen} progress=${JSON.stringify(await progressOf(node))}`, { cause: err });
   });
 }
 
-const isFailed = (n: k8s.V1Node) => annotations(n)[Annotation.Phase] === 'Failed';
+/** Waits for `fn` on the node's progress as read now; on timeout the error says what it, the node and its pods looked like. */
+async function waitOnProgress<T>(node: string, fn: (p: Progress) => T | undefined | false, what: string, timeoutMs: number): Promise<T> {
+  let last: Progress | undefined;
+  const check = async () => {
+    last = await progressOf(node);
+    return last ? fn(last) : undefined;
+  };
+  return waitWithPods(node, check, what, timeoutMs).catch(async (err: Error) => {
+    const n = await core().readNode({ name: node }).catch(() => undefined);
+    const seen = n ? `taints=${JSON.stringify(n.spec?.taints ?? [])} condition=${JSON.stringify(condition(n))}` : '(node not read)';
+    throw new Error(`${err.message}\nnode ${node}: ${seen} progress=${JSON.stringify(last)}`, { cause: err });
+  });
+}
+
+const isFailed = (p: Progress) => p.phase === 'Failed';
 
 describe('deploymentMode=daemonset', () => {
   it('opens a healthy tainted node, and the DaemonSet pod leaves it', async () => {
     const node = await newNode();
     const opened = await waitOnNode(node, (n) => n.metadata?.labels?.[verifiedLabel().key] === 'true' && n, 'the node to be verified by its own DaemonSet pod', 120_000);
     expect((opened.spec?.taints ?? []).map((t) => t.key)).not.toContain(taint().key);
-    expect(annotations(opened)[Annotation.Phase]).toBe('Passed');
+    // The node is opened first, then the progress records it (a second request).
+    await waitOnProgress(node, (p) => p.phase === 'Passed', 'the NodeVerification to say Passed', 30_000);
     // The condition is the status subresource, written right after the opening (a second request).
     const c = await waitOnNode(node, (n) => condition(n)?.status === 'True' && condition(n), 'the condition to say the node passed', 30_000);
     expect(c.reason).toBe('Passed');
@@ -128,10 +158,12 @@ describe('deploymentMode=daemonset', () => {
 
   it('a node with broken DNS keeps its taint; the condition and Events name dns; its pod stays for kubectl logs', async () => {
     const node = await newNode({ dns: 'dead' });
-    const failed = await waitOnNode(node, (n) => isFailed(n) && n, 'the node to fail verification', 240_000);
+    const progress = await waitOnProgress(node, (p) => isFailed(p) && p, 'the node to fail verification', 240_000);
+    const failed = await core().readNode({ name: node });
     expect((failed.spec?.taints ?? []).map((t) => t.key)).toContain(taint().key);
     expect(failed.metadata?.labels?.[verifiedLabel().key]).toBeUndefined();
-    expect(annotations(failed)[Annotation.Failures]).toBe(String(MAX_RETRIES + 1));
+    expect(progress.failures).toBe(MAX_RETRIES + 1);
+    expect(progress.lastAttempt?.reason).toBe('ChecksFailed');
     const c = await waitOnNode(node, (n) => condition(n)?.reason === 'RetriesExhausted' && condition(n), 'the condition to say RetriesExhausted', 30_000);
     expect(c.status).toBe('False');
     expect(c.message).toContain('dns');
@@ -162,21 +194,21 @@ describe('deploymentMode=daemonset', () => {
 
   it('a pod deleted mid-verification is replaced, and its successor continues the count', async () => {
     const node = await newNode({ dns: 'dead' });
-    const first = await waitOnNode(node, (n) => Number(annotations(n)[Annotation.Failures] ?? 0) >= 1 && n, 'the first failed attempt', 120_000);
+    const first = await waitOnProgress(node, (p) => (p.failures ?? 0) >= 1 && p, 'the first failed attempt', 120_000);
     const [pod] = await podsOn(node);
     expect(pod, await describePods(node)).toBeDefined();
     await core().deleteNamespacedPod({ name: pod!.metadata!.name!, namespace, gracePeriodSeconds: 0 });
-    const failed = await waitOnNode(node, (n) => isFailed(n) && n, 'the node to fail verification after the pod was replaced', 240_000);
+    const failed = await waitOnProgress(node, (p) => isFailed(p) && p, 'the node to fail verification after the pod was replaced', 240_000);
     // MAX_RETRIES + 1 failures in all, and the new pod's attempts are counted on from the first
     // pod's: none of them is "attempt 1 of 3" (from 0 it would have failed MAX_RETRIES + 1 more times).
-    expect(annotations(failed)[Annotation.Failures]).toBe(String(MAX_RETRIES + 1));
+    expect(failed.failures).toBe(MAX_RETRIES + 1);
     const [successor] = await podsOn(node);
     const successorName = successor?.metadata?.name ?? '(none)';
     expect(successor?.metadata?.uid).not.toBe(pod!.metadata!.uid);
     const started = (await nodeEvents(node)).filter((e) => e.reason === 'VerificationStarted' && e.message?.includes(`/${successorName} runs the checks`)).map((e) => e.message ?? '');
     expect(started.length, `Events of ${successorName}`).toBeGreaterThan(0);
     for (const message of started) expect(Number(/^attempt (\d+) of/.exec(message)?.[1]), message).toBeGreaterThanOrEqual(2);
-    expect(Number(annotations(failed)[Annotation.Attempt])).toBeGreaterThanOrEqual(Number(annotations(first)[Annotation.Attempt]) + MAX_RETRIES);
+    expect(failed.attempt ?? 0).toBeGreaterThanOrEqual((first.attempt ?? 0) + MAX_RETRIES);
   }, 420_000);
 });
 
@@ -216,24 +248,27 @@ describe('the admission policy: an agent writes only its own node, and only our 
     unbound = apiWithToken(plain.status?.token ?? '');
   }, 180_000);
 
-  const annotate = (value: string) => [{ op: 'add', path: `/metadata/annotations/${Annotation.LastMessage.replace('/', '~1')}`, value }];
+  /** Our verified label on the node (a dry run): one of the writes the agent makes to open it. */
+  const label = () => [{ op: 'add', path: `/metadata/labels/${verifiedLabel().key.replace('/', '~1')}`, value: verifiedLabel().value }];
   const patch = (api: k8s.CoreV1Api, node: string, ops: object[]) => outcome(api.patchNode({ name: node, body: ops, dryRun: 'All' }, JSON_PATCH));
 
-  it('its own node: our annotation is admitted, another label is refused', async () => {
-    expect(await patch(asAgent, mine, annotate('x'))).toBe('allowed');
+  it('its own node: our verified label is admitted, another label or an annotation is refused', async () => {
+    expect(await patch(asAgent, mine, label())).toBe('allowed');
+    const annotations = (await core().readNode({ name: mine })).metadata?.annotations ?? {};
+    expect(await patch(asAgent, mine, [{ op: 'add', path: '/metadata/annotations', value: { ...annotations, 'example.com/note': 'x' } }])).toContain('metadata.annotations');
     const foreign = await patch(asAgent, mine, [{ op: 'add', path: '/metadata/labels/example.com~1other', value: 'x' }]);
     expect(foreign).toContain(`${release}-kube-node-ready-agent-node-writes`);
     expect(foreign).toContain('metadata.labels');
   });
 
   it('another node is refused, even for our own fields', async () => {
-    const message = await patch(asAgent, other, annotate('x'));
+    const message = await patch(asAgent, other, label());
     expect(message).toContain('denied request');
     expect(message).toContain('only the node its own pod runs on');
   });
 
   it('a token not bound to a pod names no node, and is refused', async () => {
-    expect(await patch(unbound, mine, annotate('x'))).toContain('only the node its own pod runs on');
+    expect(await patch(unbound, mine, label())).toContain('only the node its own pod runs on');
   });
 
   it('other users are not affected', async () => {

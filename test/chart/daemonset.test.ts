@@ -1,6 +1,6 @@
 // The chart in DaemonSet mode (deploymentMode: daemonset), rendered by `helm template`: what it
 // installs instead of the controller, the pods' placement and tolerations, the agents' admission
-// policy, and their alerts evaluated by promtool on synthetic series of the agents' metrics.
+// policies, and their alerts evaluated by promtool on synthetic series of the agents' metrics.
 // The same release against the real cluster: daemonset.sandbox.test.ts.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,6 +16,15 @@ const DS = { deploymentMode: 'daemonset' };
 
 type PodSpec = { tolerations: Array<Record<string, string>>; affinity: unknown; containers: Array<{ args: string[]; env: Array<{ name: string }> }>; serviceAccountName: string };
 const podSpec = (objects: KubeObject[]) => ((find(objects, 'DaemonSet').spec as { template: { spec: PodSpec } }).template.spec);
+interface Policy {
+  spec: {
+    failurePolicy: string;
+    matchConstraints: unknown;
+    matchConditions: Array<{ expression: string }>;
+    variables?: Array<{ name: string; expression: string }>;
+    validations: Array<{ expression: string; message: string }>;
+  };
+}
 
 describe('deploymentMode', () => {
   it('daemonset: a DaemonSet and what its pods need, no controller, no worker objects', async () => {
@@ -30,17 +39,22 @@ describe('deploymentMode', () => {
         'ConfigMap/kube-node-ready-config',
         'ValidatingAdmissionPolicy/kube-node-ready-agent-node-writes',
         'ValidatingAdmissionPolicyBinding/kube-node-ready-agent-node-writes',
+        'ValidatingAdmissionPolicy/kube-node-ready-agent-nodeverification-writes',
+        'ValidatingAdmissionPolicyBinding/kube-node-ready-agent-nodeverification-writes',
         'PodMonitor/kube-node-ready',
         'PrometheusRule/kube-node-ready',
       ]),
     );
     for (const kind of ['Deployment', 'PodDisruptionBudget', 'Service', 'Namespace', 'PriorityClass', 'Lease']) expect(kinds.filter((k) => k.startsWith(`${kind}/`))).toEqual([]);
     expect(kinds.filter((k) => k.includes('controller'))).toEqual([]);
-    // The agents read what the worker's checks read, nothing else; they write Nodes and Events only.
+    // The agents read what the worker's checks read, nothing else; they write Nodes, their
+    // NodeVerifications (read with get: no list or watch) and Events only.
     const role = find(objects, 'ClusterRole') as KubeObject & { rules: Array<{ resources: string[]; verbs: string[] }> };
     expect(role.rules).toEqual([
       { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'patch'] },
       { apiGroups: [''], resources: ['nodes/status'], verbs: ['patch'] },
+      { apiGroups: ['kube-node-ready.io'], resources: ['nodeverifications'], verbs: ['get', 'create', 'delete'] },
+      { apiGroups: ['kube-node-ready.io'], resources: ['nodeverifications/status'], verbs: ['update'] },
       { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
     ]);
     const bindings = objects.filter((o) => o.kind === 'RoleBinding') as Array<KubeObject & { subjects: unknown[] }>;
@@ -72,12 +86,31 @@ describe('deploymentMode', () => {
 
   it('the agents\' admission policy adds the own-node rule to the node-write rules', async () => {
     const objects = await template(DS);
-    const policy = find(objects, 'ValidatingAdmissionPolicy') as KubeObject & { spec: { matchConditions: Array<{ expression: string }>; validations: Array<{ expression: string; message: string }> } };
+    const policy = find(objects, 'ValidatingAdmissionPolicy', 'kube-node-ready-agent-node-writes') as KubeObject & Policy;
     expect(policy.spec.matchConditions[0]?.expression).toBe('request.userInfo.username == "system:serviceaccount:kube-system:kube-node-ready-agent"');
     expect(policy.spec.validations[0]?.expression).toContain("request.userInfo.extra['authentication.kubernetes.io/node-name'][0] == object.metadata.name");
     const controller = find(await template({}), 'ValidatingAdmissionPolicy', 'kube-node-ready-controller-node-writes') as typeof policy;
     // The same field rules as the controller's, worded for the agent.
     expect(policy.spec.validations.slice(1).map((v) => v.expression)).toEqual(controller.spec.validations.map((v) => v.expression));
+  });
+
+  it('the agents\' NodeVerification writes: create, update and delete of the one named after the node in the pod-bound token only', async () => {
+    const objects = await template(DS);
+    const policy = find(objects, 'ValidatingAdmissionPolicy', 'kube-node-ready-agent-nodeverification-writes') as KubeObject & Policy;
+    expect(policy.spec.failurePolicy).toBe('Fail');
+    expect(policy.spec.matchConstraints).toEqual({
+      resourceRules: [{ apiGroups: ['kube-node-ready.io'], apiVersions: ['*'], operations: ['CREATE', 'UPDATE', 'DELETE'], resources: ['nodeverifications', 'nodeverifications/status'] }],
+    });
+    expect(policy.spec.matchConditions.map((c) => c.expression)).toEqual(['request.userInfo.username == "system:serviceaccount:kube-system:kube-node-ready-agent"']);
+    const variable = (name: string) => policy.spec.variables?.find((v) => v.name === name)?.expression ?? '';
+    // The same claim as the node-writes policy: the node the API server put in the pod-bound token.
+    expect(variable('ownNode')).toContain("request.userInfo.extra['authentication.kubernetes.io/node-name'][0]");
+    expect(variable('name')).toBe("request.operation == 'DELETE' ? oldObject.metadata.name : object.metadata.name");
+    expect(policy.spec.validations).toEqual([{ expression: "variables.ownNode != '' && variables.name == variables.ownNode", message: expect.stringMatching(/^metadata\.name: .*only the NodeVerification of the node its own pod runs on/) }]);
+    expect(find(objects, 'ValidatingAdmissionPolicyBinding', policy.metadata.name).spec).toEqual({ policyName: policy.metadata.name, validationActions: ['Deny'] });
+    // Off with the other policies.
+    const off = await template({ ...DS, admissionPolicies: { enabled: false } });
+    expect(off.filter((o) => o.kind.startsWith('ValidatingAdmissionPolicy'))).toEqual([]);
   });
 
   it('refuses an unknown mode, and remediation in DaemonSet mode, saying why', async () => {

@@ -18,8 +18,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import type { NodeVerification } from '@kube-node-ready/controller';
 import { createNodePool, deleteNodePool, k8s, listNodeClaims, statusCode } from '@kube-node-ready/sandbox';
-import { addNode, core, createNamespace, deleteNode, describeNodesOnTimeout, pendingWorkloadFor, sandbox, waitFor } from '../sandbox.js';
+import { addNode, core, createNamespace, deleteNode, describeNodesOnTimeout, pendingWorkloadFor, readVerification, sandbox, waitFor } from '../sandbox.js';
 import { CHART_DIR, REPO_ROOT } from './helm.js';
 
 const run = promisify(execFile);
@@ -215,7 +217,6 @@ interface AllowedEntry {
 
 const lines = (s: string) => s.split('\n').filter((l) => l.trim() !== '');
 const nodeName = (c: Ctx, role: Role | undefined) => (role === 'verified' ? c.verified : c.failing);
-const annotationsOf = (json: string): Record<string, string> => (JSON.parse(json) as k8s.V1Node).metadata?.annotations ?? {};
 
 /** kube-node-ready's Events about a node: the reasons the doc lists for each outcome. */
 const EVENTS: Record<Role, string[]> = {
@@ -256,19 +257,38 @@ const COMMANDS: Record<string, RunEntry> = {
       expect(r.out.indexOf('VerificationStarted')).toBeLessThan(r.out.indexOf(role === 'failing' ? 'VerificationFailed' : 'VerificationPassed'));
     },
   },
-  [`kubectl get node <node> -o json | jq '.metadata.annotations | with_entries(select(.key | startswith("kube-node-ready.io/")))'`]: {
+  // The progress the controller keeps in the node's NodeVerification: the table (the CRD's printer columns), then all of it.
+  'kubectl get nv <node>': {
     nodes: ['failing', 'verified'],
-    jq: (json) => JSON.stringify(Object.fromEntries(Object.entries(annotationsOf(json)).filter(([k]) => k.startsWith('kube-node-ready.io/'))), null, 2),
-    check(r, _c, role) {
-      const progress = JSON.parse(r.out) as Record<string, string>;
-      const keys = Object.keys(progress).map((k) => k.slice('kube-node-ready.io/'.length));
+    check(r, c, role) {
+      expect(lines(r.out)[0]).toMatch(/^NAME\s+PHASE\s+ATTEMPT\s+FAILURES\s+OUTCOME\s+VERIFIED\s+AGE$/);
+      const rows = lines(r.out).slice(1);
+      expect(rows).toHaveLength(1);
+      // Two attempts (maxRetries 1), both failed, never verified (an empty VERIFIED, then the AGE); the
+      // verified node usually passed at attempt 1, but on a loaded machine a first attempt can run out
+      // of its 20 s and the next pass.
+      if (role === 'failing') expect(rows[0]).toMatch(new RegExp(`^${c.failing}\\s+Failed\\s+2\\s+2\\s+ChecksFailed\\s+\\d+[smhd]\\S*$`));
+      else expect(rows[0]).toMatch(new RegExp(`^${c.verified}\\s+Passed\\s+[1-9]\\d*\\s+0\\s+Passed\\s+\\d+[smh]\\S*\\s+\\S+$`));
+    },
+  },
+  'kubectl get nv <node> -o yaml': {
+    nodes: ['failing', 'verified'],
+    async check(r, c, role) {
+      const nv = parse(r.out) as NodeVerification;
+      const node = await core().readNode({ name: nodeName(c, role) });
+      // One per node, named after it, for this Node object (its UID), which owns it.
+      expect(nv.spec).toEqual({ nodeName: node.metadata!.name, nodeUID: node.metadata!.uid });
+      expect(nv.metadata?.ownerReferences).toContainEqual(expect.objectContaining({ kind: 'Node', name: node.metadata!.name, uid: node.metadata!.uid }));
+      const s = nv.status!;
+      expect(s.conditions).toHaveLength(1);
       if (role === 'failing') {
-        expect(progress).toMatchObject({ 'kube-node-ready.io/phase': 'Failed', 'kube-node-ready.io/attempt': '2', 'kube-node-ready.io/last-outcome': 'ChecksFailed' });
-        expect(keys).toEqual(expect.arrayContaining(['phase', 'attempt', 'failures', 'last-outcome', 'last-message']));
-        expect(progress['kube-node-ready.io/last-message']).toContain('dns');
+        expect(s).toMatchObject({ phase: 'Failed', attempt: 2, failures: 2, lastAttempt: { attempt: 2, reason: 'ChecksFailed' }, failedAt: expect.any(String) });
+        expect(s.lastAttempt!.message).toContain('dns');
+        expect(s.lastAttempt!.checks).toContainEqual(expect.objectContaining({ name: 'dns', ok: false }));
+        expect(s.conditions![0]).toMatchObject({ type: 'Verified', status: 'False', reason: 'RetriesExhausted' });
       } else {
-        // Usually attempt 1; on a loaded machine a first attempt can run out of its 20 s and the next pass.
-        expect(progress).toMatchObject({ 'kube-node-ready.io/phase': 'Passed', 'kube-node-ready.io/attempt': expect.stringMatching(/^[1-9]\d*$/) });
+        expect(s).toMatchObject({ phase: 'Passed', attempt: expect.any(Number), failures: 0, lastAttempt: { reason: 'Passed' }, verifiedAt: expect.any(String) });
+        expect(s.conditions![0]).toMatchObject({ type: 'Verified', status: 'True', reason: 'Passed' });
       }
     },
   },
@@ -890,7 +910,7 @@ async function setUp(): Promise<Ctx> {
     async () => {
       const n = await core().readNode({ name: partial.failing });
       const cond = n.status?.conditions?.find((x) => x.type === conditionType);
-      return n.metadata?.annotations?.['kube-node-ready.io/phase'] === 'Failed' && cond?.status === 'False';
+      return (await readVerification(partial.failing))?.status?.phase === 'Failed' && cond?.status === 'False';
     },
     `node ${partial.failing} to fail (retries exhausted)`,
     120_000,
@@ -907,7 +927,7 @@ async function setUp(): Promise<Ctx> {
   );
   partial.workerPod = kept.metadata!.name!;
   partial.workerAttempt = kept.metadata!.labels!['kube-node-ready.io/attempt']!;
-  // The Events the doc lists (written a few at a time, after the node's annotations).
+  // The Events the doc lists (written a few at a time, after the NodeVerification's status).
   for (const role of ['failing', 'verified'] as const) {
     const name = nodeName(partial, role);
     await waitWithLogs(

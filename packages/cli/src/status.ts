@@ -1,12 +1,13 @@
 import { parseArgs } from 'node:util';
-import { CoordinationV1Api, CoreV1Api, type KubeConfig, type V1Node } from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Node } from '@kubernetes/client-node';
 import { ConfigError, ExitCode, errorMessage, formatDuration } from '@kube-node-ready/core';
-import { Annotation, readState, type ControllerConfig } from '@kube-node-ready/controller';
+import { NodeVerificationApi, stateOf, type ControllerConfig, type NodeVerification } from '@kube-node-ready/controller';
 import { controllerConfig, kubeConfig } from './kube.js';
 
 export const STATUS_USAGE = `usage: kube-node-ready status [--kubeconfig PATH] [--config PATH] [-o table|json] [--all]
 
-Shows the nodes kube-node-ready is verifying or has verified, and the controller's leader.
+Shows the nodes kube-node-ready is verifying or has verified (their NodeVerification status), and
+the controller's leader.
   --config PATH   the controller's configuration (taint, label, Lease names); defaults otherwise
   -o, --output    table (default) or json
   --all           every node, also those kube-node-ready never looked at`;
@@ -14,12 +15,19 @@ Shows the nodes kube-node-ready is verifying or has verified, and the controller
 export interface NodeStatus {
   node: string;
   state: 'Pending' | 'Waiting' | 'Verifying' | 'Backoff' | 'Verified' | 'Failed' | 'Unmanaged';
+  /** The latest attempt started (0: none yet). */
   attempt: number;
+  /** Consecutive failed attempts of the current verification. */
+  failures: number;
   lastOutcome: string;
   lastMessage: string;
   tainted: boolean;
   verified: boolean;
   ageSeconds: number;
+  /** Backoff: no new attempt before this time (RFC 3339). */
+  nextAttemptAt?: string;
+  /** When the node passed (RFC 3339), kept across later verifications. */
+  verifiedAt?: string;
   /** Seconds from node creation to the verified time, when it passed. */
   timeToVerifiedSeconds?: number;
 }
@@ -68,23 +76,42 @@ export async function collectStatus(
   all = false,
 ): Promise<StatusReport> {
   const core = kc.makeApiClient(CoreV1Api);
-  const nodes = (await core.listNode()).items;
-  const rows = nodes.map((n) => nodeStatus(n, config, now)).filter((r) => all || r.state !== 'Unmanaged');
+  const [nodes, verifications] = await Promise.all([core.listNode().then((l) => l.items), listVerifications(kc)]);
+  const byName = new Map(verifications.map((nv) => [nv.metadata?.name ?? '', nv]));
+  const rows = nodes.map((n) => nodeStatus(n, byName.get(n.metadata?.name ?? ''), config, now)).filter((r) => all || r.state !== 'Unmanaged');
   rows.sort((a, b) => a.node.localeCompare(b.node));
   return { leader: await readLeader(kc, config, now), nodes: rows };
 }
 
-export function nodeStatus(node: V1Node, config: Readonly<ControllerConfig>, now: number): NodeStatus {
+/** Every NodeVerification (one per node the controller has looked at, named after it). */
+async function listVerifications(kc: KubeConfig): Promise<NodeVerification[]> {
+  const { group, version, plural } = NodeVerificationApi;
+  try {
+    const list = (await kc.makeApiClient(CustomObjectsApi).listClusterCustomObject({ group, version, plural })) as { items?: NodeVerification[] };
+    return list.items ?? [];
+  } catch (err) {
+    if ((err as { code?: number }).code === 404) {
+      throw new Error(`the cluster has no ${plural}.${group} resource: is kube-node-ready installed (its CRD comes with the Helm chart)?`, { cause: err });
+    }
+    throw new Error(`listing ${plural}.${group}: ${errorMessage(err)}`, { cause: err });
+  }
+}
+
+/**
+ * One node's row: its progress from `nv` (its NodeVerification; one written for another node of
+ * the same name, an earlier Node object, is no progress of this one), its taint and label from the Node.
+ */
+export function nodeStatus(node: V1Node, nv: NodeVerification | undefined, config: Readonly<ControllerConfig>, now: number): NodeStatus {
   const taints = node.spec?.taints ?? [];
   const tainted = config.nodeManagement.taints.some((t) => taints.some((x) => x.key === t.key && x.effect === t.effect));
   const { key, value } = config.nodeManagement.verifiedLabel;
   const verified = node.metadata?.labels?.[key] === value;
-  const read = readState(node);
+  const read = stateOf(nv, node);
   const s = read.kind === 'ok' ? read.state : undefined;
   const created = node.metadata?.creationTimestamp ? new Date(node.metadata.creationTimestamp).getTime() : now;
-  // Waiting for the node to be able to run the worker: said by the condition, not the progress.
-  const condition = node.status?.conditions?.find((c) => c.type === config.nodeManagement.condition.type);
-  const waiting = tainted && (condition?.reason === 'WaitingForNode' || condition?.reason === 'NodeNotLaunchable');
+  // Waiting (for the node to be able to run the worker, or for a slot): said by the condition, not the phase.
+  const condition = s ? nv?.status?.conditions?.[0] : undefined;
+  const waiting = s?.phase === 'Waiting' || (condition !== undefined && WAITING_REASONS.has(condition.reason));
   let state: NodeStatus['state'];
   if (s?.phase === 'Failed') state = 'Failed';
   else if (verified && !tainted) state = 'Verified';
@@ -93,19 +120,27 @@ export function nodeStatus(node: V1Node, config: Readonly<ControllerConfig>, now
   else if (s?.phase === 'Backoff') state = 'Backoff';
   else if (tainted) state = 'Pending';
   else state = 'Unmanaged';
-  const verifiedAt = node.metadata?.annotations?.[Annotation.VerifiedAt];
+  const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
+  const nextAttemptAt = state === 'Backoff' ? iso(s?.nextAttemptAt) : undefined;
+  const verifiedAt = iso(s?.verifiedAt);
   return {
     node: node.metadata?.name ?? '',
     state,
     attempt: s?.attempt ?? 0,
+    failures: s?.failures ?? 0,
     lastOutcome: state === 'Waiting' ? (condition?.reason ?? '') : (s?.lastOutcome ?? ''),
     lastMessage: state === 'Waiting' ? (condition?.message ?? '') : (s?.lastMessage ?? ''),
     tainted,
     verified,
     ageSeconds: Math.max(0, Math.round((now - created) / 1000)),
-    ...(verifiedAt && verified ? { timeToVerifiedSeconds: Math.max(0, (Date.parse(verifiedAt) - created) / 1000) } : {}),
+    ...(nextAttemptAt ? { nextAttemptAt } : {}),
+    ...(verifiedAt ? { verifiedAt } : {}),
+    ...(s?.verifiedAt !== undefined && verified ? { timeToVerifiedSeconds: Math.max(0, (s.verifiedAt - created) / 1000) } : {}),
   };
 }
+
+/** Reasons of the NodeVerification's condition while no attempt can start (verification/condition.ts). */
+const WAITING_REASONS = new Set(['WaitingForNode', 'WaitingForSlot', 'NodeNotLaunchable']);
 
 async function readLeader(
   kc: KubeConfig,

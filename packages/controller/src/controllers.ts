@@ -3,6 +3,7 @@ import type { Logger } from '@kube-node-ready/core';
 import { errorMessage } from '@kube-node-ready/core';
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
+import { NodeVerificationApi, type NodeVerification } from './api/nodeverification.js';
 import { PodLabelValue } from './api/well-known.js';
 import { withDeadline, type Clock, type Timer } from './clock.js';
 import type { ControllerConfig } from './config/schema.js';
@@ -15,7 +16,7 @@ import { ClusterWideFailures } from './controllers/node/verification/cluster-wid
 import { configHash, WORKER_POD_SELECTOR, workerConfigDocument, workerImage, workerNodeName } from './controllers/node/verification/pod-spec.js';
 import { verificationController } from './controllers/node/verification/register.js';
 import { VerificationSlots } from './controllers/node/verification/slots.js';
-import { AnnotationProgressStore, MemoryProgressStore } from './controllers/node/verification/store.js';
+import { MemoryProgressStore, NodeVerificationStore } from './controllers/node/verification/store.js';
 import { KubeEventRecorder, type EventSink } from './events/recorder.js';
 import { buildServer, parseBindAddress, type Probe } from './http/server.js';
 import type { KubeClient } from './kube/client.js';
@@ -62,7 +63,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   const { config, kube, clock, log, registry } = opts;
   const workerNamespace = config.worker.namespace;
 
-  // 1. Caches: all nodes, and our worker pods.
+  // 1. Caches: all nodes, our worker pods, the NodeVerifications.
   const clusterWide = new ClusterWideFailures(clock);
   const metrics = new ControllerMetrics(registry, {
     version: opts.version,
@@ -101,6 +102,22 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     onRestart: () => metrics.watchRestartsTotal.inc({ resource: 'pods' }),
     onList: () => metrics.watchListsTotal.inc({ resource: 'pods' }),
   });
+  // Verification progress (none in dry run, which writes nothing and keeps progress in memory).
+  if (!config.dryRun) await kube.requireNodeVerifications();
+  const verifications = config.dryRun
+    ? undefined
+    : new SelfHealingInformer<NodeVerification>({
+        resource: 'nodeverifications',
+        path: NodeVerificationApi.path,
+        list: () => kube.listNodeVerificationPages(),
+        kubeConfig: kube.kubeConfig,
+        transform: stripObject,
+        clock,
+        log: log.child({ component: 'informer' }),
+        onRestart: () => metrics.watchRestartsTotal.inc({ resource: 'nodeverifications' }),
+        onList: () => metrics.watchListsTotal.inc({ resource: 'nodeverifications' }),
+      });
+  const informers = [nodeInformer, pods, ...(verifications ? [verifications] : [])];
 
   // 2. The controllers. Each registers its own watches, filters and queue; the manager runs their
   //    workers while this replica leads.
@@ -109,7 +126,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   const slots = new VerificationSlots(() => pods.list(), clock);
   const eventSink: EventSink = { create: (ns, e) => kube.createEvent(ns, e), bump: (ns, name, count, at) => kube.bumpEvent(ns, name, count, at) };
   const events = new KubeEventRecorder({ sink: eventSink, clock, log, component: PodLabelValue.ManagedBy, instance: opts.identity });
-  const store = config.dryRun ? new MemoryProgressStore() : new AnnotationProgressStore(kube, config);
+  const store = verifications ? new NodeVerificationStore({ kube, config, clock, log, cache: verifications }) : new MemoryProgressStore();
   // The API server addresses for the worker pods, read by the leader (started when it leads).
   const apiEndpoints = new ApiEndpoints({ kube, clock, log: log.child({ component: 'api-endpoints' }) });
   // Remediation of failed nodes (nodeManagement.deleteFailedNodes): a queue of its own, one worker.
@@ -140,6 +157,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       pods,
       slots,
       store,
+      ...(verifications ? { verifications } : {}),
       events,
       clusterWide,
       workerConfig,
@@ -151,8 +169,8 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   if (remediator) manager.register(remediationController(remediator, nodeInformer, clock));
 
   // 3. HTTP: metrics and probes. Ready once both caches synced (followers too).
-  const readiness = (): Probe => firstFailing([nodeInformer.health(), pods.health()]);
-  const liveness = (): Probe => (nodeInformer.hasSynced() && pods.hasSynced() ? readiness() : { ok: true });
+  const readiness = (): Probe => firstFailing(informers.map((i) => i.health()));
+  const liveness = (): Probe => (informers.every((i) => i.hasSynced()) ? readiness() : { ok: true });
   const servers: FastifyInstance[] = [];
   const addresses: string[] = [];
   const separateHealth = config.health.bindAddress !== '' && config.health.bindAddress !== config.metrics.bindAddress;
@@ -163,7 +181,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   log.info({ addresses }, 'serving /metrics, /healthz, /readyz');
 
   // 4. Fill the caches before anything acts on them.
-  await Promise.all([nodeInformer.start(), pods.start()]);
+  await Promise.all(informers.map((i) => i.start()));
 
   // 5. Housekeeping: gauges, the controllers' ticks, and the safety-net resync.
   let tickTimer: Timer | undefined;
@@ -256,7 +274,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       tickTimer?.cancel();
       manager.stop();
       manager.abandon();
-      await Promise.all([nodeInformer.stop(), pods.stop()]);
+      await Promise.all(informers.map((i) => i.stop()));
       await Promise.all(servers.map((s) => s.close()));
       metrics.leader.set(0);
       log.info('stopped');

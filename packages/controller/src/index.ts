@@ -7,8 +7,20 @@ export { startController, type ControllerOptions, type RunningController } from 
 export { loadConfig, parseConfig, type ConfigOverrides } from './config/load.js';
 export { configSchema, type ControllerConfig, type ControllerConfigInput } from './config/schema.js';
 export { renderConfigDocs } from './config/docs.js';
-export { Annotation, PodAnnotation, PodLabel, PodLabelValue, GROUP, FIELD_MANAGER } from './api/well-known.js';
-export { readState, stateAnnotations, STATE_ANNOTATION_KEYS } from './controllers/node/verification/state.js';
+export { PodAnnotation, PodLabel, PodLabelValue, GROUP, FIELD_MANAGER } from './api/well-known.js';
+export {
+  NodeVerificationApi,
+  INSTALLATION_LABEL,
+  installationOf,
+  VERIFIED_CONDITION,
+  newNodeVerification,
+  parseStatus,
+  stateOf,
+  statusOf,
+  type NodeVerification,
+  type NodeVerificationStatus,
+  type StateRead,
+} from './api/nodeverification.js';
 export { Outcome, Phase, type VerificationState, type AttemptResult } from './controllers/node/verification/types.js';
 export { workerPodName, nodeLabelValue } from './controllers/node/verification/naming.js';
 export { WORKER_POD_SELECTOR } from './controllers/node/verification/pod-spec.js';

@@ -9,6 +9,7 @@ import { realClock } from '../src/clock.js';
 import { parseConfig } from '../src/config/load.js';
 import type { ControllerConfig, ControllerConfigInput } from '../src/config/schema.js';
 import { startController, type RunningController } from '../src/controllers.js';
+import { NodeVerificationApi, type NodeVerification, type NodeVerificationStatus } from '../src/api/nodeverification.js';
 import { KubeClient } from '../src/kube/client.js';
 import { addNode, core, createNamespace, describeNodesOnTimeout, sandbox, serviceAccountKubeConfig, uniqueName, waitFor } from '../../../test/sandbox.js';
 import { deepMerge } from '../../core/src/testing/merge.js';
@@ -290,6 +291,47 @@ export function countReasons(events: k8s.CoreV1Event[]): Record<string, number> 
 
 export function annotations(node: k8s.V1Node | undefined): Record<string, string> {
   return node?.metadata?.annotations ?? {};
+}
+
+/** The node's NodeVerification, if it has one of its current UID. */
+export async function verificationOf(name: string): Promise<NodeVerification | undefined> {
+  let nv: NodeVerification;
+  try {
+    nv = (await sandbox()
+      .kc.makeApiClient(k8s.CustomObjectsApi)
+      .getClusterCustomObject({ group: NodeVerificationApi.group, version: NodeVerificationApi.version, plural: NodeVerificationApi.plural, name })) as NodeVerification;
+  } catch {
+    return undefined;
+  }
+  const node = await readNode(name);
+  return nv.spec?.nodeUID === node?.metadata?.uid ? nv : undefined;
+}
+
+/** The one condition of the node's NodeVerification status (type Verified: every step, not only final verdicts). */
+export async function verificationCondition(name: string): Promise<NonNullable<NodeVerificationStatus['conditions']>[number] | undefined> {
+  return (await verificationOf(name))?.status?.conditions?.[0];
+}
+
+/**
+ * A node's verification progress as its NodeVerification status says it, flattened for tests:
+ * phase, attempt, failures, last-outcome, last-message, failing (JSON), next-attempt-at, verified-at. Fields the
+ * status lacks are absent; no NodeVerification (or one of an earlier node of that name) is {}.
+ */
+export async function progressOf(name: string): Promise<Record<string, string>> {
+  const nv = await verificationOf(name);
+  if (!nv) return {};
+  const s = nv.status ?? {};
+  const fields: Record<string, string | undefined> = {
+    phase: s.phase,
+    attempt: s.attempt === undefined ? undefined : String(s.attempt),
+    failures: s.failures === undefined ? undefined : String(s.failures),
+    'last-outcome': s.lastAttempt?.reason,
+    'last-message': s.lastAttempt?.message,
+    failing: s.failing === undefined ? undefined : JSON.stringify(s.failing),
+    'next-attempt-at': s.nextAttemptAt,
+    'verified-at': s.verifiedAt,
+  };
+  return Object.fromEntries(Object.entries(fields).filter((e): e is [string, string] => e[1] !== undefined));
 }
 
 export { waitFor };

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { Logger } from '@kube-node-ready/core';
 import { COMPONENTS, startControlPlane, type Component } from './control-plane.js';
 import { installKarpenterCrds, installKwokNodeClass } from './karpenter.js';
+import { installOwnCrds } from './crds.js';
 import { NotFound, startControlServer } from './control.js';
 import { ServiceCatalog } from './catalog.js';
 import { ClusterDns, DNS_CONFIGMAP } from './dns.js';
@@ -31,6 +32,7 @@ export const DAEMON_UNHANDLED = 'unhandled rejection in the sandbox daemon (a sa
 export async function runDaemon(layout: SandboxLayout, opts: DaemonOptions, log: Logger): Promise<void> {
   const cp = await startControlPlane(layout, opts.binDir, log, () => installKarpenterCrds(loadKubeConfig(layout.paths.kubeconfig), join(opts.binDir, 'karpenter-crds')));
   const kc = loadKubeConfig(cp.kubeconfig);
+  await installOwnCrds(kc);
   const parts: Array<{ stop: () => unknown }> = [];
   let stopping = false;
   const shutdown = async (why: string) => {

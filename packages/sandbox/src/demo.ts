@@ -42,8 +42,8 @@ const BROKEN = 'broken-dns';
  * as on a cloud (NotReady for a while, CNI and image pulls that take time), kube-node-ready verifies
  * and opens them and the workloads run. One NodePool is broken: its node fails verification, keeps
  * its taint, kube-node-ready deletes its NodeClaim and Karpenter launches a replacement. Then the
- * workload scales up and one more node joins. A live table shows it; the exit code says whether the
- * story ended as expected.
+ * workload scales up and one more node joins. A live table shows it, and `kubectl get nv` the
+ * progress kept per node at the end; the exit code says whether the story ended as expected.
  */
 export async function runDemo(opts: DemoOptions): Promise<number> {
   const { out } = opts;
@@ -136,6 +136,12 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
 
     const nodes = report?.nodes ?? [];
     const verified = nodes.filter((r) => r.state === 'Verified');
+    out('');
+    out('demo: the progress kube-node-ready keeps per node, in its NodeVerification (the Node itself carries only the taint, the verified label and the final verdict):');
+    const nv = await kubectlGetNv(state.binDir, state.kubeconfig, layout.dir);
+    out('$ kubectl get nv');
+    for (const line of nv.text.split('\n')) out(line);
+    const missing = verified.filter((r) => !new RegExp(`^${r.node}\\s+Passed\\s`, 'm').test(nv.text)).map((r) => r.node);
     const times = verified.map((r) => r.timeToVerifiedSeconds).filter((t): t is number => t !== undefined).sort((a, b) => a - b);
     out('');
     out(`summary: ${verified.length} nodes verified and opened, ${nodes.filter((r) => r.state === 'Failed').length} failed and kept closed, in ${((Date.now() - started) / 1000).toFixed(1)}s`);
@@ -154,6 +160,8 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
       }
       if (!shot.ok) wrong.push(`the alerts screenshot: ${shot.error}`);
     }
+    if (!nv.ok) wrong.push(`kubectl get nv failed: ${nv.text}`);
+    else if (missing.length) wrong.push(`kubectl get nv does not show ${missing.join(', ')} Passed`);
     if (story.webRunning < 4) wrong.push(`only ${story.webRunning} of 4 web pods run on verified nodes`);
     if (!story.brokenClaimsDeleted) wrong.push(`the broken pool's NodeClaim ${story.firstBroken || '(none)'} was not remediated`);
     else if (!story.brokenClaims) wrong.push('Karpenter did not launch a replacement for the remediated NodeClaim');
@@ -163,7 +171,7 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
     }
     out('demo: every healthy node was verified and opened and its pods run; the broken one kept its taint, its NodeClaim was deleted and Karpenter replaced it');
     if (opts.keep) {
-      out(`demo: sandbox and controller left running (KEEP=1): kubectl --kubeconfig ${state.kubeconfig} get nodes,nodeclaims`);
+      out(`demo: sandbox and controller left running (KEEP=1): kubectl --kubeconfig ${state.kubeconfig} get nodes,nodeclaims,nodeverifications`);
       out(`demo: node dist/kube-node-ready.mjs status --kubeconfig ${state.kubeconfig}; stop with: node dist/sandbox.mjs down --dir ${opts.dir} --slot ${opts.slot}`);
       out(`demo: Prometheus left running: ${prom.url} (alerts: ${prom.url}/classic/alerts)`);
       controller.unref();
@@ -219,6 +227,12 @@ async function alertsScreenshot(prometheus: PrometheusServer, file: string, node
   if (!dom.includes('KubeNodeReadyNodeVerificationFailed') || !/firing/i.test(dom) || !dom.includes(node)) throw new Error(`the alerts page does not show KubeNodeReadyNodeVerificationFailed firing for ${node} (${dom.length} bytes of DOM)`);
   if (size < 20_000 || size > 2_000_000) throw new Error(`${file}: ${size} bytes is not a plausible screenshot`);
   return `demo: screenshot of the alerts page (KubeNodeReadyNodeVerificationFailed firing for ${node}): ${file} (${size} bytes)`;
+}
+
+/** `kubectl get nv` with the sandbox's kubectl: the table of NodeVerifications (the CRD's printer columns), or kubectl's error. */
+async function kubectlGetNv(binDir: string, kubeconfig: string, dir: string): Promise<{ ok: boolean; text: string }> {
+  const r = await run(joinPath(binDir, 'kubectl'), ['--kubeconfig', kubeconfig, 'get', 'nv'], { env: { PATH: process.env.PATH ?? '', HOME: joinPath(dir, 'kubectl-home') } });
+  return { ok: r.code === 0, text: (r.code === 0 ? r.stdout : r.stderr || r.stdout).trimEnd() };
 }
 
 /** Where the story stands: web pods running on opened nodes, the broken pool's NodeClaims. */

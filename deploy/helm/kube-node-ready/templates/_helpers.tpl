@@ -146,11 +146,6 @@ config.worker.checks.service.services; one per line.
 {{- join "\n" (uniq $namespaces) }}
 {{- end }}
 
-{{/* The controller's progress annotations on a Node (Annotation in api/well-known.ts; a unit test keeps the two equal), space-separated. */}}
-{{- define "kube-node-ready.stateAnnotations" -}}
-kube-node-ready.io/node-uid kube-node-ready.io/attempt kube-node-ready.io/failures kube-node-ready.io/phase kube-node-ready.io/next-attempt-at kube-node-ready.io/last-outcome kube-node-ready.io/last-message kube-node-ready.io/verified-at kube-node-ready.io/failing
-{{- end }}
-
 {{/* Admission policies are rendered: asked for, and served by the API server (admissionregistration.k8s.io/v1, Kubernetes 1.30+). */}}
 {{- define "kube-node-ready.admissionPolicies" -}}
 {{- if and .Values.admissionPolicies.enabled (semverCompare ">=1.30-0" .Capabilities.KubeVersion.Version) }}true{{ end }}

@@ -1,9 +1,9 @@
 {{/*
 The spec of a ValidatingAdmissionPolicy that holds one ServiceAccount's Node writes (nodes and
-nodes/status) to our taints, verified label, annotations and condition: a verification taint may be
-removed, never added; the verified label may be set, never removed. Used for the controller
-(admission-policies.yaml) and, with ownNodeOnly, for the DaemonSet agent (daemonset.yaml), whose
-pods may write only their own node. Arguments: root (the chart's context), user (the
+nodes/status) to our taints, verified label and condition (progress is in NodeVerifications, not on
+the Node): a verification taint may be removed, never added; the verified label may be set, never
+removed; annotations are never changed. Used for the controller (admission-policies.yaml) and, with
+ownNodeOnly, for the DaemonSet agent (daemonset.yaml), whose pods may write only their own node. Arguments: root (the chart's context), user (the
 ServiceAccount's user name), matchName, who (the writer, in messages), ownNodeOnly.
 */}}
 {{- define "kube-node-ready.nodeWritesPolicySpec" -}}
@@ -16,8 +16,7 @@ ServiceAccount's user name), matchName, who (the writer, in messages), ownNodeOn
 {{- $verificationList := uniq $verification | toJson }}
 {{- $oursList := uniq $ours | toJson }}
 {{- $label := $nm.verifiedLabel.key | toJson }}
-{{- $condition := $nm.condition.type | toJson }}
-{{- $annotations := include "kube-node-ready.stateAnnotations" .root | splitList " " | toJson -}}
+{{- $condition := $nm.condition.type | toJson -}}
 failurePolicy: Fail
 matchConstraints:
   resourceRules:
@@ -33,8 +32,6 @@ variables:
     expression: {{ $oursList | toJson }}
   - name: verificationTaints
     expression: {{ $verificationList | toJson }}
-  - name: ourAnnotations
-    expression: {{ $annotations | toJson }}
   - name: oldTaints
     expression: "has(oldObject.spec.taints) ? oldObject.spec.taints : []"
   - name: newTaints
@@ -79,10 +76,8 @@ validations:
   - expression: >-
       !({{ $label }} in variables.oldLabels) || {{ $label }} in variables.newLabels
     message: "metadata.labels: {{ $who }} never removes the verified label {{ $nm.verifiedLabel.key }} (removing it asks for a new verification: a user's gesture)"
-  - expression: >-
-      variables.oldAnnotations.all(k, k in variables.ourAnnotations || (k in variables.newAnnotations && variables.newAnnotations[k] == variables.oldAnnotations[k])) &&
-      variables.newAnnotations.all(k, k in variables.ourAnnotations || k in variables.oldAnnotations)
-    message: "metadata.annotations: {{ $who }} may change only its own progress annotations (kube-node-ready.io/node-uid, attempt, failures, phase, next-attempt-at, last-outcome, last-message, verified-at, failing)"
+  - expression: variables.newAnnotations == variables.oldAnnotations
+    message: "metadata.annotations: {{ $who }} never changes them (its progress is in the node's NodeVerification)"
   - expression: >-
       (has(object.metadata.finalizers) ? object.metadata.finalizers : []) == (has(oldObject.metadata.finalizers) ? oldObject.metadata.finalizers : []) &&
       (has(object.metadata.ownerReferences) ? object.metadata.ownerReferences : []) == (has(oldObject.metadata.ownerReferences) ? oldObject.metadata.ownerReferences : [])

@@ -2,7 +2,7 @@ import type { V1Node } from '@kubernetes/client-node';
 import { errorMessage, formatDuration, type Logger } from '@kube-node-ready/core';
 import type { Clock } from '../clock.js';
 import type { ControllerConfig } from '../config/schema.js';
-import { desiredCondition, waitingCondition } from '../controllers/node/verification/condition.js';
+import { desiredCondition, isFinal } from '../controllers/node/verification/condition.js';
 import { failedState, karpenterRegistered, passedState, type Action } from '../controllers/node/verification/decide.js';
 import { awaitingRegistrationEvent, completedEvents, type NodeEvent } from '../controllers/node/verification/events.js';
 import { conditionPatch, taintsToRemove, type ConditionInput } from '../controllers/node/verification/node-patch.js';
@@ -26,7 +26,8 @@ export interface AgentDeps {
   pod: string;
   config: ControllerConfig;
   kube: Pick<KubeClient, 'getNode' | 'patchNodeStatus'>;
-  store: ProgressStore;
+  /** `refresh`: reads the node's NodeVerification live (the agent keeps no cache). */
+  store: ProgressStore & { refresh?(name: string): Promise<unknown> };
   events: EventRecorder;
   metrics: AgentMetrics;
   clock: Clock;
@@ -38,8 +39,8 @@ export interface AgentDeps {
 /**
  * DaemonSet mode (docs/installation.md#daemonset-mode): one agent per unverified node verifies its
  * own node and opens it with the controller's guarded write, which only this node's pod may make
- * (the chart's admission policy). Its progress is the controller's, in the same annotations, so a
- * restarted pod continues the count. Once the node carries the verified label, the DaemonSet
+ * (the chart's admission policy). Its progress is the controller's, in the node's NodeVerification
+ * (which the admission policy also limits it to), so a restarted pod continues the count. Once the node carries the verified label, the DaemonSet
  * controller removes the pod. No remediation: a failed node keeps its taint, its condition and
  * Event say why, and the pod stays for `kubectl logs`, reading its node every IDLE_POLL_MS.
  */
@@ -71,6 +72,7 @@ export class NodeAgent {
       this.note('gone', 'the node is gone; this pod goes with it');
       return IDLE_POLL_MS;
     }
+    await store.refresh?.(nodeName);
     const read = store.read(node);
     const now = clock.now();
     const step = agentStep(node, read, now, config);
@@ -84,7 +86,7 @@ export class NodeAgent {
           return Math.max(0, step.untilMs - now);
         }
         this.note(`waiting:${step.waitingFor.join(';')}`, 'the node cannot be verified yet', { waitingFor: step.waitingFor });
-        await this.syncCondition(node, waitingCondition(step.waitingFor, false, config));
+        await store.ensure(node);
         return WAIT_POLL_MS;
       case 'Attempt':
         await this.attempt(node, step, signal);
@@ -179,9 +181,10 @@ export class NodeAgent {
     return (await this.deps.kube.getNode(this.deps.nodeName)) ?? fallback;
   }
 
+  /** The Node carries final verdicts only (condition.ts isFinal); every step is in the NodeVerification. */
   private async syncCondition(node: V1Node, wanted: ConditionInput): Promise<void> {
     const { config, kube, clock, nodeName } = this.deps;
-    if (!config.nodeManagement.condition.enabled || config.dryRun) return;
+    if (!config.nodeManagement.condition.enabled || config.dryRun || !isFinal(wanted)) return;
     const patch = conditionPatch(node, wanted, clock.now());
     if (patch) await kube.patchNodeStatus(nodeName, patch);
   }

@@ -4,7 +4,7 @@ import { realClock, withDeadline } from '../clock.js';
 import { loadConfig } from '../config/load.js';
 import type { ControllerConfig } from '../config/schema.js';
 import { inProcessVerdict } from '../controllers/node/verification/pod-result.js';
-import { AnnotationProgressStore, MemoryProgressStore } from '../controllers/node/verification/store.js';
+import { MemoryProgressStore, NodeVerificationStore } from '../controllers/node/verification/store.js';
 import { KubeEventRecorder } from '../events/recorder.js';
 import { buildServer, parseBindAddress } from '../http/server.js';
 import { KubeClient, loadKubeConfig } from '../kube/client.js';
@@ -17,7 +17,7 @@ export const AGENT_USAGE = `Usage: kube-node-ready agent [options]
 
 DaemonSet mode: verifies the node this pod runs on (NODE_NAME) with the worker's checks, in this
 process, and opens it (removes the verification taints, adds the verified label) when it passes.
-Retries with the configured backoff; progress is kept on the node, so a restarted pod continues.
+Retries with the configured backoff; progress is kept in the node's NodeVerification, so a restarted pod continues.
 
 Options:
   --config PATH                 Configuration (the controller's YAML, docs/configuration.md; the
@@ -85,7 +85,8 @@ export async function runAgent(argv: readonly string[], env: NodeJS.ProcessEnv, 
       pod,
       config,
       kube,
-      store: config.dryRun ? new MemoryProgressStore() : new AnnotationProgressStore(kube, config),
+      // Its own NodeVerification only, read live before each step (no cache: one object).
+      store: config.dryRun ? new MemoryProgressStore() : new NodeVerificationStore({ kube, config, clock: realClock, log, cache: { get: () => undefined } }),
       events: new KubeEventRecorder({
         sink: { create: (ns, e) => kube.createEvent(ns, e), bump: (ns, name, count, at) => kube.bumpEvent(ns, name, count, at) },
         clock: realClock,

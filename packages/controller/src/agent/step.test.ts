@@ -1,13 +1,12 @@
 import type { V1Node } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { ControllerConfig } from '../config/schema.js';
-import { readState } from '../controllers/node/verification/state.js';
 import { Phase } from '../controllers/node/verification/types.js';
-import { aNode, testConfig } from '../testing/builders.js';
+import { aNode, testConfig, testProgress } from '../testing/builders.js';
 import { agentStep } from './step.js';
 
 const T0 = Date.UTC(2025, 0, 1);
-const step = (node: V1Node, now = T0, config: ControllerConfig = testConfig()) => agentStep(node, readState(node), now, config);
+const step = (node: V1Node, now = T0, config: ControllerConfig = testConfig()) => agentStep(node, testProgress.read(node), now, config);
 
 describe('agentStep: the DaemonSet agent on its own node', () => {
   it('starts attempt 1 on a tainted, Ready node without progress', () => {

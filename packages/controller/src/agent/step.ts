@@ -1,13 +1,13 @@
 import type { V1Node } from '@kubernetes/client-node';
 import type { ControllerConfig } from '../config/schema.js';
 import { carried, isCandidate, isVerified, launchBlockers } from '../controllers/node/verification/decide.js';
-import type { StateRead } from '../controllers/node/verification/state.js';
+import type { StateRead } from '../controllers/node/verification/store.js';
 import { Phase, type VerificationState } from '../controllers/node/verification/types.js';
 import { nodeUid } from '../kube/objects.js';
 
 /**
  * DaemonSet mode: the agent's next step on its own node, as one pure function of the node, its
- * stored progress and the time. The same progress annotations, backoff and retry rules as the controller's state machine
+ * stored progress and the time. The same NodeVerification status, backoff and retry rules as the controller's state machine
  * (decide.ts), without its worker pods: the agent runs the checks itself.
  *
  *   Idle     nothing to do (verified, not a candidate, failed, going away); look again later

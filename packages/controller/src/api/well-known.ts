@@ -1,36 +1,10 @@
 /**
  * Names this controller reads and writes on Kubernetes objects. One prefix for everything we own
- * (annotations, worker-pod labels, the default condition type), so `kubectl get node -o yaml`
+ * (the NodeVerification resource, worker-pod labels, the default condition type), so `kubectl get node -o yaml`
  * shows at a glance what is ours. The verification taint and verified label default to the
  * reference `node-ready/*` names and are configurable (nodeManagement.*).
  */
 export const GROUP = 'kube-node-ready.io';
-
-/** Verification progress stored on the Node (docs/architecture.md, ADR 0002). */
-export const Annotation = {
-  /** UID of the Node the annotations below belong to: state written for another UID is ignored. */
-  NodeUid: `${GROUP}/node-uid`,
-  /** Number of the latest worker attempt started for this node (1, 2, ...; never reused). */
-  Attempt: `${GROUP}/attempt`,
-  /** Consecutive failed attempts in the current verification (reset when the node passes). */
-  Failures: `${GROUP}/failures`,
-  /** Verifying | Backoff | Passed | Failed. */
-  Phase: `${GROUP}/phase`,
-  /** RFC 3339 time before which no new attempt starts (phase Backoff). */
-  NextAttemptAt: `${GROUP}/next-attempt-at`,
-  /** Outcome of the last finished attempt (Passed, ChecksFailed, WorkerError, ...). */
-  LastOutcome: `${GROUP}/last-outcome`,
-  /** One line on the last finished attempt: the failed checks and their errors (<= 1024 chars). */
-  LastMessage: `${GROUP}/last-message`,
-  /** RFC 3339 time the node passed and was opened. */
-  VerifiedAt: `${GROUP}/verified-at`,
-  /**
-   * Since when the node's attempts fail, and the checks its last one failed with their targets
-   * (JSON, `{"since":"...","at":"...","checks":{"dns":"10.96.0.10:53"}}`): a new leader's memory of
-   * which nodes fail what (the cluster-wide rule), absent once the node passes.
-   */
-  Failing: `${GROUP}/failing`,
-} as const;
 
 /** Labels and annotations on worker pods. */
 export const PodLabel = {

@@ -1,6 +1,7 @@
 import {
   CoordinationV1Api,
   CoreV1Api,
+  CustomObjectsApi,
   DiscoveryV1Api,
   KubeConfig,
   PatchStrategy,
@@ -14,12 +15,14 @@ import {
   type V1NodeList,
   type V1Pod,
   type V1PodList,
+  type KubernetesListObject,
 } from '@kubernetes/client-node';
 import pRetry, { AbortError } from 'p-retry';
 import { TerminalError, type Logger } from '@kube-node-ready/core';
+import { NodeVerificationApi, type NodeVerification } from '../api/nodeverification.js';
 import { FIELD_MANAGER } from '../api/well-known.js';
 import type { Clock } from '../clock.js';
-import { isAlreadyExists, isNotFound, isTransient, messageOf } from './errors.js';
+import { isAlreadyExists, isConflict, isNotFound, isTransient, messageOf } from './errors.js';
 import { Priority, PriorityTokenBucket } from './throttle.js';
 
 /**
@@ -54,6 +57,7 @@ export class KubeClient {
   readonly core: CoreV1Api;
   readonly coordination: CoordinationV1Api;
   private readonly discovery: DiscoveryV1Api;
+  private readonly custom: CustomObjectsApi;
   private readonly version: VersionApi;
   private readonly limiter: PriorityTokenBucket;
   /** Events have their own budget: they are best effort and must not slow node writes down. */
@@ -68,6 +72,7 @@ export class KubeClient {
     this.core = kubeConfig.makeApiClient(CoreV1Api);
     this.coordination = kubeConfig.makeApiClient(CoordinationV1Api);
     this.discovery = kubeConfig.makeApiClient(DiscoveryV1Api);
+    this.custom = kubeConfig.makeApiClient(CustomObjectsApi);
     this.version = kubeConfig.makeApiClient(VersionApi);
     this.limiter = new PriorityTokenBucket(opts.qps, opts.burst, opts.clock);
     this.eventLimiter = new PriorityTokenBucket(EVENT_QPS, EVENT_BURST, opts.clock);
@@ -204,6 +209,72 @@ export class KubeClient {
     );
   }
 
+  // -- NodeVerifications (api/nodeverification.ts) ------------------------------------------
+
+  /** Every NodeVerification, in pages of LIST_PAGE_SIZE. */
+  async *listNodeVerificationPages(): AsyncGenerator<KubernetesListObject<NodeVerification>> {
+    let token: string | undefined;
+    do {
+      const cont = token;
+      const page = (await this.call('list nodeverifications', () =>
+        this.custom.listClusterCustomObject({ ...NV, limit: LIST_PAGE_SIZE, ...(cont ? { _continue: cont } : {}) }),
+      )) as KubernetesListObject<NodeVerification>;
+      token = page.metadata?._continue;
+      yield page;
+    } while (token);
+  }
+
+  /**
+   * Fails with what to do when the API server does not serve NodeVerifications (the CRD was not
+   * installed: Helm installs it only with the first `helm install`).
+   */
+  async requireNodeVerifications(): Promise<void> {
+    try {
+      await this.call('list nodeverifications', () => this.custom.listClusterCustomObject({ ...NV, limit: 1 }));
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      throw new TerminalError(
+        `the NodeVerification CRD (${NV.plural}.${NV.group}) is not installed, or not at ${NV.version}: apply deploy/helm/kube-node-ready/crds/ ` +
+          '(`helm show crds <chart> | kubectl apply --server-side -f -`; docs/upgrading.md), then start the controller again',
+        { cause: err },
+      );
+    }
+  }
+
+  async getNodeVerification(name: string): Promise<NodeVerification | undefined> {
+    try {
+      return (await this.call('get nodeverification', () => this.custom.getClusterCustomObject({ ...NV, name }))) as NodeVerification;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /** Creates it (without status: the status subresource ignores it on create). AlreadyExists is the caller's to handle. */
+  async createNodeVerification(nv: NodeVerification, priority: Priority = Priority.Normal): Promise<NodeVerification> {
+    return (await this.call('create nodeverification', () => this.custom.createClusterCustomObject({ ...NV, body: nv, fieldManager: FIELD_MANAGER }), { priority })) as NodeVerification;
+  }
+
+  /**
+   * Replaces the status of `nv`, guarded by its metadata.resourceVersion: 409 Conflict when anyone
+   * wrote it since (isConflict), 404 when it is gone.
+   */
+  async updateNodeVerificationStatus(nv: NodeVerification, priority: Priority = Priority.Normal): Promise<NodeVerification> {
+    const name = nv.metadata?.name ?? '';
+    return (await this.call('update nodeverification status', () => this.custom.replaceClusterCustomObjectStatus({ ...NV, name, body: nv, fieldManager: FIELD_MANAGER }), {
+      priority,
+    })) as NodeVerification;
+  }
+
+  /** Deletes it if it is still the object of that UID (a precondition); one already gone is fine. */
+  async deleteNodeVerification(name: string, uid: string): Promise<void> {
+    try {
+      await this.call('delete nodeverification', () => this.custom.deleteClusterCustomObject({ ...NV, name, body: { preconditions: { uid } } }));
+    } catch (err) {
+      if (!isNotFound(err) && !isConflict(err)) throw err;
+    }
+  }
+
   // -- Worker pods -----------------------------------------------------------------------------
 
   /** The pods (one page: the worker namespace holds at most a few hundred). */
@@ -289,6 +360,9 @@ export class KubeClient {
     );
   }
 }
+
+/** The NodeVerification resource's coordinates, as CustomObjectsApi takes them. */
+const NV = { group: NodeVerificationApi.group, version: NodeVerificationApi.version, plural: NodeVerificationApi.plural };
 
 /** Objects per page of a list (client-go's pager uses 500). */
 const LIST_PAGE_SIZE = 500;

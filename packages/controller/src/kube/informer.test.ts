@@ -3,9 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { nodeFingerprint } from '../controllers/node/verification/controller.js';
 import { conditionPatch, nodePatch } from '../controllers/node/verification/node-patch.js';
 import { decide } from '../controllers/node/verification/decide.js';
-import { readState } from '../controllers/node/verification/state.js';
 import { Outcome, Phase } from '../controllers/node/verification/types.js';
-import { aNode, testConfig } from '../testing/builders.js';
+import { aNode, testConfig, testProgress } from '../testing/builders.js';
 import { CacheIndex, slimNode } from './informer.js';
 
 const config = testConfig();
@@ -86,9 +85,8 @@ describe('slimNode', () => {
     const full = registered(node);
     full.status?.conditions?.push(ourCondition);
     const slim = slimNode(structuredClone(full), OURS);
-    const read = readState(full);
+    const read = testProgress.read(full);
     const state = read.kind === 'ok' ? read.state : undefined;
-    expect(readState(slim)).toEqual(read);
     expect(decide(slim, [], T0 + 30_000, config, { state, slotsTaken: 0 })).toEqual(decide(full, [], T0 + 30_000, config, { state, slotsTaken: 0 }));
     expect(nodeFingerprint(slim, config)).toBe(nodeFingerprint(full, config));
     const next = { uid: full.metadata?.uid ?? '', attempt: 2, failures: 0, phase: Phase.Passed, verifiedAt: T0 };

@@ -73,7 +73,7 @@ export const KNOWN_CHECKS = ['dns', 'api', 'tcp', 'service', 'podnet', 'mtu', 'e
 
 export const CheckResult = ['pass', 'fail'] as const;
 
-export const WatchedResource = ['nodes', 'pods'] as const;
+export const WatchedResource = ['nodes', 'pods', 'nodeverifications'] as const;
 
 /** kube_node_ready_remediations_total{action,result} and kube_node_ready_remediation_blocked{reason} (docs/remediation.md). */
 export const RemediationAction = ['delete-nodeclaim', 'delete-node'] as const;

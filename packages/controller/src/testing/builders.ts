@@ -4,7 +4,7 @@ import { parseConfig } from '../config/load.js';
 import type { ControllerConfig, ControllerConfigInput } from '../config/schema.js';
 import { workerPodName } from '../controllers/node/verification/naming.js';
 import { buildWorkerPod } from '../controllers/node/verification/pod-spec.js';
-import { stateAnnotations } from '../controllers/node/verification/state.js';
+import type { StateRead } from '../controllers/node/verification/store.js';
 import type { CheckSummary, WorkerSummary } from '../controllers/node/verification/summary.js';
 import type { VerificationState } from '../controllers/node/verification/types.js';
 
@@ -93,11 +93,13 @@ export class NodeBuilder {
     return this.label(Karpenter.RegisteredLabel, 'true');
   }
 
-  /** Stores progress the way the controller does (annotations), for this node's UID by default. */
+  /**
+   * Gives the node stored progress (for this node's UID by default), as its NodeVerification would
+   * hold it: kept on the built node under a test-only annotation, read back by testProgress.
+   */
   withState(state: Omit<VerificationState, 'uid'> & { uid?: string }): this {
     const full: VerificationState = { uid: this.meta().uid ?? '', ...state };
-    for (const [k, v] of Object.entries(stateAnnotations(full))) if (v !== null) this.annotate(k, v);
-    return this;
+    return this.annotate(TEST_STATE_ANNOTATION, JSON.stringify(full));
   }
 
   deleting(at = Date.UTC(2025, 0, 1)): this {
@@ -262,3 +264,16 @@ export function summaryText(checks: CheckSummary[], extra: Partial<WorkerSummary
   };
   return JSON.stringify(summary);
 }
+
+/** Where withState() keeps a test node's progress (never read by the product). */
+const TEST_STATE_ANNOTATION = 'test.kube-node-ready.io/state';
+
+/** A ProgressStore reader for unit tests: the progress withState() gave the node, for the node's current UID. */
+export const testProgress = {
+  read(node: V1Node): StateRead {
+    const text = node.metadata?.annotations?.[TEST_STATE_ANNOTATION];
+    if (text === undefined) return { kind: 'none' };
+    const state = JSON.parse(text) as VerificationState;
+    return state.uid === node.metadata?.uid ? { kind: 'ok', state } : { kind: 'none' };
+  },
+};

@@ -1,6 +1,6 @@
 import type { V1Node } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { aNode, testConfig } from '../../../testing/builders.js';
+import { aNode, testConfig, testProgress } from '../../../testing/builders.js';
 import { Outcome, Phase } from '../verification/types.js';
 import { parseRemediationConfig, type RemediationConfigInput } from './config.js';
 import {
@@ -46,6 +46,7 @@ function run(node: V1Node, o: RunOptions = {}): Decision & { read: string[] } {
     dryRun: o.dryRun ?? false,
     config,
     remediation: parseRemediationConfig(o.remediation ?? {}),
+    readState: testProgress.read,
     ...(o.target ? { target: o.target } : {}),
     ...(o.stuckClock ? { stuckClock: o.stuckClock } : {}),
     breaker: () => (read.push('breaker'), o.breaker ?? closed),
@@ -224,7 +225,7 @@ describe('decide: stuck nodes (tainted, never verified, no worker ever ran)', ()
     // Out of line after 40 minutes in it: 90 - 40 = 50 minutes count, 10 to go.
     expect(run(node, { stuckClock: clock({ waiting: false, queuedMs: 40 * MIN }) })).toMatchObject({ kind: 'ignore', reason: 'NotFailed', requeueAfterMs: 10 * MIN });
     expect(run(node, { stuckClock: clock({ waiting: false, queuedMs: 20 * MIN }) })).toMatchObject({ kind: 'delete', trigger: 'stuck' });
-    expect(isFailedNode(node, NOW, { config, remediation: parseRemediationConfig({}), stuckClock: clock({ waiting: true, queuedMs: 0 }) })).toBe(false);
+    expect(isFailedNode(node, NOW, { config, remediation: parseRemediationConfig({}), readState: testProgress.read, stuckClock: clock({ waiting: true, queuedMs: 0 }) })).toBe(false);
   });
 
   it('a node the worker cannot run on (kubernetes.io/os windows) is never stuck: a replacement would be the same', () => {
@@ -246,7 +247,7 @@ describe('decide: stuck nodes (tainted, never verified, no worker ever ran)', ()
 
 describe('decide: helpers', () => {
   it('failureTrigger / isFailedNode', () => {
-    const ctx = { config, remediation: parseRemediationConfig({}) };
+    const ctx = { config, remediation: parseRemediationConfig({}), readState: testProgress.read };
     expect(failureTrigger(failed().build(), { uid: 'uid-failed-1', attempt: 6, failures: 6, phase: Phase.Failed }, NOW, ctx)).toBe('failed');
     expect(isFailedNode(failed().build(), NOW, ctx)).toBe(true);
     expect(isFailedNode(aNode().tainted().createdAt(NOW - 2 * 60 * MIN).build(), NOW, ctx)).toBe(true);

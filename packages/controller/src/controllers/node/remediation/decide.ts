@@ -4,7 +4,7 @@ import type { ControllerConfig } from '../../../config/schema.js';
 import { annotation, label, nodeName, toMillis } from '../../../kube/objects.js';
 import { backoffDelay, hasVerificationTaint, isVerified, unsupportedOS } from '../verification/decide.js';
 import { RUN_GRACE_MS } from '../verification/pod-result.js';
-import { readState, type StateRead } from '../verification/state.js';
+import type { StateRead } from '../verification/store.js';
 import { Outcome, Phase, type VerificationState } from '../verification/types.js';
 import type { RemediationConfig } from './config.js';
 import type { Target } from './executor.js';
@@ -56,11 +56,8 @@ export interface DecideContext {
   /** The controller configuration (verification taints, verified label). */
   config: ControllerConfig;
   remediation: RemediationConfig;
-  /**
-   * Where verification progress is read: the node's annotations by default; in the controller-wide
-   * dry run, the verification controller's in-memory store (nothing is written to Nodes then).
-   */
-  readState?: (node: V1Node) => StateRead;
+  /** Where verification progress is read: the verification controller's ProgressStore (NodeVerifications; in dry run, memory). */
+  readState: (node: V1Node) => StateRead;
   /**
    * What a deletion would remove (the NodeClaim lookup), when known: guard 7 reads the NodeClaim's
    * own do-not-disrupt annotation, an ambiguous match and a NodeClaim already being deleted.
@@ -100,7 +97,7 @@ export function decide(node: V1Node, now: number, ctx: DecideContext): Decision 
   if (node.metadata?.deletionTimestamp) return { kind: 'ignore', reason: 'NodeDeleting' };
 
   // 3. Only failed nodes: retries exhausted, or stuck before any worker could run.
-  const read = (ctx.readState ?? readState)(node);
+  const read = ctx.readState(node);
   const state = read.kind === 'ok' ? read.state : undefined;
   const trigger = failureTrigger(node, state, now, ctx);
   if (!trigger) {
@@ -267,7 +264,7 @@ export function nodePoolOf(node: V1Node): string {
  * flight), whatever the other guards say.
  */
 export function isFailedNode(node: V1Node, now: number, ctx: Pick<DecideContext, 'config' | 'remediation' | 'readState' | 'stuckClock'>): boolean {
-  const read = (ctx.readState ?? readState)(node);
+  const read = ctx.readState(node);
   return failureTrigger(node, read.kind === 'ok' ? read.state : undefined, now, ctx) !== undefined;
 }
 

@@ -27,7 +27,8 @@ import { KubeClient } from '../../../kube/client.js';
 import { testConfig } from '../../../testing/builders.js';
 import { FakeClock } from '../../../testing/fake-clock.js';
 import { createNodeClaim, deleteNodeClaims, eventsAbout as eventsOfAnyInstance, getNodeClaim, installNodeClaimCrd, listNodeClaims } from '../../../../test/remediation/karpenter.js';
-import { stateAnnotations } from '../verification/state.js';
+import { installationOf, newNodeVerification, statusOf, VERIFIED_CONDITION, type NodeVerification } from '../../../api/nodeverification.js';
+import { NodeVerificationStore } from '../verification/store.js';
 import { Outcome, Phase, type VerificationState } from '../verification/types.js';
 import { parseRemediationConfig, type RemediationConfigInput } from './config.js';
 import { KubeRemediationEvents } from './events.js';
@@ -82,6 +83,9 @@ function scenario(name: string, opts: { remediation?: RemediationConfigInput; dr
   const clock = new FakeClock(Date.now() + 20 * MIN);
   const registry = new Registry();
   let cache: V1Node[] = [];
+  /** The NodeVerifications of this scenario's nodes, as the verification controller's informer would hold them. */
+  const verifications = new Map<string, NodeVerification>();
+  const progress = new NodeVerificationStore({ kube, config, clock: realClock, log: log.logger, cache: verifications });
   const remediator = new Remediator({
     kube,
     clock,
@@ -93,6 +97,7 @@ function scenario(name: string, opts: { remediation?: RemediationConfigInput; dr
     enabled: true,
     dryRun: opts.dryRun ?? false,
     nodes: () => cache,
+    progress,
     ledger: new ConfigMapLedger({ kube, clock, namespace: ledgerNamespace, name: `${group}-remediation` }),
     ...(opts.nodeClaimApi ? { nodeClaimApi: opts.nodeClaimApi } : {}),
   });
@@ -101,6 +106,8 @@ function scenario(name: string, opts: { remediation?: RemediationConfigInput; dr
   const sync = async (): Promise<void> => {
     const items = (await core().listNode({ labelSelector: `${SCENARIO_LABEL}=${group}` })).items;
     const names = new Set(items.map((n) => n.metadata?.name));
+    verifications.clear();
+    for await (const page of kube.listNodeVerificationPages()) for (const nv of page.items) if (names.has(nv.metadata?.name)) verifications.set(nv.metadata?.name ?? '', nv);
     for (const gone of cache.filter((n) => !names.has(n.metadata?.name))) remediator.forget(gone);
     cache = items;
     for (const node of items) remediator.observe(node);
@@ -132,9 +139,10 @@ function scenario(name: string, opts: { remediation?: RemediationConfigInput; dr
       await core().createNode({ body });
       if (o.state) await s.setState(o.name, o.state);
     },
-    /** Writes verification progress as the verification controller would. */
+    /** Writes verification progress as the verification controller would: the node's NodeVerification status, and the label of a passed node. */
     async setState(node: string, state: NodeState, attempt = 6): Promise<void> {
-      const uid = (await core().readNode({ name: node })).metadata?.uid ?? '';
+      const live = await core().readNode({ name: node });
+      const uid = live.metadata?.uid ?? '';
       const now = Date.now();
       const states: Record<NodeState, VerificationState> = {
         failed: { uid, attempt, failures: 6, phase: Phase.Failed, lastOutcome: Outcome.ChecksFailed, lastMessage: 'check failed: dns: SERVFAIL from 10.96.0.10' },
@@ -144,9 +152,12 @@ function scenario(name: string, opts: { remediation?: RemediationConfigInput; dr
       };
       const labels = state === 'passed' ? { [verifiedLabel.key]: verifiedLabel.value } : {};
       await core().patchNode(
-        { name: node, body: { metadata: { labels, annotations: stateAnnotations(states[state]) } } },
+        { name: node, body: { metadata: { labels } } },
         k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch),
       );
+      const nv = (await kube.getNodeVerification(node)) ?? (await kube.createNodeVerification(newNodeVerification(live, installationOf(config.nodeManagement.condition.type))));
+      const condition = { type: VERIFIED_CONDITION, status: 'Unknown' as const, reason: 'Test', message: `set by the test: ${state}` };
+      await kube.updateNodeVerificationStatus({ ...nv, status: statusOf(states[state], live, condition, nv, Date.now()) });
     },
     sync,
     /** One reconcile of the node, on fresh watch data. */

@@ -4,7 +4,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { aNode, testConfig, type NodeBuilder } from '../../../testing/builders.js';
+import { aNode, testConfig, testProgress, type NodeBuilder } from '../../../testing/builders.js';
 import { FakeClock } from '../../../testing/fake-clock.js';
 import { MemoryProgressStore } from '../verification/store.js';
 import { Outcome, Phase } from '../verification/types.js';
@@ -174,7 +174,7 @@ function setup(
     enabled: opts.enabled ?? true,
     dryRun: opts.dryRun ?? false,
     nodes: () => [...targets.nodes.values()],
-    ...(opts.progress ? { progress: opts.progress } : {}),
+    progress: opts.progress ?? testProgress,
   });
   const metric = async (name: string, labels: Record<string, string>): Promise<number | undefined> => {
     const m = (await registry.getMetricsAsJSON()).find((x) => x.name === name);
@@ -715,6 +715,7 @@ it('warns at start-up when stuckNodeTimeout is shorter than a verification can t
     enabled: true,
     dryRun: false,
     nodes: () => [],
+    progress: testProgress,
   });
   expect(lines.join('')).toContain('remediation.stuckNodeTimeout is shorter than the longest a verification can take');
 });

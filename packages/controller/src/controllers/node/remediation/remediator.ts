@@ -7,7 +7,7 @@ import { EventType } from '../../../events/reasons.js';
 import { messageOf } from '../../../kube/errors.js';
 import { label, nodeName, nodeUid } from '../../../kube/objects.js';
 import { hasVerificationTaint, isVerified } from '../verification/decide.js';
-import { readState, type StateRead } from '../verification/state.js';
+import type { StateRead } from '../verification/store.js';
 import { Outcome, Phase } from '../verification/types.js';
 import { CircuitBreaker, type PoolCount } from './breaker.js';
 import type { RemediationConfig } from './config.js';
@@ -71,11 +71,8 @@ export interface RemediatorOptions {
   dryRun: boolean;
   /** Every node the controller watches (the informer cache), for NodePool shares and deletions in progress. */
   nodes: () => readonly V1Node[];
-  /**
-   * Where verification progress is read (the verification controller's ProgressStore). Default: the
-   * node's annotations. In the controller-wide dry run progress lives in memory: pass that store.
-   */
-  progress?: { read(node: V1Node): StateRead };
+  /** Where verification progress is read (the verification controller's ProgressStore). */
+  progress: { read(node: V1Node): StateRead };
   /** The verification slots (verification/slots.ts): time a node waited for one is not stuck time. */
   slots?: Pick<StuckClock, 'waiting' | 'queuedMs'>;
 }
@@ -133,8 +130,7 @@ export class Remediator {
   private leadingSince: number | undefined;
 
   constructor(private readonly opts: RemediatorOptions) {
-    const progress = opts.progress;
-    this.readState = progress ? (node) => progress.read(node) : readState;
+    this.readState = (node) => opts.progress.read(node);
     const targets = opts.targets ?? (opts.kube ? new RemediationExecutor({ kube: opts.kube, clock: opts.clock, ...(opts.nodeClaimApi ? { api: opts.nodeClaimApi } : {}) }) : undefined);
     if (!targets) throw new Error('Remediator needs a kube client or an executor');
     this.targets = targets;

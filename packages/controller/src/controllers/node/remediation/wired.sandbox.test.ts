@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createNodePool, deleteNodePool, FAULT, listNodeClaims, type NodeClaim } from '@kube-node-ready/sandbox';
 import type { ControllerConfigInput } from '../../../config/schema.js';
-import { annotations, harness, nodeEvents, nodeEventsWhen, readNode, waitFor, type Harness } from '../../../../test/harness.js';
+import { harness, progressOf, nodeEvents, nodeEventsWhen, readNode, waitFor, type Harness } from '../../../../test/harness.js';
 import { core, pendingWorkloadFor, sandbox } from '../../../../../../test/sandbox.js';
 
 let h: Harness;
@@ -103,7 +103,7 @@ it('remediation off: a failed Karpenter node stops counting as capacity (the fai
     await waitFor(
       async () => {
         const names = (await claims()).map((c) => c.metadata.name ?? '');
-        if (annotations(await readNode(broken))['kube-node-ready.io/phase'] === 'Failed') return true;
+        if ((await progressOf(broken))['phase'] === 'Failed') return true;
         for (const name of names) claimsBeforeFailure.add(name);
         return undefined;
       },

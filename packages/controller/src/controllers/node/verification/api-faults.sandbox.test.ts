@@ -4,7 +4,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { k8s } from '@kube-node-ready/sandbox';
 import type { FaultProxy } from '../../../../../sandbox/src/fault-proxy.js';
-import { annotations, harness, readNode, throughFaultProxy, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
+import { harness, progressOf, throughFaultProxy, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
 
 let h: Harness;
 let proxy: FaultProxy;
@@ -49,7 +49,7 @@ describe('an unreliable API', () => {
     await waitFor(async () => failedCalls.test(await ctl.metrics()), 'failed API calls to be retried', 60_000, 250);
     proxy.set({});
     for (const node of nodes) {
-      await waitFor(async () => annotations(await readNode(node))['kube-node-ready.io/phase'] === 'Verifying', `${node} to be verifying`, 60_000);
+      await waitFor(async () => (await progressOf(node))['phase'] === 'Verifying', `${node} to be verifying`, 60_000);
       expect((await workerPods(h.namespace, node)).map((p) => p.metadata?.annotations?.['kube-node-ready.io/attempt'])).toEqual(['1']);
     }
     expect(proxy.stats().throttled + proxy.stats().errors).toBeGreaterThan(0);

@@ -13,7 +13,7 @@
 // needs three), and an inconclusive node is never stuck. Serial: the cluster's DNS is shared by every test.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { k8s } from '@kube-node-ready/sandbox';
-import { annotations, harness, nodeEvents, readNode, waitFor, type Harness } from '../../../../test/harness.js';
+import { harness, progressOf, nodeEvents, readNode, waitFor, type Harness } from '../../../../test/harness.js';
 import { sandbox } from '../../../../../../test/sandbox.js';
 
 let h: Harness;
@@ -82,11 +82,11 @@ it('the cluster DNS Service without endpoints: every attempt inconclusive from t
   for (const node of nodes) {
     const n = await readNode(node);
     expect(n, `${node} still exists`).toBeDefined();
-    const a = annotations(n);
+    const a = await progressOf(node);
     // Between attempts, or in the next one: never Failed.
-    expect(a['kube-node-ready.io/phase'], node).toMatch(/^(Backoff|Verifying)$/);
-    expect(a['kube-node-ready.io/failures'] ?? '0', `${node}: counted failures`).toBe('0');
-    expect(Number(a['kube-node-ready.io/attempt']), `${node}: attempts`).toBeGreaterThanOrEqual(2);
+    expect(a['phase'], node).toMatch(/^(Backoff|Verifying)$/);
+    expect(a['failures'] ?? '0', `${node}: counted failures`).toBe('0');
+    expect(Number(a['attempt']), `${node}: attempts`).toBeGreaterThanOrEqual(2);
     const reasons = (await nodeEvents(node)).map((e) => e.reason);
     expect(reasons.filter((r) => /^(VerificationChecksFailed|VerificationFailed|Remediation)/.test(r ?? '')), node).toEqual([]);
   }
@@ -96,5 +96,5 @@ it('the cluster DNS Service without endpoints: every attempt inconclusive from t
   await setDnsEndpointsReady(true);
   await h.waitForOpen(nodes, 'every node to open once the DNS Service has endpoints', 120_000);
   await waitFor(async () => (await c.metrics()).includes(faultSeries(0)) || undefined, 'the cluster-wide signal for dns to clear', 30_000);
-  for (const node of nodes) expect(annotations(await readNode(node))['kube-node-ready.io/failures'] ?? '0', node).toBe('0');
+  for (const node of nodes) expect((await progressOf(node))['failures'] ?? '0', node).toBe('0');
 });

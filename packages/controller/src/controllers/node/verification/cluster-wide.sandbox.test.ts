@@ -8,7 +8,7 @@
 // Before the fix every node used its two attempts and ended Failed (keeping its taint for good).
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { FAULT, k8s } from '@kube-node-ready/sandbox';
-import { annotations, harness, nodeEvents, readNode, waitFor, type Harness } from '../../../../test/harness.js';
+import { harness, nodeEvents, progressOf, verificationCondition, waitFor, type Harness } from '../../../../test/harness.js';
 import { core } from '../../../../../../test/sandbox.js';
 import { CONTROL_LABEL } from './control.js';
 
@@ -38,8 +38,8 @@ it('a fault most nodes share is not counted against them: no node fails, each sa
   await waitFor(
     async () => {
       for (const node of nodes) {
-        const n = await readNode(node);
-        const reason = n?.status?.conditions?.find((x) => x.type === h.conditionType)?.reason;
+        // An inconclusive attempt is a step, not a verdict: its condition is the NodeVerification's.
+        const reason = (await verificationCondition(node))?.reason;
         if (reason) conditionReasons.set(node, (conditionReasons.get(node) ?? new Set()).add(reason));
       }
       const events = await Promise.all(nodes.map(async (n) => (await nodeEvents(n)).some((e) => e.reason === 'VerificationInconclusive')));
@@ -55,9 +55,9 @@ it('a fault most nodes share is not counted against them: no node fails, each sa
   // Several rounds of attempts later, still no node is failed.
   await new Promise((r) => setTimeout(r, 7_000));
   for (const node of nodes) {
-    const a = annotations(await readNode(node));
-    expect(a['kube-node-ready.io/phase'], node).not.toBe('Failed');
-    expect(Number(a['kube-node-ready.io/failures'] ?? '0'), `${node}: counted failures`).toBeLessThanOrEqual(1);
+    const a = (await progressOf(node));
+    expect(a['phase'], node).not.toBe('Failed');
+    expect(Number(a['failures'] ?? '0'), `${node}: counted failures`).toBeLessThanOrEqual(1);
   }
   // Over every instance (the harness starts the controller again if a loaded machine costs it its Lease).
   expect((await c.metricsOfEach()).join('\n')).toMatch(/kube_node_ready_attempt_outcomes_total\{outcome="ClusterWide"\} [1-9]/);
@@ -75,7 +75,7 @@ it('a fault most nodes share is not counted against them: no node fails, each sa
 
 // A leader change at the end of a burst: three nodes with a broken path to the cluster DNS failed
 // before the healthy ones passed, and still fail when a new leader takes over. The new leader reads
-// who passed (verified-at) and who fails what since when (failing) from the Nodes, so the three are
+// who passed (verified-at) and who fails what since when (failing) from their NodeVerifications, so the three are
 // not "most nodes": their attempts go on counting against them. Before, it knew only the failures
 // it saw itself: three nodes failing, none passing, and every later attempt was inconclusive.
 it('a new leader takes over who passed and who fails what: a few bad nodes failing since before the others passed keep counting', { timeout: 300_000 }, async () => {
@@ -87,14 +87,14 @@ it('a new leader takes over who passed and who fails what: a few bad nodes faili
   const first = await h.start(settings);
   const bad = await Promise.all(['a', 'b', 'c'].map((p) => h.addNode({ prefix: `bad${p}${h.id}`, faults: { dns: 'dead' } })));
   await waitFor(async () => {
-    const states = await Promise.all(bad.map(async (n) => annotations(await readNode(n))['kube-node-ready.io/failing']));
+    const states = await Promise.all(bad.map(async (n) => (await progressOf(n))['failing']));
     return states.every(Boolean) || undefined;
-  }, 'a failed attempt (the failing annotation) on each bad node', 120_000);
+  }, 'a failed attempt (status.failing) on each bad node', 120_000);
   const good = await Promise.all(Array.from({ length: 5 }, (_, i) => h.addNode({ prefix: `good${i}${h.id}` })));
   await h.waitForOpen(good, 'the healthy nodes to open under the first leader', 120_000);
   await first.stop();
 
-  const failuresOf = async () => Promise.all(bad.map(async (n) => Number(annotations(await readNode(n))['kube-node-ready.io/failures'] ?? '0')));
+  const failuresOf = async () => Promise.all(bad.map(async (n) => Number((await progressOf(n))['failures'] ?? '0')));
   const before = await failuresOf();
   const second = await h.start(settings);
   // Three more counted failures each: not only attempts the new leader completed before its
@@ -112,8 +112,8 @@ it('a new leader takes over who passed and who fails what: a few bad nodes faili
     throw new Error(`${err.message}; last seen: ${seen.join(', ')}`);
   });
   expect((await second.metricsOfEach()).join('\n')).not.toMatch(/kube_node_ready_attempt_outcomes_total\{outcome="ClusterWide"\} [1-9]/);
-  expect(second.logs.find((l) => l.msg === 'cluster-wide rule: recent passes and failing nodes taken over from the Nodes')).toMatchObject({ passes: 5, failing: 3 });
-  for (const node of bad) expect(annotations(await readNode(node))['kube-node-ready.io/phase'], node).not.toBe('Passed');
+  expect(second.logs.find((l) => l.msg === 'cluster-wide rule: recent passes and failing nodes taken over from the NodeVerifications')).toMatchObject({ passes: 5, failing: 3 });
+  for (const node of bad) expect((await progressOf(node))['phase'], node).not.toBe('Passed');
 });
 
 // The tail of a burst (issue 14 item 3): the healthy nodes passed, then three nodes fail the dns
@@ -142,7 +142,7 @@ it('the tail of a burst: a control run on a verified node tells an outage from a
   for (const node of good) await setDnsFault(node, 'dead');
 
   const bad = await Promise.all(['a', 'b', 'c'].map((p) => h.addNode({ prefix: `tail${p}${h.id}`, faults: { dns: 'dead' } })));
-  const failuresOf = async () => Promise.all(bad.map(async (n) => Number(annotations(await readNode(n))['kube-node-ready.io/failures'] ?? '0')));
+  const failuresOf = async () => Promise.all(bad.map(async (n) => Number((await progressOf(n))['failures'] ?? '0')));
   // 1. An outage, as far as the control run can see: inconclusive, saying the verified node fails too.
   await waitFor(
     async () => {
@@ -155,14 +155,14 @@ it('the tail of a burst: a control run on a verified node tells an outage from a
   const during = await failuresOf();
   await new Promise((r) => setTimeout(r, 8_000));
   expect(await failuresOf(), 'counted failures while the control run fails too').toEqual(during);
-  for (const node of bad) expect(annotations(await readNode(node))['kube-node-ready.io/phase'], node).not.toBe('Failed');
+  for (const node of bad) expect((await progressOf(node))['phase'], node).not.toBe('Failed');
 
   // 2. Only the three are broken: their failures are their own.
   for (const node of good) await setDnsFault(node, undefined);
   let phases: string[] = [];
   await waitFor(
     async () => {
-      phases = await Promise.all(bad.map(async (n) => annotations(await readNode(n))['kube-node-ready.io/phase'] ?? ''));
+      phases = await Promise.all(bad.map(async (n) => (await progressOf(n))['phase'] ?? ''));
       return phases.every((p) => p === 'Failed') || undefined;
     },
     'each tail node Failed once a control run passes',

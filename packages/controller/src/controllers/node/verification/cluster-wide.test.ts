@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { aNode, testConfig } from '../../../testing/builders.js';
+import { aNode, testConfig, testProgress } from '../../../testing/builders.js';
 import { FakeClock } from '../../../testing/fake-clock.js';
 import { CLUSTER_WIDE_WINDOW_MS, ClusterWideFailures, clusterWidePrefix, nodeHistory, noteClusterWide } from './cluster-wide.js';
 import { desiredCondition } from './condition.js';
@@ -143,7 +143,7 @@ describe('ClusterWideFailures', () => {
     expect(failures.record('a', [failed('dns', DNS)])).toEqual([{ check: 'dns', target: DNS, nodes: 4, passedSince: 3, most: true }]);
   });
 
-  it('a new leader restores the recent past from the Nodes: nodes failing since before others passed are told apart from an outage that began after every pass', async () => {
+  it('a new leader restores the recent past from the NodeVerifications: nodes failing since before others passed are told apart from an outage that began after every pass', async () => {
     const clock = new FakeClock();
     const t0 = clock.now();
     await clock.advance(5 * MIN);
@@ -389,20 +389,14 @@ describe('noteClusterWide', () => {
 });
 
 describe('nodeHistory', () => {
-  // The state annotations' keys are the same for every installation: a node's history is ours only
-  // where its progress is (our condition type), or another installation's failing nodes would make
-  // ours look like one of many failing alike.
-  it('reads only nodes whose progress is ours: another installation\'s failing streak is not taken over', () => {
-    const config = testConfig();
+  it('takes each node\'s failing streak and last pass from its stored progress; nodes without any are left out', () => {
     const failing = { since: NOW - MIN, at: NOW, checks: { dns: DNS } };
-    const ours = aNode('ours').uid('u1').withState({ attempt: 2, failures: 1, phase: Phase.Backoff, nextAttemptAt: NOW + 10_000, failing }).withCondition('False', config.nodeManagement.condition.type, 'ChecksFailed').build();
-    const theirs = aNode('theirs').uid('u2').withState({ attempt: 2, failures: 1, phase: Phase.Backoff, nextAttemptAt: NOW + 10_000, failing }).withCondition('False', 'other.example.com/NetworkVerified', 'ChecksFailed').build();
-    const passed = aNode('passed').uid('u3').withState({ attempt: 1, failures: 0, phase: Phase.Passed, verifiedAt: NOW }).withCondition('True').build();
-    expect(nodeHistory([ours, theirs, passed], config)).toEqual([
-      { node: 'ours', failing },
+    const backoff = aNode('backoff').uid('u1').withState({ attempt: 2, failures: 1, phase: Phase.Backoff, nextAttemptAt: NOW + 10_000, failing }).build();
+    const fresh = aNode('fresh').uid('u2').build();
+    const passed = aNode('passed').uid('u3').withState({ attempt: 1, failures: 0, phase: Phase.Passed, verifiedAt: NOW }).build();
+    expect(nodeHistory([backoff, fresh, passed], testProgress)).toEqual([
+      { node: 'backoff', failing },
       { node: 'passed', passedAt: NOW },
     ]);
-    // With the condition switched off, the annotations alone say so, as decide() reads them.
-    expect(nodeHistory([theirs], testConfig({ nodeManagement: { condition: { enabled: false } } }))).toEqual([{ node: 'theirs', failing }]);
   });
 });

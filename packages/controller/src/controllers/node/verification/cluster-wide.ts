@@ -2,10 +2,10 @@ import { formatDuration } from '@kube-node-ready/core';
 import type { Clock } from '../../../clock.js';
 import type { ControllerConfig } from '../../../config/schema.js';
 import type { V1Node } from '@kubernetes/client-node';
-import { backoffDelay, progressIsOurs, type Action } from './decide.js';
+import { backoffDelay, type Action } from './decide.js';
 import type { ControlVerdict } from './control.js';
 import { bounded } from './pod-result.js';
-import { readState } from './state.js';
+import type { StateRead } from './store.js';
 import type { CheckSummary } from './summary.js';
 import { Outcome, Phase, type Failing, type VerificationState } from './types.js';
 
@@ -59,15 +59,10 @@ export interface NodeHistory {
   failing?: Failing;
 }
 
-/**
- * Each node's recent past as this installation's state on it records it (ClusterWideFailures.restore).
- * Only nodes whose progress is ours (progressIsOurs): another installation's failures say nothing
- * of the nodes we verify.
- */
-export function nodeHistory(nodes: readonly V1Node[], config: ControllerConfig): NodeHistory[] {
+/** Each node's recent past as its NodeVerification records it (ClusterWideFailures.restore). */
+export function nodeHistory(nodes: readonly V1Node[], progress: { read(node: V1Node): StateRead }): NodeHistory[] {
   return nodes.flatMap((node) => {
-    if (!progressIsOurs(node, config)) return [];
-    const read = readState(node);
+    const read = progress.read(node);
     if (read.kind !== 'ok') return [];
     const h: NodeHistory = { node: node.metadata?.name ?? '' };
     if (read.state.verifiedAt !== undefined) h.passedAt = read.state.verifiedAt;

@@ -1,13 +1,14 @@
 import { formatDuration } from '@kube-node-ready/core';
 import type { ControllerConfig } from '../../../config/schema.js';
 import type { ConditionInput } from './node-patch.js';
-import { formatTime } from './state.js';
+import { formatTime } from '../../../api/nodeverification.js';
 import { Outcome, Phase, type VerificationState } from './types.js';
 
 /**
- * The node condition (type nodeManagement.condition.type, default kube-node-ready.io/NetworkVerified)
- * as a pure function of the stored progress, so it is synced level-based on every reconcile and
- * never churns: the same state always gives the same condition.
+ * The verdict as a condition, a pure function of the stored progress: the same state always gives
+ * the same condition. NodeVerification status carries it at every step (type Verified); the Node
+ * carries it (type nodeManagement.condition.type, default kube-node-ready.io/NetworkVerified) only
+ * for final verdicts (isFinal), so a verified node costs two Node writes: the opening and this.
  *
  *   status   reason                      when
  *   Unknown  Verifying                   an attempt is running
@@ -15,11 +16,13 @@ import { Outcome, Phase, type VerificationState } from './types.js';
  *   False    <outcome of last attempt>   an attempt failed; another follows after a backoff
  *   False    RetriesExhausted            no attempts left; the taint stays
  *   Unknown  WaitingForNode              the node cannot run the worker yet (no attempt used)
+ *   Unknown  WaitingForSlot              every verification slot is taken (reconciliation.maxConcurrentVerifications)
  *   False    NodeNotLaunchable           ... and still cannot nodeManagement.bringUpTimeout after its creation
  */
 export const ConditionReason = {
   Verifying: 'Verifying',
   WaitingForNode: 'WaitingForNode',
+  WaitingForSlot: 'WaitingForSlot',
   NodeNotLaunchable: 'NodeNotLaunchable',
   Passed: 'Passed',
   RetriesExhausted: 'RetriesExhausted',
@@ -31,6 +34,8 @@ export function desiredCondition(state: VerificationState, config: ControllerCon
   const max = config.reconciliation.maxRetries + 1;
   const last = state.lastMessage ?? 'no details';
   switch (state.phase) {
+    case Phase.Waiting:
+      return { type, status: 'Unknown', reason: ConditionReason.WaitingForSlot, message: 'waiting for a free verification slot (reconciliation.maxConcurrentVerifications)' };
     case Phase.Verifying:
       return { type, status: 'Unknown', reason: ConditionReason.Verifying, message: `attempt ${state.failures + 1} of ${max} in progress` };
     case Phase.Passed:
@@ -70,4 +75,18 @@ export function waitingCondition(waitingFor: readonly string[], overdue: boolean
   return overdue
     ? { type, status: 'False', reason: ConditionReason.NodeNotLaunchable, message: `the node cannot run the worker ${formatDuration(config.nodeManagement.bringUpTimeout)} after its creation (nodeManagement.bringUpTimeout); ${what}` }
     : { type, status: 'Unknown', reason: ConditionReason.WaitingForNode, message: `no attempt until the node can run the worker; ${what}` };
+}
+
+/**
+ * Whether the condition is a verdict the Node itself carries: passed, failed for good, never
+ * launchable within bringUpTimeout, an operating system the worker cannot run on. The steps in
+ * between (verifying, backing off, waiting) are only in the NodeVerification.
+ */
+export function isFinal(condition: ConditionInput): boolean {
+  return (
+    condition.reason === ConditionReason.Passed ||
+    condition.reason === ConditionReason.RetriesExhausted ||
+    condition.reason === ConditionReason.NodeNotLaunchable ||
+    condition.reason === ConditionReason.UnsupportedOS
+  );
 }

@@ -3,9 +3,10 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '@kube-node-ready/core';
-import { Annotation, PodAnnotation } from '../../../api/well-known.js';
-import { aNode, summaryText, testConfig } from '../../../testing/builders.js';
+import { PodAnnotation } from '../../../api/well-known.js';
+import { aNode, summaryText, testConfig, testProgress } from '../../../testing/builders.js';
 import { FakeClock } from '../../../testing/fake-clock.js';
+import { Phase } from './types.js';
 import { CONTROL_FOR_ANNOTATION, CONTROL_LABEL, CONTROL_VALID_MS, ControlRuns, isControlPod } from './control.js';
 
 const config = testConfig();
@@ -37,6 +38,7 @@ function setup(nodes: V1Node[], opts: { refuse?: boolean } = {}) {
       },
     },
     nodes: { list: () => nodes, get: (name) => nodes.find((n) => n.metadata?.name === name) },
+    progress: testProgress,
     pods: { list: () => (cache.visible ? [...pods.values()] : []), get: (name) => (cache.visible ? pods.get(name) : undefined) },
     worker: { image: 'kube-node-ready:test', configHash: 'hash' },
     observed: (r) => results.push(r),
@@ -55,7 +57,7 @@ function setup(nodes: V1Node[], opts: { refuse?: boolean } = {}) {
 }
 
 const verified = (name: string, verifiedAt: number, zone?: string) => {
-  const b = aNode(name).verified().annotate(Annotation.VerifiedAt, new Date(verifiedAt).toISOString());
+  const b = aNode(name).verified().withState({ attempt: 1, failures: 0, phase: Phase.Passed, verifiedAt });
   return (zone ? b.label(ZONE, zone) : b).build();
 };
 const failing = (zone?: string) => (zone ? aNode('new-1').tainted().label(ZONE, zone) : aNode('new-1').tainted()).build();

@@ -1,17 +1,18 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '@kube-node-ready/core';
 import { errorMessage } from '@kube-node-ready/core';
-import { Annotation, GROUP } from '../../../api/well-known.js';
+import { GROUP } from '../../../api/well-known.js';
 import type { Clock } from '../../../clock.js';
 import type { ControllerConfig } from '../../../config/schema.js';
 import type { KubeClient } from '../../../kube/client.js';
 import { isRefusal, messageOf } from '../../../kube/errors.js';
 import { stripObject } from '../../../kube/informer.js';
-import { annotation, label, nodeName, toMillis } from '../../../kube/objects.js';
+import { label, nodeName } from '../../../kube/objects.js';
 import { isVerified, launchBlockers, unsupportedOS } from './decide.js';
 import { shortHash } from './naming.js';
 import { evaluateWorkerPod } from './pod-result.js';
 import { buildWorkerPod } from './pod-spec.js';
+import type { StateRead } from './store.js';
 import { Outcome } from './types.js';
 
 /**
@@ -60,6 +61,8 @@ export interface ControlRunsDeps {
   kube: Pick<KubeClient, 'createPod' | 'getPod' | 'deletePod'>;
   /** The node informer's cache. */
   nodes: { list(): readonly V1Node[]; get(name: string): V1Node | undefined };
+  /** The nodes' verification progress (when each passed). */
+  progress: { read(node: V1Node): StateRead };
   /** The worker pod informer's cache (control pods carry the worker labels, so they are in it). */
   pods: { list(): readonly V1Pod[]; get(name: string, namespace?: string): V1Pod | undefined };
   worker: { image: string; configHash: string; apiEndpoints?: () => readonly string[] };
@@ -185,7 +188,10 @@ export class ControlRuns {
       // A cordoned node carries node.kubernetes.io/unschedulable, which launchBlockers names.
       .filter((n) => isVerified(n, config) && !n.metadata?.deletionTimestamp && unsupportedOS(n) === undefined && launchBlockers(n, config).length === 0);
     const zone = label(failing, ZONE_LABEL);
-    const verifiedAt = (n: V1Node) => toMillis(annotation(n, Annotation.VerifiedAt)) ?? 0;
+    const verifiedAt = (n: V1Node): number => {
+      const read = this.deps.progress.read(n);
+      return read.kind === 'ok' ? (read.state.verifiedAt ?? 0) : 0;
+    };
     const order = (a: V1Node, b: V1Node) => Number(label(b, ZONE_LABEL) === zone && zone !== undefined) - Number(label(a, ZONE_LABEL) === zone && zone !== undefined) || verifiedAt(b) - verifiedAt(a) || nodeName(a).localeCompare(nodeName(b));
     return eligible.sort(order)[0];
   }

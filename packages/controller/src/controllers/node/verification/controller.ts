@@ -14,8 +14,8 @@ import type { NodeStatus } from '../../../metrics/names.js';
 import { judgeShared, noteClusterWide, type ClusterWideFailures, type ControlAnswer, type Evidence } from './cluster-wide.js';
 import { CONTROL_POLL_MS, type ControlRuns } from './control.js';
 import type { ClusterDnsEndpoints } from './dns-endpoints.js';
-import { desiredCondition, unsupportedOSCondition, waitingCondition } from './condition.js';
-import { decide, hasVerificationTaint, POD_REFUSED_RETRY_MS, podRef, unsupportedOS, type Action, type PodRef } from './decide.js';
+import { desiredCondition, isFinal, unsupportedOSCondition, waitingCondition } from './condition.js';
+import { carried, decide, hasVerificationTaint, POD_REFUSED_RETRY_MS, podRef, unsupportedOS, type Action, type PodRef } from './decide.js';
 import { awaitingRegistrationEvent, completedEvents, podRefusedEvent, startedEvent, unsupportedOSEvent, waitingForNodeEvent, type NodeEvent } from './events.js';
 import { workerPodName } from './naming.js';
 import { NodeCopies } from './node-copies.js';
@@ -80,7 +80,6 @@ const MAX_CONFLICT_ROUNDS = 3;
 type Applied =
   | { kind: 'done'; node: V1Node; state?: VerificationState; report?: Report; result: ReconcileResult }
   | { kind: 'conflict'; launched?: PodRef; live?: { node: V1Node | undefined } };
-type Done = Extract<Applied, { kind: 'done' }>;
 /** What the condition and the status metric say when it is not the stored progress (a node waiting to become launchable). */
 interface Report {
   status: NodeStatus;
@@ -103,6 +102,8 @@ export class VerificationController {
   private readonly writtenCondition = new Map<string, string>();
   /** The informer's nodes, or the newer copies our own writes and live reads returned. */
   private readonly nodes: NodeCopies;
+  /** When each node was first found able to run the worker (NodeVerification status launchableAt). */
+  private readonly launchableSince = new Map<string, number>();
 
   constructor(private readonly deps: VerificationDeps) {
     this.nodes = new NodeCopies(deps.nodes);
@@ -142,7 +143,10 @@ export class VerificationController {
         await this.discardLaunched(launched, log);
         launched = undefined;
       }
-      const applied = await this.apply(node, pods, action, log);
+      if (action.kind === 'Launch' || (action.kind === 'Wait' && action.reason === 'ConcurrencyLimit')) {
+        if (!this.launchableSince.has(name)) this.launchableSince.set(name, this.deps.clock.now());
+      }
+      const applied = await this.apply(node, pods, action, state, log);
 
       // 4. The node changed under us: read it again, live (the informer may still hold the copy
       //    the write was refused for; a conflict found by a live read brings that read), and
@@ -163,9 +167,8 @@ export class VerificationController {
       if (applied.node !== node) this.nodes.observe(this.slim(applied.node));
 
       // 5. Bring the condition and the status metric in line with the stored progress, on a node
-      //    that is ours. Never on one decide() leaves alone: the progress annotations there are
-      //    another installation's, and writing our condition from them would make the node look
-      //    ours on the next reconcile (decide() step 3), and we would take over its verification.
+      //    that is ours. Never on one decide() leaves alone (not a candidate, going away): a
+      //    condition of ours there would claim a node another installation, or nobody, verifies.
       if (!(action.kind === 'Ignore' && (action.reason === 'NotCandidate' || action.reason === 'NodeDeleting'))) {
         await this.syncReport(applied.node, applied.report ?? applied.state ?? stored(store, applied.node), log);
       }
@@ -209,6 +212,7 @@ export class VerificationController {
     this.waitingReported.delete(name);
     this.refusedReported.delete(name);
     this.writtenCondition.delete(name);
+    this.launchableSince.delete(name);
     for (const [pod, entry] of this.recentlyCreated) if (workerNodeName(entry.pod) === name) this.recentlyCreated.delete(pod);
     if (orphans.length > 0) log.info({ pods: orphans.length }, 'node is gone; deleted its worker pods');
     return {};
@@ -247,15 +251,15 @@ export class VerificationController {
     return live ? [...pods, stripObject(live)] : pods;
   }
 
-  private async apply(node: V1Node, pods: readonly V1Pod[], action: Action, log: Logger): Promise<Applied> {
+  private async apply(node: V1Node, pods: readonly V1Pod[], action: Action, state: VerificationState | undefined, log: Logger): Promise<Applied> {
     const newer = await this.newerNodeThanCleanup(node, pods, action.cleanup);
     if (newer) return { kind: 'conflict', live: newer };
     await this.deletePods(action.cleanup, log);
     switch (action.kind) {
       case 'Ignore':
-        return this.ignore(node, action, log);
+        return this.ignore(node, action, state, log);
       case 'Wait':
-        return this.wait(node, action, log);
+        return this.wait(node, action, state, log);
       case 'Launch':
         return this.launch(node, action, log);
       case 'Complete':
@@ -287,15 +291,44 @@ export class VerificationController {
     return !live || nodeUid(live) !== uid ? { node: live } : undefined;
   }
 
-  private ignore(node: V1Node, action: Extract<Action, { kind: 'Ignore' }>, log: Logger): Done {
+  private async ignore(node: V1Node, action: Extract<Action, { kind: 'Ignore' }>, state: VerificationState | undefined, log: Logger): Promise<Applied> {
     const name = node.metadata?.name ?? '';
     this.deps.slots.release(name);
     if (action.reason === 'NodeDeleting' || action.reason === 'NotCandidate') this.deps.metrics.forgetNode(name);
+    // Opened, but the status that records it was not written (the Node is written first; the
+    // reconcile ended between the two): complete it from the node, level-based, without a Node write.
+    if (action.reason === 'Verified' && state?.phase === Phase.Verifying) {
+      const completed: VerificationState = { ...state, phase: Phase.Passed, failures: 0, verifiedAt: state.verifiedAt ?? this.deps.clock.now() };
+      delete completed.failing;
+      const saved = await this.deps.store.save(node, completed, { open: false });
+      if (saved === 'conflict') return CONFLICT;
+      log.info({ attempt: state.attempt }, 'node found open with its attempt still recorded as running: recorded it as passed');
+      return { kind: 'done', node: saved, state: completed, result: {} };
+    }
     log.trace({ reason: action.reason }, 'nothing to do');
     return { kind: 'done', node, result: {} };
   }
 
-  private async wait(node: V1Node, action: Extract<Action, { kind: 'Wait' }>, log: Logger): Promise<Applied> {
+  /**
+   * A node to verify waits (it cannot run the worker yet, no slot is free, or it never can): its
+   * NodeVerification exists from the first sight, and a wait longer than WAITING_REPORT_AFTER_MS
+   * is recorded in it (phase Waiting, with what it waits for). A node with an attempt behind it keeps
+   * that phase (its backoff has run out).
+   */
+  private async recordWaiting(node: V1Node, state: VerificationState | undefined, condition: ConditionInput | undefined): Promise<V1Node | 'conflict'> {
+    if (state && state.phase !== Phase.Waiting) return node;
+    const age = this.deps.clock.now() - (toMillis(node.metadata?.creationTimestamp) ?? 0);
+    if (age < WAITING_REPORT_AFTER_MS) {
+      if (!state) await this.deps.store.ensure(node);
+      return node;
+    }
+    const waiting: VerificationState = { ...carried(state, nodeUid(node)), phase: Phase.Waiting };
+    const launchable = this.launchableSince.get(nodeName(node));
+    if (launchable !== undefined) waiting.launchableAt = launchable;
+    return this.deps.store.save(node, waiting, { open: false, ...(condition ? { condition } : {}) });
+  }
+
+  private async wait(node: V1Node, action: Extract<Action, { kind: 'Wait' }>, state: VerificationState | undefined, log: Logger): Promise<Applied> {
     const name = node.metadata?.name ?? '';
     let written = node;
     if (action.persist) {
@@ -305,8 +338,10 @@ export class VerificationController {
       written = saved;
       log.info({ attempt: action.attempt }, 'resumed an attempt whose worker pod already existed');
     }
-    // Waiting its turn costs no request; the status metric says it.
-    if (action.reason === 'ConcurrencyLimit') this.deps.metrics.setNodeStatus(name, 'waiting');
+    if (action.reason === 'ConcurrencyLimit') {
+      this.deps.metrics.setNodeStatus(name, 'waiting');
+      if ((await this.recordWaiting(node, state, undefined)) === 'conflict') return CONFLICT;
+    }
     if (action.reason === 'KarpenterRegistration') this.emit(name, awaitingRegistrationEvent());
     log.debug({ reason: action.reason, attempt: action.attempt, requeueAfterMs: action.requeueAfterMs, waitingFor: action.waitingFor }, 'waiting');
     if (action.reason === 'UnsupportedOS') {
@@ -317,15 +352,19 @@ export class VerificationController {
         this.emit(name, unsupportedOSEvent(os, this.deps.config));
         log.warn({ os }, 'the worker cannot run on this node (not Linux); it is not verified and keeps its taint');
       }
-      return { kind: 'done', node: written, report: { status: 'waiting', condition: unsupportedOSCondition(os, this.deps.config) }, result: {} };
+      const condition = unsupportedOSCondition(os, this.deps.config);
+      if ((await this.recordWaiting(node, state, condition)) === 'conflict') return CONFLICT;
+      return { kind: 'done', node: written, report: { status: 'waiting', condition }, result: {} };
     }
     if (action.reason === 'NodeNotLaunchable') {
       const waitingFor = action.waitingFor ?? [];
       const overdue = action.overdue ?? false;
       // A node that has just registered is usually Ready within seconds: say nothing (no Event, no
-      // condition write) until it has waited WAITING_REPORT_AFTER_MS; in a burst that saves two
-      // writes per node. The status metric costs no request and says it at once.
+      // status write: only the NodeVerification is created) until it has waited
+      // WAITING_REPORT_AFTER_MS. The status metric costs no request and says it at once.
       const age = this.deps.clock.now() - (toMillis(node.metadata?.creationTimestamp) ?? 0);
+      const condition = waitingCondition(waitingFor, overdue, this.deps.config);
+      if ((await this.recordWaiting(node, state, condition)) === 'conflict') return CONFLICT;
       if (age < WAITING_REPORT_AFTER_MS) {
         this.deps.metrics.setNodeStatus(name, 'waiting');
         const again = WAITING_REPORT_AFTER_MS - age;
@@ -337,7 +376,7 @@ export class VerificationController {
         this.emit(name, waitingForNodeEvent(waitingFor, overdue, this.deps.config));
         (overdue ? log.warn.bind(log) : log.info.bind(log))({ waitingFor }, overdue ? 'the node still cannot run the worker after nodeManagement.bringUpTimeout' : 'waiting until the node can run the worker');
       }
-      const report = { status: 'waiting' as const, condition: waitingCondition(waitingFor, overdue, this.deps.config) };
+      const report = { status: 'waiting' as const, condition };
       return { kind: 'done', node: written, report, result: requeue(action.requeueAfterMs) };
     }
     return { kind: 'done', node: written, ...(action.persist ? { state: action.persist } : {}), result: requeue(action.requeueAfterMs) };
@@ -372,13 +411,15 @@ export class VerificationController {
     // 2. Then the progress: the next reconcile follows this attempt. Refused, the decision was made
     //    on a stale copy: the caller decides again on a live one, and keeps the pod only if that
     //    decision follows it.
-    const saved = await this.deps.store.save(node, action.state, { open: false });
+    const launchable = this.launchableSince.get(name);
+    const state: VerificationState = launchable !== undefined && action.state.launchableAt !== undefined && launchable < action.state.launchableAt ? { ...action.state, launchableAt: launchable } : action.state;
+    const saved = await this.deps.store.save(node, state, { open: false });
     if (saved === 'conflict') return created ? { kind: 'conflict', launched: podRef(created) } : CONFLICT;
 
     this.emit(name, startedEvent(action, config));
     if (action.state.failures > 0) this.deps.metrics.recordRetry(name);
     log.info({ attempt: action.attempt, pod: action.podName, existed: created === undefined }, 'started worker pod');
-    return { kind: 'done', node: saved, state: action.state, result: requeue(action.requeueAfterMs) };
+    return { kind: 'done', node: saved, state, result: requeue(action.requeueAfterMs) };
   }
 
   /**
@@ -484,7 +525,8 @@ export class VerificationController {
     const report = 'condition' in from ? from : from.uid === nodeUid(node) ? { status: statusOf(from), condition: desiredCondition(from, config) } : undefined;
     if (!report) return;
     metrics.setNodeStatus(name, report.status);
-    if (!config.nodeManagement.condition.enabled || config.dryRun) return;
+    // The Node carries final verdicts only; every step is in the NodeVerification (written with it).
+    if (!config.nodeManagement.condition.enabled || config.dryRun || !isFinal(report.condition)) return;
     const wanted = report.condition;
     const key = `${nodeUid(node)}|${JSON.stringify(wanted)}`;
     if (this.writtenCondition.get(name) === key) return;
@@ -535,6 +577,8 @@ export class VerificationController {
 
 function statusOf(state: VerificationState): NodeStatus {
   switch (state.phase) {
+    case Phase.Waiting:
+      return 'waiting';
     case Phase.Verifying:
       return 'verifying';
     case Phase.Backoff:
@@ -567,7 +611,6 @@ function follows(action: Action, podName: string, node: V1Node): boolean {
 /** Whether a node event can matter to verification (used to skip kubelet status churn). */
 export function nodeFingerprint(node: V1Node, config: ControllerConfig): string {
   const labels = node.metadata?.labels ?? {};
-  const ours = Object.entries(node.metadata?.annotations ?? {}).filter(([k]) => k.startsWith('kube-node-ready.io/'));
   return JSON.stringify([
     node.metadata?.uid,
     node.metadata?.deletionTimestamp ?? null,
@@ -576,7 +619,6 @@ export function nodeFingerprint(node: V1Node, config: ControllerConfig): string 
     labels[config.nodeManagement.verifiedLabel.key] ?? null,
     labels['karpenter.sh/nodepool'] ?? null,
     labels['karpenter.sh/registered'] ?? null,
-    ours,
     (node.status?.conditions ?? []).find((c) => c.type === config.nodeManagement.condition.type) ?? null,
     // Ready's status and reason (not its heartbeat): a node becoming Ready can take its worker now.
     (node.status?.conditions ?? []).filter((c) => c.type === 'Ready').map((c) => `${c.status}:${c.reason ?? ''}`),

@@ -1,10 +1,9 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { ControllerConfig } from '../../../config/schema.js';
-import { aNode, aWorkerPod, summaryText, testConfig } from '../../../testing/builders.js';
+import { aNode, aWorkerPod, summaryText, testConfig, testProgress } from '../../../testing/builders.js';
 import { backoffDelay, CONCURRENCY_RECHECK_MS, decide, type Action } from './decide.js';
 import { workerPodName } from './naming.js';
-import { readState } from './state.js';
 import { Outcome, Phase } from './types.js';
 
 const T0 = Date.UTC(2025, 0, 1, 0, 0, 0);
@@ -13,7 +12,7 @@ const NOW = T0 + 30 * S;
 const defaults = testConfig();
 
 function run(node: V1Node, pods: V1Pod[] = [], opts: { now?: number; config?: ControllerConfig; active?: number } = {}): Action {
-  const read = readState(node);
+  const read = testProgress.read(node);
   return decide(node, pods, opts.now ?? NOW, opts.config ?? defaults, {
     state: read.kind === 'ok' ? read.state : undefined,
     slotsTaken: opts.active ?? 0,
@@ -66,12 +65,21 @@ describe('decide: which nodes', () => {
     expect(run(node, [running])).toEqual({ kind: 'Ignore', reason: 'NodeDeleting', cleanup: [{ namespace: 'kube-system', name: podName(node, 1) }] });
   });
 
-  it('leaves an untainted node alone whose progress annotations are not its own (no condition of ours): another installation is verifying it', () => {
-    const foreign = aNode().withState({ attempt: 2, failures: 1, phase: Phase.Verifying }).withCondition('Unknown', 'other.example.com/NetworkVerified').build();
-    expect(run(foreign)).toMatchObject({ kind: 'Ignore', reason: 'NotCandidate' });
-    // With the condition switched off, the annotations are all there is to go by.
-    const config = testConfig({ nodeManagement: { condition: { enabled: false } } });
-    expect(run(foreign, [], { config }).kind).not.toBe('Ignore');
+  it('leaves an untainted node alone that was only ever seen waiting (its taint went before an attempt)', () => {
+    const waited = aNode().withState({ attempt: 0, failures: 0, phase: Phase.Waiting }).build();
+    expect(run(waited)).toMatchObject({ kind: 'Ignore', reason: 'NotCandidate' });
+    // With an attempt behind it, the verification goes on without the taint.
+    expect(run(aNode().withState({ attempt: 2, failures: 1, phase: Phase.Backoff, nextAttemptAt: T0 }).build()).kind).toBe('Launch');
+  });
+
+  it('records the worker pod, and when the node became launchable and was first launched, in the attempt it starts', () => {
+    const first = run(aNode().tainted().build());
+    expect(first).toMatchObject({ kind: 'Launch', state: { pod: `kube-system/${podName(aNode().build(), 1)}`, launchableAt: NOW, firstLaunchAt: NOW } });
+    // A retry keeps the verification's times; a re-verification after a pass starts them again.
+    const retried = aNode().tainted().withState({ attempt: 1, failures: 1, phase: Phase.Backoff, nextAttemptAt: T0, launchableAt: T0, firstLaunchAt: T0 }).build();
+    expect(run(retried)).toMatchObject({ kind: 'Launch', attempt: 2, state: { launchableAt: T0, firstLaunchAt: T0 } });
+    const again = aNode().withState({ attempt: 1, failures: 0, phase: Phase.Passed, verifiedAt: T0, launchableAt: T0, firstLaunchAt: T0 }).build();
+    expect(run(again)).toMatchObject({ kind: 'Launch', attempt: 2, state: { launchableAt: NOW, firstLaunchAt: NOW, verifiedAt: T0 } });
   });
 
   it('re-verifies a node whose verified label was removed, keeping the taint off', () => {
@@ -97,7 +105,7 @@ describe('decide: launching', () => {
       kind: 'Launch',
       attempt: 1,
       podName: podName(node, 1),
-      state: { uid: 'uid-node-1', attempt: 1, failures: 0, phase: Phase.Verifying },
+      state: { uid: 'uid-node-1', attempt: 1, failures: 0, phase: Phase.Verifying, pod: `kube-system/${podName(node, 1)}`, launchableAt: NOW, firstLaunchAt: NOW },
       cleanup: [],
       requeueAfterMs: defaults.worker.scheduleTimeout,
     });
@@ -127,7 +135,7 @@ describe('decide: launching', () => {
   });
 
   it('never reuses an attempt number, even when the stored state was wiped', () => {
-    // Annotations removed by hand; a finished pod of attempt 3 is still there. Its result was
+    // Its NodeVerification deleted by hand; a finished pod of attempt 3 is still there. Its result was
     // never recorded as far as the node says, so it is recorded now, and the next attempt is 4.
     const node = aNode().tainted().build();
     const kept = aWorkerPod(node, 3).checksFailed({ dns: 'x' }).build();
@@ -141,7 +149,7 @@ describe('decide: launching', () => {
   it('ignores state written for another node UID (a node re-created with the same name)', () => {
     const node = aNode().tainted().withState({ uid: 'old-uid', attempt: 6, failures: 6, phase: Phase.Failed }).build();
     const oldPod = aWorkerPod(aNode().uid('old-uid').build(), 6).checksFailed({ dns: 'x' }).build();
-    expect(readState(node).kind).toBe('invalid');
+    expect(testProgress.read(node).kind).toBe('none');
     expect(run(node, [oldPod])).toMatchObject({
       kind: 'Launch',
       attempt: 1,
@@ -243,7 +251,7 @@ describe('decide: following an attempt', () => {
       reason: 'Scheduling',
       requeueAfterMs: 90 * S,
       attempt: 1,
-      persist: { uid: 'uid-node-1', attempt: 1, failures: 0, phase: Phase.Verifying },
+      persist: { uid: 'uid-node-1', attempt: 1, failures: 0, phase: Phase.Verifying, pod: `kube-system/${podName(node, 1)}` },
       cleanup: [],
     });
   });
@@ -407,7 +415,7 @@ describe('decide: between attempts', () => {
       kind: 'Launch',
       attempt: 3,
       podName: podName(node, 3),
-      state: { uid: 'uid-node-1', attempt: 3, failures: 2, phase: Phase.Verifying, lastOutcome: Outcome.ChecksFailed },
+      state: { uid: 'uid-node-1', attempt: 3, failures: 2, phase: Phase.Verifying, lastOutcome: Outcome.ChecksFailed, pod: `kube-system/${podName(node, 3)}`, launchableAt: NOW, firstLaunchAt: NOW },
       cleanup: [],
       requeueAfterMs: defaults.worker.scheduleTimeout,
     });

@@ -85,7 +85,7 @@ export type Action =
     };
 
 export interface DecideContext {
-  /** Progress stored on the node (annotations), or in memory in dry-run mode. */
+  /** Progress stored in the node's NodeVerification, or in memory in dry-run mode. */
   state: VerificationState | undefined;
   /**
    * Verification slots this node cannot have now: verifications in flight cluster-wide (not this
@@ -183,11 +183,13 @@ export function decide(
 
   // 9. Start the next attempt. Its number is new even if the stored state was lost.
   const attempt = Math.max(state?.attempt ?? 0, latestAttempt) + 1;
+  const podName = workerPodName(nodeName(node), uid, attempt);
+  const base = carried(state, uid);
   return {
     kind: 'Launch',
     attempt,
-    podName: workerPodName(nodeName(node), uid, attempt),
-    state: { ...carried(state, uid), attempt, phase: Phase.Verifying },
+    podName,
+    state: { ...base, attempt, phase: Phase.Verifying, pod: `${config.worker.namespace}/${podName}`, launchableAt: base.launchableAt ?? now, firstLaunchAt: base.firstLaunchAt ?? now },
     cleanup: cleanup(mine, foreign, { keep }),
     requeueAfterMs: config.worker.scheduleTimeout,
   };
@@ -205,6 +207,8 @@ function follow(
 ): Action {
   const uid = nodeUid(node);
   const base: VerificationState = { ...carried(state, uid), attempt, phase: Phase.Verifying };
+  if (pod) base.pod = `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`;
+  else if (state?.attempt === attempt && state.pod) base.pod = state.pod;
   const behind = state?.attempt !== attempt || state.phase !== Phase.Verifying;
   const keep = config.worker.keepFailedPods;
 
@@ -283,25 +287,35 @@ function complete(
 
 /** The progress after a passed attempt (exported for the DaemonSet agent, which runs the same state machine on its own node). */
 export function passedState(base: VerificationState, result: AttemptResult, now: number): VerificationState {
-  return { uid: base.uid, attempt: base.attempt, failures: 0, phase: Phase.Passed, lastOutcome: Outcome.Passed, lastMessage: result.message, verifiedAt: now };
+  return { ...finished(base, result, now), failures: 0, phase: Phase.Passed, lastOutcome: Outcome.Passed, verifiedAt: now };
+}
+
+/** What every finished attempt records: its number, message, checks and end, and the verification's times. */
+function finished(base: VerificationState, result: AttemptResult, now: number): VerificationState {
+  const state: VerificationState = {
+    uid: base.uid,
+    attempt: base.attempt,
+    failures: base.failures,
+    phase: base.phase,
+    lastOutcome: result.outcome,
+    lastMessage: result.message,
+    lastAttempt: base.attempt,
+    lastChecks: result.checks.map(({ name, ok, durationMs, error, target }) => ({ name, ok, durationMs, ...(error !== undefined ? { error } : {}), ...(target !== undefined ? { target } : {}) })),
+    lastFinishedAt: result.finishedAt ?? now,
+  };
+  for (const key of ['pod', 'launchableAt', 'firstLaunchAt', 'verifiedAt'] as const) if (base[key] !== undefined) (state as Record<typeof key, unknown>)[key] = base[key];
+  return state;
 }
 
 /** The progress after a failed attempt: Backoff with its next attempt time, or Failed once retries are exhausted. */
 export function failedState(base: VerificationState, result: AttemptResult, now: number, config: ControllerConfig): VerificationState {
   const failures = base.failures + 1;
-  const state: VerificationState = {
-    uid: base.uid,
-    attempt: base.attempt,
-    failures,
-    phase: Phase.Failed,
-    lastOutcome: result.outcome,
-    lastMessage: result.message,
-  };
-  if (base.verifiedAt !== undefined) state.verifiedAt = base.verifiedAt;
+  const state: VerificationState = { ...finished(base, result, now), failures, phase: Phase.Failed, failedAt: now };
   const failing = failingAfter(base.failing, result, now);
   if (failing !== undefined) state.failing = failing;
   if (failures <= config.reconciliation.maxRetries) {
     state.phase = Phase.Backoff;
+    delete state.failedAt;
     state.nextAttemptAt = now + backoffDelay(failures, config.reconciliation);
   }
   return state;
@@ -325,7 +339,10 @@ export function backoffDelay(failures: number, r: ControllerConfig['reconciliati
   return Math.min(r.maxBackoff, Math.round(delay));
 }
 
-/** What a new attempt inherits: the failure count and failing streak within this verification, and verifiedAt. */
+/**
+ * What a new attempt inherits: the last attempt's record and verifiedAt; within this verification
+ * also the failure count, the failing streak and when the node became launchable and was first launched.
+ */
 export function carried(state: VerificationState | undefined, uid: string): VerificationState {
   const sameVerification = state !== undefined && state.phase !== Phase.Passed;
   const out: VerificationState = {
@@ -334,10 +351,12 @@ export function carried(state: VerificationState | undefined, uid: string): Veri
     failures: sameVerification ? state.failures : 0,
     phase: Phase.Verifying,
   };
-  if (state?.lastOutcome !== undefined) out.lastOutcome = state.lastOutcome;
-  if (state?.lastMessage !== undefined) out.lastMessage = state.lastMessage;
-  if (state?.verifiedAt !== undefined) out.verifiedAt = state.verifiedAt;
-  if (sameVerification && state.failing !== undefined) out.failing = state.failing;
+  for (const key of ['lastOutcome', 'lastMessage', 'lastAttempt', 'lastChecks', 'lastFinishedAt', 'verifiedAt'] as const) {
+    if (state?.[key] !== undefined) (out as Record<typeof key, unknown>)[key] = state[key];
+  }
+  if (sameVerification) {
+    for (const key of ['failing', 'launchableAt', 'firstLaunchAt'] as const) if (state[key] !== undefined) (out as Record<typeof key, unknown>)[key] = state[key];
+  }
   return out;
 }
 
@@ -349,24 +368,13 @@ export function isVerified(node: V1Node, config: ControllerConfig): boolean {
   return label(node, key) === value;
 }
 
-/** The node carries the condition type this installation writes. */
-function hasOwnCondition(node: V1Node, config: ControllerConfig): boolean {
-  return (node.status?.conditions ?? []).some((c) => c.type === config.nodeManagement.condition.type);
-}
-
 /**
- * Progress annotations on the node are this installation's: the node carries our condition type
- * (written with the first attempt). The annotation keys are the same for every installation, so
- * without it they are another's (or a past configuration's). With the condition switched off, the
- * annotations alone say so.
+ * A node to verify: it carries a verification taint, has a verification under way or done
+ * (`state`: a node whose verified label was removed is verified again), or every node is
+ * (verifyUntaintedNodes). A node only seen waiting (phase Waiting) whose taint went is not.
  */
-export function progressIsOurs(node: V1Node, config: ControllerConfig): boolean {
-  return !config.nodeManagement.condition.enabled || hasOwnCondition(node, config);
-}
-
-/** A node to verify: it carries a verification taint, has progress of ours (`state`), or every node is (verifyUntaintedNodes). */
 export function isCandidate(node: V1Node, state: VerificationState | undefined, config: ControllerConfig): boolean {
-  return hasVerificationTaint(node, config) || (state !== undefined && progressIsOurs(node, config)) || config.nodeManagement.verifyUntaintedNodes;
+  return hasVerificationTaint(node, config) || (state !== undefined && state.phase !== Phase.Waiting) || config.nodeManagement.verifyUntaintedNodes;
 }
 
 /** Any configured verification taint, matched by key and effect (the value is not ours to judge). */

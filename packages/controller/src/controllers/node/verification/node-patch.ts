@@ -1,33 +1,26 @@
 import type { V1Node } from '@kubernetes/client-node';
-import { Annotation } from '../../../api/well-known.js';
 import type { ControllerConfig } from '../../../config/schema.js';
-import { annotation, nodeTaints, toMillis } from '../../../kube/objects.js';
+import { nodeTaints, toMillis } from '../../../kube/objects.js';
 import { isVerificationTaint } from './decide.js';
-import { stateAnnotations } from './state.js';
 import { formatTaint } from './taints.js';
 import { Phase, type VerificationState } from './types.js';
 
 /**
- * Node writes as RFC 6902 JSON patches, computed from the node the decision was made on and
- * guarded by `test` operations on exactly what the decision relied on:
+ * The Node writes of a verification, as RFC 6902 JSON patches computed from the node the decision
+ * was made on and guarded by `test` operations on exactly what the decision relied on:
  *
  *   - the node UID (the object was not deleted and re-created under the same name);
- *   - each of our state annotations as we read it, present or absent (no other leader, and no
- *     write of ours the informer has not delivered yet, moved the state on);
  *   - each taint we remove, at its index (key and effect), removed from the highest index down;
- *   - the absence of the labels or annotations map the patch creates (it would replace one made
- *     meanwhile).
+ *   - the absence of the labels map or taints list the patch creates (it would replace one made
+ *     meanwhile). Absence is tested with `"value": null`: kube-apiserver applies JSON patches with
+ *     evanphx/json-patch, whose `test` of null passes when the target is missing.
  *
- * Absence is tested with `"value": null`: kube-apiserver applies JSON patches with
- * evanphx/json-patch, whose `test` of null passes when the target is missing and fails when it
- * holds any value (stricter RFC 6902 readers call a missing target an error). Without it, a stale
- * copy read before the first write of our progress would pass every test and overwrite newer
- * progress: a restarted attempt count, a second worker.
- *
- * A failed test makes the API server refuse the whole patch (HTTP 422), the executor re-reads the
- * node live and decides again. Fields other writers own (their taints, labels, annotations,
- * status) are never in the patch, so a concurrent kubelet status update or label change is no
- * conflict and is never overwritten.
+ * Progress is not on the Node (NodeVerification status: store.ts), so a node is written only when
+ * it opens (our taints off, the verified label on) or its failed taint comes or goes: a patch of
+ * tests alone is not sent. A failed test makes the API server refuse the whole patch (HTTP 422), the
+ * executor re-reads the node live and decides again. Fields other writers own (their taints, labels,
+ * annotations, status) are never in the patch, so a concurrent kubelet status update or label change
+ * is no conflict and is never overwritten.
  */
 export type JsonPatchOp =
   | { op: 'test'; path: string; value: unknown }
@@ -38,14 +31,14 @@ export type JsonPatchOp =
 export interface NodePatchInput {
   node: V1Node;
   config: ControllerConfig;
-  /** The progress to store. */
+  /** The progress being stored (its phase says whether the node is failed). */
   state: VerificationState;
   /** The node passed: remove our taints, add the verified label. */
   open: boolean;
 }
 
 export function nodePatch({ node, config, state, open }: NodePatchInput): JsonPatchOp[] {
-  const ops: JsonPatchOp[] = [...guards(node)];
+  const ops: JsonPatchOp[] = [{ op: 'test', path: '/metadata/uid', value: node.metadata?.uid ?? '' }];
   const failedTaint = config.nodeManagement.failedTaint;
   const isFailedTaint = (t: { key: string; effect: string }) => failedTaint.enabled && t.key === failedTaint.key && t.effect === 'NoSchedule';
   const failed = state.phase === Phase.Failed;
@@ -71,8 +64,6 @@ export function nodePatch({ node, config, state, open }: NodePatchInput): JsonPa
     if (node.metadata?.labels === undefined) ops.push({ op: 'test', path: '/metadata/labels', value: null });
     ops.push(...setMapEntries(node.metadata?.labels, '/metadata/labels', { [key]: value }));
   }
-
-  ops.push(...setMapEntries(node.metadata?.annotations, '/metadata/annotations', stateAnnotations(state)));
   return ops;
 }
 
@@ -81,35 +72,6 @@ export function taintsToRemove(node: V1Node, config: ControllerConfig): string[]
   return nodeTaints(node)
     .filter((t) => isVerificationTaint(t, config))
     .map(formatTaint);
-}
-
-/**
- * Tests that the node is the one we read and our state on it is what we read, key by key (null:
- * absent). A value the API server cannot compare (see comparableByTest) is not tested; it is free
- * text (last-message) written only together with the attempt, failures and phase, which are.
- */
-function guards(node: V1Node): JsonPatchOp[] {
-  const ops: JsonPatchOp[] = [{ op: 'test', path: '/metadata/uid', value: node.metadata?.uid ?? '' }];
-  // No map at all: none of our keys, and the patch creates the map.
-  if (node.metadata?.annotations === undefined) return [...ops, { op: 'test', path: '/metadata/annotations', value: null }];
-  for (const key of Object.values(Annotation)) {
-    const value = annotation(node, key) ?? null;
-    if (value !== null && !comparableByTest(value)) continue;
-    ops.push({ op: 'test', path: `/metadata/annotations/${escapePointer(key)}`, value });
-  }
-  return ops;
-}
-
-/**
- * Whether a JSON patch `test` of this string can succeed. kube-apiserver's JSON patch
- * (evanphx/json-patch) compares a string by its JSON bytes, and the server encodes the object with
- * Go's HTML-safe escaping (<, >, & as \u003c..., U+2028/U+2029 escaped, broken surrogates as
- * U+FFFD) while our patch carries JSON.stringify's bytes: such a test always fails (HTTP 422), and a
- * guard on it would refuse every later write to the node. Found by the fault suite: a worker whose
- * termination message held "<" left its node in Backoff for good.
- */
-export function comparableByTest(value: string): boolean {
-  return !/[<>&\u2028\u2029]/.test(value) && value.isWellFormed();
 }
 
 /** Sets (or, for null, removes) entries of a string map, creating the map if the object has none. */

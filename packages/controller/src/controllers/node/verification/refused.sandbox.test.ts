@@ -9,7 +9,7 @@
 // breaker stayed closed (stuck-node remediation would then replace every node).
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { k8s } from '@kube-node-ready/sandbox';
-import { annotations, harness, nodeEvents, readNode, waitFor, type Harness } from '../../../../test/harness.js';
+import { harness, progressOf, nodeEvents, waitFor, type Harness } from '../../../../test/harness.js';
 import { core, sandbox } from '../../../../../../test/sandbox.js';
 
 let h: Harness;
@@ -104,7 +104,7 @@ it('refused worker pods use no attempt, are reported, and open the circuit break
   const refused = Number(/kube_node_ready_worker_pods_refused_total\{reason="Forbidden"\} (\d+)/.exec(text)?.[1] ?? '0');
   expect(refused).toBeGreaterThanOrEqual(NODES);
   // No attempt was used: no progress on any node.
-  for (const node of nodes) expect(annotations(await readNode(node))['kube-node-ready.io/attempt'], node).toBeUndefined();
+  for (const node of nodes) expect((await progressOf(node))['attempt'] ?? '0', node).toBe('0');
 
   // Pods allowed again: every node opens at its first attempt.
   await removePolicy();

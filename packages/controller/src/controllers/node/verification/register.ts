@@ -1,14 +1,15 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '@kube-node-ready/core';
-import { Annotation, PodLabel, PodLabelValue } from '../../../api/well-known.js';
+import { PodLabel, PodLabelValue } from '../../../api/well-known.js';
 import type { Clock } from '../../../clock.js';
 import type { ControllerConfig } from '../../../config/schema.js';
 import type { EventRecorder } from '../../../events/recorder.js';
 import type { KubeClient } from '../../../kube/client.js';
 import type { SelfHealingInformer } from '../../../kube/informer.js';
-import { annotation, isPodTerminal, nodeName, toMillis } from '../../../kube/objects.js';
+import { isPodTerminal, nodeName, toMillis } from '../../../kube/objects.js';
 import type { ControllerMetrics } from '../../../metrics/metrics.js';
 import { WorkQueue } from '../../../queue/workqueue.js';
+import type { NodeVerification } from '../../../api/nodeverification.js';
 import type { Controller } from '../../manager.js';
 import type { ApiEndpoints } from './api-endpoints.js';
 import { nodeHistory, type ClusterWideFailures } from './cluster-wide.js';
@@ -32,6 +33,8 @@ export interface VerificationSetup {
   pods: SelfHealingInformer<V1Pod>;
   slots: VerificationSlots;
   store: ProgressStore;
+  /** The NodeVerification informer (none in dry run): a deleted one puts its node back on the queue. */
+  verifications?: Pick<SelfHealingInformer<NodeVerification>, 'on'>;
   events: EventRecorder;
   clusterWide: ClusterWideFailures;
   /** The worker configuration document the leader puts in worker.configMapName. */
@@ -59,7 +62,7 @@ export function verificationController(s: VerificationSetup): Controller {
   });
   const worker = { ...s.worker, apiEndpoints: () => s.apiEndpoints.current() };
   const controlRuns = config.reconciliation.controlRuns
-    ? new ControlRuns({ config, clock, log: log.child({ component: 'control-runs' }), kube, nodes, pods, worker, observed: (result) => metrics.controlRunsTotal.inc({ result }) })
+    ? new ControlRuns({ config, clock, log: log.child({ component: 'control-runs' }), kube, nodes, pods, progress: s.store, worker, observed: (result) => metrics.controlRunsTotal.inc({ result }) })
     : undefined;
   const verification = new VerificationController({
     config,
@@ -107,6 +110,9 @@ export function verificationController(s: VerificationSetup): Controller {
     podEvent(pod);
     verification.slotFreed();
   };
+  // A NodeVerification deleted (`kube-node-ready verify`, or by hand): its node is decided again now,
+  // not at the next resync. Its other changes are our own writes, or the agent's.
+  s.verifications?.on({ delete: (nv) => queue.add(nv.spec?.nodeName ?? nv.metadata?.name ?? '') });
   pods.on({
     add: podEvent,
     update: (pod) => (isPodTerminal(pod) || pod.metadata?.deletionTimestamp ? podFreed(pod) : podEvent(pod)),
@@ -120,7 +126,7 @@ export function verificationController(s: VerificationSetup): Controller {
     workers: config.reconciliation.workers,
     observer: { reconciled: (result, seconds) => metrics.reconcileDuration.observe({ result }, seconds), failed: () => metrics.reconcileErrorsTotal.inc() },
     resync: () => {
-      for (const node of nodes.list()) if (hasWork(node, config, pods)) queue.add(nodeName(node));
+      for (const node of nodes.list()) if (hasWork(node, config, pods, s.store)) queue.add(nodeName(node));
     },
     startLeading: async () => {
       const namespace = config.worker.namespace;
@@ -134,9 +140,9 @@ export function verificationController(s: VerificationSetup): Controller {
       log.info({ configMap: `${namespace}/${config.worker.configMapName}`, result: written }, 'worker configuration in place; starting to reconcile');
       // Control pods a previous leader left (it judged them, or never will).
       await controlRuns?.sweep();
-      // What the last leader knew of which nodes pass and which fail what, from the Nodes' state.
-      const restored = s.clusterWide.restore(nodeHistory(nodes.list(), config));
-      if (restored.passes + restored.failing > 0) log.info(restored, 'cluster-wide rule: recent passes and failing nodes taken over from the Nodes');
+      // What the last leader knew of which nodes pass and which fail what, from the NodeVerifications.
+      const restored = s.clusterWide.restore(nodeHistory(nodes.list(), s.store));
+      if (restored.passes + restored.failing > 0) log.info(restored, 'cluster-wide rule: recent passes and failing nodes taken over from the NodeVerifications');
       // Nodes already waiting for a verification line up in order of arrival before the first
       // reconcile: the cache lists them by name, and the first reconciles would otherwise take the
       // free slots in that order. Each leaves the line when its reconcile finds it needs no slot.
@@ -157,10 +163,10 @@ export function verificationController(s: VerificationSetup): Controller {
  * A verified node's changes arrive as watch events; re-queuing every verified node each resync cost
  * one reconcile per node per interval for nothing (1000 per minute on a 1000-node cluster).
  */
-function hasWork(node: V1Node, config: ControllerConfig, pods: Pick<SelfHealingInformer<V1Pod>, 'byIndex'>): boolean {
+function hasWork(node: V1Node, config: ControllerConfig, pods: Pick<SelfHealingInformer<V1Pod>, 'byIndex'>, progress: ProgressStore): boolean {
   if (pods.byIndex(nodeName(node)).length > 0) return true;
   if (isVerified(node, config)) return false;
   if (hasVerificationTaint(node, config)) return true;
-  const phase = annotation(node, Annotation.Phase);
-  return phase === Phase.Verifying || phase === Phase.Backoff;
+  const read = progress.read(node);
+  return read.kind === 'ok' && (read.state.phase === Phase.Verifying || read.state.phase === Phase.Backoff);
 }

@@ -3,7 +3,7 @@
 // tested is the controller's bookkeeping around them.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { k8s } from '@kube-node-ready/sandbox';
-import { annotations, harness, nodeEvents, readNode, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
+import { harness, progressOf, nodeEvents, readNode, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
 import { core, sandbox } from '../../../../../../test/sandbox.js';
 
 let h: Harness;
@@ -33,7 +33,7 @@ describe('progress survives the controller', () => {
     const slow = { worker: { startTimeout: '20s' }, reconciliation: { maxRetries: 2 } };
     const first = await h.start(slow);
     const pod1 = await waitFor(async () => (await workerPods(h.namespace, node)).find((p) => attemptOf(p) === '1'), 'attempt 1');
-    await waitFor(async () => annotations(await readNode(node))['kube-node-ready.io/phase'] === 'Verifying', 'attempt 1 recorded');
+    await waitFor(async () => (await progressOf(node))['phase'] === 'Verifying', 'attempt 1 recorded');
     await first.stop();
 
     const second = await h.start(slow);
@@ -46,7 +46,7 @@ describe('progress survives the controller', () => {
     // Attempt 1 times out under the new controller; the next is number 2, not 1 again.
     const pod2 = await waitFor(async () => (await workerPods(h.namespace, node)).find((p) => attemptOf(p) === '2'), 'attempt 2', 45_000);
     expect(pod2.metadata?.name).not.toBe(pod1.metadata?.name);
-    expect(annotations(await readNode(node))['kube-node-ready.io/failures']).toBe('1');
+    expect((await progressOf(node))['failures']).toBe('1');
   });
 
   it('adopts a worker pod created just before a crash, before its attempt was recorded', async () => {
@@ -55,11 +55,11 @@ describe('progress survives the controller', () => {
     const probe = await h.start({ dryRun: true, worker: { startTimeout: '30s' } });
     const pod = await waitFor(async () => (await workerPods(h.namespace, node))[0], 'a worker pod');
     await probe.stop();
-    expect(annotations(await readNode(node))).not.toHaveProperty('kube-node-ready.io/attempt'); // dry run wrote nothing
+    expect((await progressOf(node))).not.toHaveProperty('attempt'); // dry run wrote nothing
 
     const ctl = await h.start({ worker: { startTimeout: '30s' } });
-    await waitFor(async () => annotations(await readNode(node))['kube-node-ready.io/attempt'] === '1', 'attempt 1 recorded from the pod');
-    expect(annotations(await readNode(node))['kube-node-ready.io/phase']).toBe('Verifying');
+    await waitFor(async () => (await progressOf(node))['attempt'] === '1', 'attempt 1 recorded from the pod');
+    expect((await progressOf(node))['phase']).toBe('Verifying');
     expect((await workerPods(h.namespace, node)).map((p) => p.metadata?.uid)).toEqual([pod.metadata?.uid]);
     expect(ctl.logs.some((l) => l.msg === 'resumed an attempt whose worker pod already existed')).toBe(true);
   });
@@ -109,7 +109,7 @@ describe('other writers', () => {
       }
     })();
     try {
-      await waitFor(async () => annotations(await readNode(node))['kube-node-ready.io/phase'] === 'Failed', 'the node to fail', 40_000);
+      await waitFor(async () => (await progressOf(node))['phase'] === 'Failed', 'the node to fail', 40_000);
     } finally {
       stop = true;
       await other;
@@ -120,7 +120,7 @@ describe('other writers', () => {
     expect(final?.spec?.taints?.map((t) => t.key).sort()).toEqual([h.taint.key, 'other-writer/x', 'kube-node-ready.io/verification-failed'].sort());
     expect(final?.metadata?.labels?.['other-writer/round']).toBe(String(round));
     expect(final?.metadata?.annotations?.['other-writer/round']).toBe(String(round));
-    expect(annotations(final)['kube-node-ready.io/attempt']).toBe('4');
+    expect((await progressOf(node))['attempt']).toBe('4');
     expect(await ctl.metrics()).toContain('kube_node_ready_controller_reconcile_errors_total 0');
   });
 });
@@ -179,6 +179,7 @@ describe('dry run', () => {
     await waitFor(async () => (await ctl.metrics()).includes(`kube_node_ready_verification_status{node="${node}",status="failed"} 1`), 'the node to fail (in memory)', 30_000);
     const after = await readNode(node);
     expect(Object.keys(after?.metadata?.annotations ?? {}).filter((k) => k.startsWith('kube-node-ready.io/'))).toEqual([]);
+    expect(await progressOf(node)).toEqual({}); // no NodeVerification either
     expect(after?.metadata?.labels?.[h.verifiedLabel.key]).toBeUndefined();
     expect(after?.spec?.taints?.filter((t) => t.key === h.taint.key)).toEqual([h.taint]);
     expect(after?.status?.conditions?.find((c) => c.type === h.conditionType)).toBeUndefined();

@@ -7,9 +7,15 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { k8s } from '@kube-node-ready/sandbox';
 import type { FaultProxy } from '../../../../../sandbox/src/fault-proxy.js';
 import { KubeLeaseClient } from '../../../leader/lease-client.js';
-import { annotations, harness, readNode, throughFaultProxy, waitFor, workerPods, type Harness, type TestController } from '../../../../test/harness.js';
+import { harness, progressOf, readNode, throughFaultProxy, waitFor, workerPods, type Harness, type TestController } from '../../../../test/harness.js';
 import { core, sandbox } from '../../../../../../test/sandbox.js';
+import { silentLogger } from '@kube-node-ready/core';
+import { installationOf, newNodeVerification, statusOf } from '../../../api/nodeverification.js';
+import { realClock } from '../../../clock.js';
+import { KubeClient } from '../../../kube/client.js';
+import { desiredCondition } from './condition.js';
 import { workerPodName } from './naming.js';
+import { Outcome, Phase, type VerificationState } from './types.js';
 import { buildWorkerPod, configHash, workerConfigDocument, workerImage } from './pod-spec.js';
 
 let h: Harness;
@@ -33,10 +39,6 @@ afterAll(async () => {
 });
 
 const podNames = async (node: string) => (await workerPods(h.namespace, node)).map((p) => p.metadata?.name).sort();
-
-async function mergePatchNode(name: string, body: object): Promise<void> {
-  await core().patchNode({ name, body }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
-}
 
 /**
  * Holds the Lease as the previous leader (played by the test) would, until `stepDown()` (an earlier
@@ -76,22 +78,25 @@ async function startWithStalledNodeWatch(overrides: object, name: string): Promi
 
 /**
  * The worker pod of `attempt` the previous leader started for `node`, and the progress it recorded
- * (`Verifying` that attempt, with `progress` on top). Returns the pod and the annotations written.
+ * in its NodeVerification (`Verifying` that attempt, with `progress` on top). Returns the pod and the
+ * progress as progressOf() reads it.
  */
 async function previousLeadersAttempt(
   node: string,
   overrides: object,
   attempt: number,
-  progress: Record<string, string> = {},
-): Promise<{ pod: k8s.V1Pod; annotations: Record<string, string> }> {
+  progress: Partial<VerificationState> = {},
+): Promise<{ pod: k8s.V1Pod; progress: Record<string, string> }> {
   const live = (await readNode(node)) as k8s.V1Node;
   const uid = live.metadata?.uid ?? '';
   const cfg = h.config(overrides);
   const body = buildWorkerPod({ node: live, attempt, podName: workerPodName(node, uid, attempt), config: cfg, image: workerImage(cfg.worker.image, 'dev'), configHash: configHash(workerConfigDocument(cfg.worker)) });
   const pod = await core().createNamespacedPod({ namespace: h.namespace, body });
-  const written = { 'kube-node-ready.io/node-uid': uid, 'kube-node-ready.io/attempt': String(attempt), 'kube-node-ready.io/failures': '0', 'kube-node-ready.io/phase': 'Verifying', ...progress };
-  await mergePatchNode(node, { metadata: { annotations: written } });
-  return { pod, annotations: written };
+  const state: VerificationState = { uid, attempt, failures: 0, phase: Phase.Verifying, ...progress };
+  const kube = new KubeClient(sandbox().kc, { qps: 50, burst: 50, clock: realClock, log: silentLogger() });
+  const nv = (await kube.getNodeVerification(node)) ?? (await kube.createNodeVerification(newNodeVerification(live, installationOf(cfg.nodeManagement.condition.type))));
+  await kube.updateNodeVerificationStatus({ ...nv, status: statusOf(state, live, desiredCondition(state, cfg), nv, Date.now()) });
+  return { pod, progress: await progressOf(node) };
 }
 
 describe('a node cache behind the apiserver', () => {
@@ -107,11 +112,12 @@ describe('a node cache behind the apiserver', () => {
     expect(ctl.running.isLeader()).toBe(false);
 
     // Meanwhile the previous leader ran attempt 1 (it failed) and started attempt 2, whose worker is live.
-    const { pod: attempt2, annotations: progress } = await previousLeadersAttempt(node, overrides, 2, {
-      'kube-node-ready.io/failures': '1',
-      'kube-node-ready.io/last-outcome': 'NotStarted',
-      'kube-node-ready.io/last-message': 'the worker container did not start (written by the previous leader)',
+    const { pod: attempt2, progress } = await previousLeadersAttempt(node, overrides, 2, {
+      failures: 1,
+      lastOutcome: Outcome.NotStarted,
+      lastMessage: 'the worker container did not start (written by the previous leader)',
     });
+    expect(progress).toMatchObject({ attempt: '2', failures: '1', phase: 'Verifying', 'last-outcome': 'NotStarted' });
 
     // The previous leader steps down; the new one takes over with its stale cache and reconciles.
     await previous.stepDown();
@@ -119,7 +125,7 @@ describe('a node cache behind the apiserver', () => {
     await waitFor(async () => ctl.logs.some((l) => l.node === node && (l.msg === 'waiting' || l.msg === 'started worker pod')), 'the new leader to reconcile the node', 15_000);
 
     // The progress the previous leader wrote stands: not overwritten by a restart at attempt 1.
-    const after = annotations(await readNode(node));
+    const after = await progressOf(node);
     expect(after).toMatchObject(progress);
     // Only the live worker of attempt 2 runs (a pod started from the stale copy is removed at once).
     await waitFor(async () => (await podNames(node)).length === 1, 'one worker pod for the node', 5_000).catch(() => undefined);
@@ -146,7 +152,7 @@ describe('a node cache behind the apiserver', () => {
     await waitFor(async () => ctl.logs.some((l) => l.node === node && l.msg === 'waiting' && l.attempt === 1), 'the new leader to wait on attempt 1', 15_000);
     expect(ctl.logs.filter((l) => l.node === node && l.msg === 'node is gone; deleted its worker pods')).toEqual([]);
     expect((await workerPods(h.namespace, node)).map((p) => p.metadata?.uid)).toEqual([created.metadata?.uid]);
-    expect(annotations(await readNode(node))).toMatchObject({ 'kube-node-ready.io/attempt': '1', 'kube-node-ready.io/phase': 'Verifying' });
+    expect(await progressOf(node)).toMatchObject({ attempt: '1', phase: 'Verifying' });
   });
 
   it('a new leader whose cache still has a node deleted and re-created under the same name keeps the new node\'s worker', async () => {
@@ -173,7 +179,8 @@ describe('a node cache behind the apiserver', () => {
     expect(ctl.logs.filter((l) => l.node === node && l.msg === 'started worker pod')).toEqual([]);
     const pods = await workerPods(h.namespace, node);
     expect(pods.map((p) => [p.metadata?.uid, p.metadata?.deletionTimestamp])).toEqual([[created.metadata?.uid, undefined]]);
-    expect(annotations(await readNode(node))).toMatchObject({ 'kube-node-ready.io/node-uid': newUid, 'kube-node-ready.io/attempt': '1', 'kube-node-ready.io/failures': '0', 'kube-node-ready.io/phase': 'Verifying' });
+    expect((await readNode(node))?.metadata?.uid).toBe(newUid);
+    expect(await progressOf(node)).toMatchObject({ attempt: '1', failures: '0', phase: 'Verifying' });
   });
 
   it('a reconcile after our own write, before the watch delivers it, neither redoes nor re-reads it', async () => {
@@ -185,7 +192,7 @@ describe('a node cache behind the apiserver', () => {
 
     const started = await waitFor(async () => ctl.logs.find((l) => l.node === node && l.msg === 'started worker pod'), 'attempt 1 to start', 15_000);
     expect(started.attempt).toBe(1);
-    await waitFor(async () => annotations(await readNode(node))['kube-node-ready.io/phase'] === 'Verifying', 'attempt 1 recorded');
+    await waitFor(async () => (await progressOf(node))['phase'] === 'Verifying', 'attempt 1 recorded');
     const before = proxy.requestsByKind();
     const reconciles = () => ctl.logs.filter((l) => l.node === node && (l.msg === 'waiting' || l.msg === 'started worker pod')).length;
     const seen = reconciles();
@@ -194,9 +201,10 @@ describe('a node cache behind the apiserver', () => {
     await waitFor(async () => reconciles() >= seen + 2, 'the resync to reconcile the node again', 10_000);
     const after = proxy.requestsByKind();
     const delta = (kind: string) => (after[kind] ?? 0) - (before[kind] ?? 0);
-    expect({ createPods: delta('create pods'), patchNodes: delta('patch nodes'), getNodes: delta('get nodes') }).toEqual({ createPods: 0, patchNodes: 0, getNodes: 0 });
+    const verificationRequests = Object.keys(after).filter((k) => k.includes('nodeverifications') && !/^(watch|list)/.test(k)).reduce((n, k) => n + delta(k), 0);
+    expect({ createPods: delta('create pods'), patchNodes: delta('patch nodes'), getNodes: delta('get nodes'), verificationRequests }).toEqual({ createPods: 0, patchNodes: 0, getNodes: 0, verificationRequests: 0 });
     expect(ctl.logs.filter((l) => l.node === node && l.msg === 'started worker pod')).toHaveLength(1);
-    expect(annotations(await readNode(node))).toMatchObject({ 'kube-node-ready.io/attempt': '1', 'kube-node-ready.io/phase': 'Verifying' });
+    expect(await progressOf(node)).toMatchObject({ attempt: '1', phase: 'Verifying' });
     expect(await podNames(node)).toHaveLength(1);
   });
 });

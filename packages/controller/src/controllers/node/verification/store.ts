@@ -1,61 +1,198 @@
 import type { V1Node } from '@kubernetes/client-node';
+import { TerminalError, type Logger } from '@kube-node-ready/core';
+import { installationOf, INSTALLATION_LABEL, newNodeVerification, stateOf, statusOf, VERIFIED_CONDITION, type NodeVerification, type StateRead } from '../../../api/nodeverification.js';
+import type { Clock } from '../../../clock.js';
 import type { ControllerConfig } from '../../../config/schema.js';
 import type { KubeClient } from '../../../kube/client.js';
-import { isConflict } from '../../../kube/errors.js';
-import { nodeName } from '../../../kube/objects.js';
+import { isAlreadyExists, isConflict, isNotFound } from '../../../kube/errors.js';
+import { nodeName, nodeUid } from '../../../kube/objects.js';
 import { Priority } from '../../../kube/throttle.js';
-import { nodePatch } from './node-patch.js';
-import { readState, type StateRead } from './state.js';
+import { desiredCondition } from './condition.js';
+import { compareResourceVersions } from './node-copies.js';
+import { nodePatch, type ConditionInput } from './node-patch.js';
 import { Phase, type VerificationState } from './types.js';
 
+export type { StateRead } from '../../../api/nodeverification.js';
+
 /**
- * Where verification progress is kept. Normally on the Node itself (annotations, written in the
- * same guarded patch that opens the node: ADR 0002). In dry run nothing may be written to Nodes,
- * so progress lives in memory and does not survive a restart.
+ * Where verification progress is kept: the node's NodeVerification (api/nodeverification.ts,
+ * ADR 0005). In dry run nothing may be written, so progress lives in memory and does not survive
+ * a restart.
  */
 export interface ProgressStore {
   read(node: V1Node): StateRead;
   /**
-   * Stores `state` (and, with open, removes our taints and adds the verified label in the same
-   * write). Returns the node as written, or 'conflict' when the node changed since it was read.
+   * Stores `state`. With `open`, first removes our taints from the node and adds the verified label
+   * (one guarded Node write); a failed node's taint is added or removed the same way. `condition`:
+   * what the status condition says instead of the state's own verdict (a node waiting to become
+   * launchable). Returns the node as written, or 'conflict' when the node or its NodeVerification
+   * changed since they were read (decide again on fresh copies).
    */
-  save(node: V1Node, state: VerificationState, opts: { open: boolean }): Promise<V1Node | 'conflict'>;
+  save(node: V1Node, state: VerificationState, opts: { open: boolean; condition?: ConditionInput }): Promise<V1Node | 'conflict'>;
+  /** Makes sure the node has its NodeVerification (first sight of a node to verify), without status. */
+  ensure(node: V1Node): Promise<void>;
   /** The node is gone. */
   forget(name: string): void;
 }
 
-export class AnnotationProgressStore implements ProgressStore {
-  constructor(
-    private readonly kube: Pick<KubeClient, 'patchNode'>,
-    private readonly config: ControllerConfig,
-  ) {}
+export interface NodeVerificationStoreDeps {
+  kube: Pick<KubeClient, 'patchNode' | 'createNodeVerification' | 'updateNodeVerificationStatus' | 'getNodeVerification' | 'deleteNodeVerification'>;
+  config: ControllerConfig;
+  clock: Clock;
+  log: Logger;
+  /** The informer's NodeVerifications by name (the DaemonSet agent, which has none, passes an empty cache and calls refresh()). */
+  cache: { get(name: string): NodeVerification | undefined };
+}
 
-  read(node: V1Node): StateRead {
-    return readState(node);
+/**
+ * Progress in NodeVerification status, written with resourceVersion-guarded status updates (a
+ * 409 means another writer moved it on: the caller decides again). Reads come from the informer's
+ * cache, or from the copy our own last write returned while the watch has not delivered it yet
+ * (client-go's MutationCache): deciding on the older copy would redo that write.
+ *
+ * The Node is written only to open it (our taints off and the verified label on, guarded by JSON
+ * patch tests on the node UID and the taints: node-patch.ts) and for a failed node's taint, before
+ * the status that records it: a status that says Passed always has an open node behind it, and an
+ * open node whose status write was lost is completed level-based (VerificationController.ignore).
+ */
+export class NodeVerificationStore implements ProgressStore {
+  /** Copies the API server returned to us that are newer than the cache's (by resourceVersion). */
+  private readonly newer = new Map<string, NodeVerification>();
+  /** This installation's INSTALLATION_LABEL value. */
+  private readonly installation: string;
+
+  constructor(private readonly deps: NodeVerificationStoreDeps) {
+    this.installation = installationOf(deps.config.nodeManagement.condition.type);
   }
 
-  async save(node: V1Node, state: VerificationState, opts: { open: boolean }): Promise<V1Node | 'conflict'> {
-    const ops = nodePatch({ node, config: this.config, state, open: opts.open });
+  /** The newest NodeVerification of that name this store knows. */
+  current(name: string): NodeVerification | undefined {
+    const cached = this.deps.cache.get(name);
+    const own = this.newer.get(name);
+    if (own && (cached === undefined || compareResourceVersions(own.metadata?.resourceVersion, cached.metadata?.resourceVersion) === 1)) return own;
+    this.newer.delete(name);
+    return cached;
+  }
+
+  read(node: V1Node): StateRead {
+    return stateOf(this.current(nodeName(node)), node, this.installation);
+  }
+
+  async save(node: V1Node, state: VerificationState, opts: { open: boolean; condition?: ConditionInput }): Promise<V1Node | 'conflict'> {
+    const { kube, config } = this.deps;
+    // Before any write, the Node's included: another installation's node is not ours to open.
+    this.refuseForeign(node);
     // Recording a finished attempt (and opening the node) goes before launching more workers.
-    const priority = state.phase === Phase.Verifying ? Priority.Normal : Priority.High;
+    const priority = state.phase === Phase.Verifying || state.phase === Phase.Waiting ? Priority.Normal : Priority.High;
+    let written = node;
+    const ops = nodePatch({ node, config, state, open: opts.open });
+    if (ops.some((op) => op.op !== 'test')) {
+      try {
+        written = await kube.patchNode(nodeName(node), ops, priority);
+      } catch (err) {
+        if (isConflict(err)) return 'conflict';
+        throw err;
+      }
+    }
+    const condition = opts.condition ?? desiredCondition(state, config);
+    const saved = await this.writeStatus(written, state, condition, priority);
+    return saved === 'conflict' ? 'conflict' : written;
+  }
+
+  async ensure(node: V1Node): Promise<void> {
+    const nv = this.current(nodeName(node));
+    if (nv?.spec?.nodeUID === nodeUid(node)) return;
+    await this.create(node, nv, Priority.Normal);
+  }
+
+  /** Reads it live (after a refused write, or for a reader without a cache). */
+  async refresh(name: string): Promise<NodeVerification | undefined> {
+    const live = await this.deps.kube.getNodeVerification(name);
+    if (live) this.remember(live);
+    else this.newer.delete(name);
+    return live;
+  }
+
+  forget(name: string): void {
+    this.newer.delete(name);
+  }
+
+  private async writeStatus(node: V1Node, state: VerificationState, condition: ConditionInput, priority: Priority): Promise<'ok' | 'conflict'> {
+    const name = nodeName(node);
+    let nv = this.current(name);
+    if (nv?.spec?.nodeUID !== nodeUid(node)) {
+      const created = await this.create(node, nv, priority);
+      if (!created) return 'conflict';
+      nv = created;
+    }
+    const status = statusOf(state, node, { type: VERIFIED_CONDITION, status: condition.status, reason: condition.reason, message: condition.message }, nv, this.deps.clock.now());
+    if (canonical(status) === canonical(nv.status ?? {})) return 'ok';
     try {
-      return await this.kube.patchNode(nodeName(node), ops, priority);
+      this.remember(await this.deps.kube.updateNodeVerificationStatus({ ...nv, status }, priority));
+      return 'ok';
     } catch (err) {
-      if (isConflict(err)) return 'conflict';
-      throw err;
+      if (!isConflict(err) && !isNotFound(err)) throw err;
+      await this.refresh(name);
+      return 'conflict';
     }
   }
 
-  forget(): void {}
+  /**
+   * Creates the node's NodeVerification. One left by an earlier Node of the same name (another UID,
+   * garbage collection has not come to it yet) is deleted first. Undefined when someone else created
+   * it meanwhile (the caller decides again on that one).
+   */
+  private async create(node: V1Node, stale: NodeVerification | undefined, priority: Priority): Promise<NodeVerification | undefined> {
+    const name = nodeName(node);
+    if (stale) {
+      this.deps.log.info({ node: name, staleNodeUID: stale.spec?.nodeUID }, 'replacing the NodeVerification of an earlier node of this name');
+      await this.deps.kube.deleteNodeVerification(name, stale.metadata?.uid ?? '');
+    }
+    try {
+      const created = await this.deps.kube.createNodeVerification(newNodeVerification(node, this.installation), priority);
+      this.remember(created);
+      return created;
+    } catch (err) {
+      if (!isAlreadyExists(err)) throw err;
+      await this.refresh(name);
+      return undefined;
+    }
+  }
+
+  /** Throws when the node's NodeVerification (of this node UID) was written by another installation. */
+  private refuseForeign(node: V1Node): void {
+    const nv = this.current(nodeName(node));
+    if (nv?.spec?.nodeUID !== nodeUid(node)) return;
+    const writer = nv.metadata?.labels?.[INSTALLATION_LABEL];
+    if (writer === this.installation) return;
+    throw new TerminalError(
+      `node ${nodeName(node)}'s NodeVerification is written by another installation of kube-node-ready (${INSTALLATION_LABEL}=${writer ?? '(none)'}): ` +
+        'two installations cannot verify the same node; give the node only one of their verification taints',
+    );
+  }
+
+  private remember(nv: NodeVerification): void {
+    const name = nv.metadata?.name ?? '';
+    const known = this.newer.get(name) ?? this.deps.cache.get(name);
+    const order = compareResourceVersions(nv.metadata?.resourceVersion, known?.metadata?.resourceVersion);
+    if (known === undefined || order === 1 || known.metadata?.uid !== nv.metadata?.uid) this.newer.set(name, nv);
+  }
 }
 
+/** JSON with sorted keys: a status equal to the stored one, whatever the key order, is not written again. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v,
+  );
+}
+
+/** Dry run: progress in memory only (nothing written to the cluster; lost on restart). */
 export class MemoryProgressStore implements ProgressStore {
   private readonly states = new Map<string, VerificationState>();
 
   read(node: V1Node): StateRead {
     const state = this.states.get(nodeName(node));
-    if (!state) return { kind: 'none' };
-    if (state.uid !== node.metadata?.uid) return { kind: 'invalid', problem: 'state belongs to an earlier node of this name' };
+    if (!state || state.uid !== node.metadata?.uid) return { kind: 'none' };
     return { kind: 'ok', state };
   }
 
@@ -63,6 +200,8 @@ export class MemoryProgressStore implements ProgressStore {
     this.states.set(nodeName(node), { ...state });
     return node;
   }
+
+  async ensure(): Promise<void> {}
 
   forget(name: string): void {
     this.states.delete(name);

@@ -1,5 +1,8 @@
 import type { CheckSummary } from './summary.js';
 
+/** One check of a finished attempt, as the status keeps it. */
+export type CheckResult = Pick<CheckSummary, 'name' | 'ok' | 'durationMs' | 'error' | 'target'>;
+
 /** How one worker attempt ended. Each has its own Event reason and condition reason. */
 export const Outcome = {
   /** Every check passed. */
@@ -50,8 +53,10 @@ export interface WorkerWarning {
   message: string;
 }
 
-/** Where a node is in its verification. Persisted in annotations (api/well-known.ts). */
+/** Where a node is in its verification. Stored in NodeVerification status (api/nodeverification.ts). */
 export const Phase = {
+  /** Seen, no attempt yet: the node cannot run the worker yet, or waits for a verification slot. */
+  Waiting: 'Waiting',
   Verifying: 'Verifying',
   Backoff: 'Backoff',
   Passed: 'Passed',
@@ -62,7 +67,7 @@ export type Phase = (typeof Phase)[keyof typeof Phase];
 export interface VerificationState {
   /** The Node UID this state was written for. */
   uid: string;
-  /** Latest attempt started (1-based, never reused for this node UID). */
+  /** Latest attempt started (1-based, never reused for this node UID; 0 while Waiting for the first). */
   attempt: number;
   /** Consecutive failed attempts in the current verification. */
   failures: number;
@@ -72,8 +77,22 @@ export interface VerificationState {
   lastOutcome?: Outcome;
   /** The last finished attempt's message (names failed checks and errors). */
   lastMessage?: string;
+  /** The last finished attempt's number, when it is not `attempt`. */
+  lastAttempt?: number;
+  /** The last finished attempt's checks, with their durations. */
+  lastChecks?: CheckResult[];
+  /** When the last finished attempt ended (ms). */
+  lastFinishedAt?: number;
+  /** The worker pod of the current (or last) attempt, `namespace/name`. */
+  pod?: string;
+  /** When the node could first run the worker (ms). */
+  launchableAt?: number;
+  /** When the first worker pod of this verification was started (ms). */
+  firstLaunchAt?: number;
   /** Set when the node passed (kept across later re-verifications: "was ever verified"). */
   verifiedAt?: number;
+  /** Set when the node ran out of attempts (ms). */
+  failedAt?: number;
   /** While the node's attempts fail: since when, and the checks its latest one failed against a target. */
   failing?: Failing;
 }

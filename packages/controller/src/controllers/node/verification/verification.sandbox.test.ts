@@ -3,7 +3,7 @@
 // its taint, Karpenter's registration is awaited, a CNI taint is respected, re-verification works.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { k8s } from '@kube-node-ready/sandbox';
-import { annotations, harness, nodeEvents, nodeEventsWhen, readNode, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
+import { harness, progressOf, verificationCondition, nodeEvents, nodeEventsWhen, readNode, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
 import { core, sandbox } from '../../../../../../test/sandbox.js';
 
 let h: Harness;
@@ -24,7 +24,7 @@ async function patchNode(name: string, ops: object[]): Promise<void> {
   await core().patchNode({ name, body: ops }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch));
 }
 
-const phaseOf = async (name: string) => annotations(await readNode(name))['kube-node-ready.io/phase'];
+const phaseOf = async (name: string) => (await progressOf(name))['phase'];
 
 describe('verification', () => {
   it('verifies several nodes: taint removed, label added, condition True, worker deleted, metrics and events', async () => {
@@ -36,12 +36,12 @@ describe('verification', () => {
       const n = await readNode(node);
       expect(n?.spec?.taints ?? []).toEqual([]);
       expect(n?.metadata?.labels?.[h.verifiedLabel.key]).toBe('true');
-      const a = annotations(n);
-      expect(a['kube-node-ready.io/attempt']).toBe('1');
-      expect(a['kube-node-ready.io/last-outcome']).toBe('Passed');
+      const a = await progressOf(node);
+      expect(a['attempt']).toBe('1');
+      expect(a['last-outcome']).toBe('Passed');
       // A loaded machine can make an answer slow (a warning, not a failure).
-      expect(a['kube-node-ready.io/last-message']).toMatch(/^all checks passed (with warnings )?in .* \(.*dns.*\)/);
-      expect(Date.parse(a['kube-node-ready.io/verified-at'] ?? '')).toBeGreaterThan(0);
+      expect(a['last-message']).toMatch(/^all checks passed (with warnings )?in .* \(.*dns.*\)/);
+      expect(Date.parse(a['verified-at'] ?? '')).toBeGreaterThan(0);
       const condition = await waitFor(async () => (await readNode(node))?.status?.conditions?.find((c) => c.type === h.conditionType && c.status === 'True'), 'the condition');
       expect(condition).toMatchObject({ status: 'True', reason: 'Passed' });
       await waitFor(async () => (await workerPods(h.namespace, node)).length === 0, `${node}'s worker to be deleted`);
@@ -66,7 +66,7 @@ describe('verification', () => {
     const n = await readNode(node);
     expect(n?.spec?.taints ?? []).toEqual([]);
     expect(n?.metadata?.labels?.[h.verifiedLabel.key]).toBe('true');
-    expect(annotations(n)['kube-node-ready.io/last-message']).toMatch(/^all checks passed with warnings in .* \(.*api.*\): .*api: .*slow: .* \(over api\.slowAfter 1ms\)/);
+    expect((await progressOf(node))['last-message']).toMatch(/^all checks passed with warnings in .* \(.*api.*\): .*api: .*slow: .* \(over api\.slowAfter 1ms\)/);
     const condition = await waitFor(async () => (await readNode(node))?.status?.conditions?.find((c) => c.type === h.conditionType && c.status === 'True'), 'the condition');
     expect(condition).toMatchObject({ reason: 'Passed', message: expect.stringMatching(/^all checks passed with warnings in /) as unknown });
 
@@ -86,8 +86,8 @@ describe('verification', () => {
     const n = await readNode(node);
     expect(n?.spec?.taints?.map((t) => t.key)).toEqual([h.taint.key, 'kube-node-ready.io/verification-failed']);
     expect(n?.metadata?.labels?.[h.verifiedLabel.key]).toBeUndefined();
-    expect(annotations(n)['kube-node-ready.io/last-outcome']).toBe('ChecksFailed');
-    expect(annotations(n)['kube-node-ready.io/last-message']).toMatch(/^checks? failed: .*dns: /);
+    expect((await progressOf(node))['last-outcome']).toBe('ChecksFailed');
+    expect((await progressOf(node))['last-message']).toMatch(/^checks? failed: .*dns: /);
 
     const events = await nodeEventsWhen(
       node,
@@ -114,10 +114,10 @@ describe('verification', () => {
     await h.start({ reconciliation: { maxRetries: 1, initialBackoff: '1s' } });
     const node = await h.addNode({ faults: { terminationMessage: '<html><body>502 Bad Gateway & more</body></html>' } });
     await waitFor(async () => (await phaseOf(node)) === 'Failed', 'the node to fail after its retry', 60_000);
-    const a = annotations(await readNode(node));
-    expect(a['kube-node-ready.io/attempt']).toBe('2');
-    expect(a['kube-node-ready.io/last-outcome']).toBe('WorkerError');
-    expect(a['kube-node-ready.io/last-message']).toContain('<html><body>502 Bad Gateway &');
+    const a = (await progressOf(node));
+    expect(a['attempt']).toBe('2');
+    expect(a['last-outcome']).toBe('WorkerError');
+    expect(a['last-message']).toContain('<html><body>502 Bad Gateway &');
     expect((await readNode(node))?.spec?.taints?.map((t) => t.key)).toEqual([h.taint.key, 'kube-node-ready.io/verification-failed']);
   });
 
@@ -145,15 +145,20 @@ describe('verification', () => {
     const node = await h.addNode({ taints: [cni, h.taint, gpu] });
     // Waiting: the condition and an Event name the CNI's taint (not the tolerated GPU one); no worker, no attempt.
     const waiting = await waitFor(
-      async () => (await readNode(node))?.status?.conditions?.find((c) => c.type === h.conditionType && c.reason === 'WaitingForNode'),
-      'the WaitingForNode condition',
+      async () => {
+        const c = await verificationCondition(node);
+        return c?.reason === 'WaitingForNode' ? c : undefined;
+      },
+      'the WaitingForNode condition of its NodeVerification',
     );
+    // A step, not a verdict: not on the Node.
+    expect((await readNode(node))?.status?.conditions?.find((c) => c.type === h.conditionType)).toBeUndefined();
     expect(waiting).toMatchObject({ status: 'Unknown', message: `no attempt until the node can run the worker; waiting for: taint ${cni.key}=true:NoSchedule removed (the worker does not tolerate it)` });
     const events = await nodeEventsWhen(node, (list) => list.some((e) => e.reason === 'VerificationWaitingForNode'), 'the VerificationWaitingForNode Event');
     expect(events.find((e) => e.reason === 'VerificationWaitingForNode')?.message).toContain(cni.key);
     await waitFor(async () => (await ctl.metrics()).includes(`kube_node_ready_verification_status{node="${node}",status="waiting"} 1`), 'the waiting status metric');
     expect(await workerPods(h.namespace, node)).toEqual([]);
-    expect(annotations(await readNode(node))).not.toHaveProperty('kube-node-ready.io/attempt');
+    expect((await progressOf(node))['attempt'] ?? '0').toBe('0'); // none started
 
     // The CNI agent comes up and removes its taint (index 0): ours moves to index 0.
     await patchNode(node, [{ op: 'test', path: '/spec/taints/0/key', value: cni.key }, { op: 'remove', path: '/spec/taints/0' }]);
@@ -175,7 +180,7 @@ describe('verification', () => {
     await waitFor(async () => (await phaseOf(node)) === 'Passed', 'the node to pass', 60_000);
     const n = await readNode(node);
     expect(n?.spec?.taints?.map((t) => t.key)).toEqual([gpu.key]);
-    expect(annotations(n)['kube-node-ready.io/attempt']).toBe('1');
+    expect((await progressOf(node))['attempt']).toBe('1');
     // The Event was recorded once, however many reconciles the node waited through.
     expect((await nodeEvents(node)).filter((e) => e.reason === 'VerificationWaitingForNode').map((e) => e.count ?? 1)).toEqual([1]);
   });
@@ -193,7 +198,7 @@ describe('verification', () => {
     const reasons: string[] = [];
     await waitFor(
       async () => {
-        const c = (await readNode(node))?.status?.conditions?.find((x) => x.type === h.conditionType);
+        const c = await verificationCondition(node);
         if (c?.reason && reasons.at(-1) !== c.reason) reasons.push(c.reason);
         return c?.reason === 'Passed';
       },
@@ -201,8 +206,8 @@ describe('verification', () => {
       90_000,
       50,
     );
-    const a = annotations(await readNode(node));
-    expect(a).toMatchObject({ 'kube-node-ready.io/phase': 'Passed', 'kube-node-ready.io/attempt': '1', 'kube-node-ready.io/failures': '0' });
+    const a = (await progressOf(node));
+    expect(a).toMatchObject({ phase: 'Passed', attempt: '1', failures: '0' });
     // It said it was waiting before its one attempt; no attempt failed.
     expect(reasons[0]).toBe('WaitingForNode');
     expect(reasons).not.toContain('RetriesExhausted');
@@ -231,7 +236,7 @@ describe('verification', () => {
     expect(await workerPods(h.namespace, node)).toEqual([]);
     const n = await readNode(node);
     expect(n?.spec?.taints?.map((t) => t.key)).toContain(h.taint.key);
-    expect(annotations(n)['kube-node-ready.io/attempt']).toBeUndefined();
+    expect((await progressOf(node))['attempt'] ?? '0').toBe('0'); // none started
     expect(await ctl.metrics()).toContain(`kube_node_ready_verification_status{node="${node}",status="waiting"} 1`);
   });
 
@@ -253,14 +258,14 @@ describe('verification', () => {
     await h.start();
     const node = await h.addNode();
     await waitFor(async () => (await phaseOf(node)) === 'Passed', 'the first verification', 60_000);
-    const firstVerifiedAt = annotations(await readNode(node))['kube-node-ready.io/verified-at'];
+    const firstVerifiedAt = (await progressOf(node))['verified-at'];
     await new Promise((r) => setTimeout(r, 1_100)); // verified-at has second precision
 
     await patchNode(node, [{ op: 'remove', path: `/metadata/labels/${h.verifiedLabel.key.replace('/', '~1')}` }]);
-    await waitFor(async () => annotations(await readNode(node))['kube-node-ready.io/attempt'] === '2', 'a second attempt', 30_000);
+    await waitFor(async () => (await progressOf(node))['attempt'] === '2', 'a second attempt', 30_000);
     await waitFor(async () => (await readNode(node))?.metadata?.labels?.[h.verifiedLabel.key] === 'true', 'the label to come back', 60_000);
-    const a = annotations(await readNode(node));
-    expect(a['kube-node-ready.io/phase']).toBe('Passed');
-    expect(a['kube-node-ready.io/verified-at']).not.toBe(firstVerifiedAt);
+    const a = (await progressOf(node));
+    expect(a['phase']).toBe('Passed');
+    expect(a['verified-at']).not.toBe(firstVerifiedAt);
   });
 });
