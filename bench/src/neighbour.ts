@@ -210,7 +210,7 @@ export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number
     let footprintPoints: FootprintPoint[] | undefined;
     try {
       if (footprintCounts.length > 0) {
-        footprintPoints = await footprint(env, core, { 'kube-node-ready': ours.pid, 'node-readiness-controller': theirs.pid }, footprintCounts);
+        footprintPoints = await footprint(env, kc, { 'kube-node-ready': ours.pid, 'node-readiness-controller': theirs.pid }, footprintCounts);
         onRun({ versions: { nodeReadinessController: NODE_READINESS_CONTROLLER_VERSION }, startupRssMiB, footprint: footprintPoints, runs, bySize: [] });
       }
       for (const size of sizes) {
@@ -263,14 +263,14 @@ const FOOTPRINT_WINDOW_MS = 30_000;
  * Leases are not renewed and kube-controller-manager marks them Unknown after its grace period,
  * the same churn for both. Deleted again before the bursts.
  */
-async function footprint(env: BenchEnv, core: k8s.CoreV1Api, pids: Record<Contender, number>, counts: readonly number[]): Promise<FootprintPoint[]> {
+async function footprint(env: BenchEnv, kc: k8s.KubeConfig, pids: Record<Contender, number>, counts: readonly number[]): Promise<FootprintPoint[]> {
   const contenders = Object.keys(pids) as Contender[];
   const points: FootprintPoint[] = [];
   let created = 0;
   try {
     for (const count of counts) {
       const cpuBefore = Object.fromEntries(contenders.map((c) => [c, sampleProcess(pids[c])?.cpuSeconds ?? 0])) as Record<Contender, number>;
-      const { ms: createMs, nodeObjectBytes } = await createRealisticNodes(core, 'footprint', created, count, (line) => env.out(`side by side footprint: ${line}`));
+      const { ms: createMs, nodeObjectBytes } = await createRealisticNodes(kc, 'footprint', created, count, (line) => env.out(`side by side footprint: ${line}`));
       created = Math.max(created, count);
       env.out(`side by side footprint: ${count} realistic nodes in (${nodeObjectBytes} bytes each, ${(createMs / 1000).toFixed(1)}s); sampling both controllers' RSS for ${FOOTPRINT_WINDOW_MS / 1000}s`);
       await sleep(5000); // both take the last of them in
@@ -290,7 +290,7 @@ async function footprint(env: BenchEnv, core: k8s.CoreV1Api, pids: Record<Conten
   } finally {
     env.out(`side by side footprint: deleting the ${created} nodes`);
     await pool(Array.from({ length: created }, (_, i) => i), 50, async (i) => {
-      await core.deleteNode({ name: realisticNodeName(i) }).catch(() => undefined);
+      await kc.makeApiClient(k8s.CoreV1Api).deleteNode({ name: realisticNodeName(i) }).catch(() => undefined);
     });
   }
   return points;

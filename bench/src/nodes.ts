@@ -1,7 +1,11 @@
 // Nodes the bench creates that nobody plays: verified long ago and untainted, as a kubelet on EKS
 // registers them (labels, capacity, node info, 50 images, conditions: kubeletNodeStatus), about
-// 15 KB of JSON each with their managedFields. What a controller pays to know them is what is measured.
-import { kubeletNodeStatus, SIMULATED_LABEL, simulatedNode, statusCode, type k8s } from '@kube-node-ready/sandbox';
+// 15 KB of JSON each with their managedFields, each with the NodeVerification kube-node-ready left
+// when it opened it (a Passed status with every check's result). What a controller pays to know them
+// is what is measured.
+import { k8s, kubeletNodeStatus, SIMULATED_LABEL, simulatedNode, statusCode } from '@kube-node-ready/sandbox';
+import { installationOf, newNodeVerification, NodeVerificationApi, statusOf, VERIFIED_CONDITION, type NodeVerification } from '../../packages/controller/src/api/nodeverification.js';
+import { Outcome, Phase } from '../../packages/controller/src/controllers/node/verification/types.js';
 import { RUN_LABEL } from './burst.js';
 import { VERIFIED_LABEL } from './controller.js';
 import { pool, sleep } from './util.js';
@@ -25,7 +29,9 @@ export const realisticNodeName = (i: number): string => `ip-10-3-${(i >> 8) & 25
  * Creates realistic Nodes `from`..`to - 1` of `run` (50 requests in flight), reporting progress every
  * 5 s; returns the size of one as the API serves it (JSON bytes).
  */
-export async function createRealisticNodes(core: k8s.CoreV1Api, run: string, from: number, to: number, progress: (line: string) => void): Promise<{ ms: number; nodeObjectBytes: number }> {
+export async function createRealisticNodes(kc: k8s.KubeConfig, run: string, from: number, to: number, progress: (line: string) => void): Promise<{ ms: number; nodeObjectBytes: number }> {
+  const core = kc.makeApiClient(k8s.CoreV1Api);
+  const custom = kc.makeApiClient(k8s.CustomObjectsApi);
   const started = Date.now();
   let created = 0;
   let lastReport = started;
@@ -33,7 +39,9 @@ export async function createRealisticNodes(core: k8s.CoreV1Api, run: string, fro
     Array.from({ length: Math.max(0, to - from) }, (_, k) => from + k),
     50,
     async (i) => {
-      await createWithRetries(core, realisticNode(run, i));
+      const node = realisticNode(run, i);
+      await createWithRetries(() => core.createNode({ body: node }));
+      await createVerification(custom, (await core.readNode({ name: realisticNodeName(i) })) ?? node);
       created++;
       if (Date.now() - lastReport > 5000) {
         lastReport = Date.now();
@@ -44,15 +52,45 @@ export async function createRealisticNodes(core: k8s.CoreV1Api, run: string, fro
   return { ms: Date.now() - started, nodeObjectBytes: JSON.stringify(await core.readNode({ name: realisticNodeName(from) })).length };
 }
 
-/** A loaded apiserver drops a request now and then (a reset, a 429, a 5xx): one node is worth three tries. */
-async function createWithRetries(core: k8s.CoreV1Api, node: k8s.V1Node): Promise<void> {
+/** The condition type of the controllers the bench runs (the default): their NodeVerifications carry its installation label. */
+const DEFAULT_CONDITION_TYPE = 'kube-node-ready.io/NetworkVerified';
+
+/** The checks of a passed attempt as the worker reports them (names and typical durations). */
+const PASSED_CHECKS = ['dns', 'api', 'tcp', 'service', 'mtu', 'nodeport', 'conntrack', 'egress'].map((name, i) => ({ name, ok: true, durationMs: 40 + 17 * i }));
+
+/** The NodeVerification kube-node-ready left on `node` when it opened it. */
+async function createVerification(custom: k8s.CustomObjectsApi, node: k8s.V1Node): Promise<void> {
+  const coords = { group: NodeVerificationApi.group, version: NodeVerificationApi.version, plural: NodeVerificationApi.plural };
+  const nv = (await createWithRetries(() => custom.createClusterCustomObject({ ...coords, body: newNodeVerification(node, installationOf(DEFAULT_CONDITION_TYPE)) }))) as NodeVerification | undefined;
+  const current = nv ?? ((await custom.getClusterCustomObject({ ...coords, name: node.metadata?.name ?? '' })) as NodeVerification);
+  const at = Date.now() - 3_600_000;
+  const state = {
+    uid: node.metadata?.uid ?? '',
+    attempt: 1,
+    failures: 0,
+    phase: Phase.Passed,
+    lastOutcome: Outcome.Passed,
+    lastMessage: `all checks passed in 1.2s (${PASSED_CHECKS.map((c) => c.name).join(', ')})`,
+    lastAttempt: 1,
+    lastChecks: PASSED_CHECKS,
+    lastFinishedAt: at,
+    pod: `kube-system/knr-${node.metadata?.name ?? ''}-a1`.slice(0, 63),
+    launchableAt: at - 5_000,
+    firstLaunchAt: at - 4_000,
+    verifiedAt: at,
+  };
+  const condition = { type: VERIFIED_CONDITION, status: 'True' as const, reason: 'Passed', message: state.lastMessage };
+  await createWithRetries(() => custom.replaceClusterCustomObjectStatus({ ...coords, name: node.metadata?.name ?? '', body: { ...current, status: statusOf(state, node, condition, current, at) } }));
+}
+
+/** A loaded apiserver drops a request now and then (a reset, a 429, a 5xx): one request is worth three tries. Undefined: it had been applied. */
+async function createWithRetries<T>(create: () => Promise<T>): Promise<T | undefined> {
   for (let attempt = 1; ; attempt++) {
     try {
-      await core.createNode({ body: node });
-      return;
+      return await create();
     } catch (err) {
       const code = statusCode(err);
-      if (code === 409 && attempt > 1) return; // the try that failed was applied after all
+      if (code === 409 && attempt > 1) return undefined; // the try that failed was applied after all
       if (attempt >= 3 || (code !== undefined && code !== 429 && code < 500)) throw err;
       await sleep(1000 * attempt);
     }

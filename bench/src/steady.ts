@@ -9,7 +9,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { k8s, sandboxLayout, stopSandbox, type FaultProxy } from '@kube-node-ready/sandbox';
+import { sandboxLayout, stopSandbox, type FaultProxy } from '@kube-node-ready/sandbox';
 import { controllerMetrics, freshSandbox, type BenchEnv } from './burst.js';
 import { applyChartRbac, BENCH_WORKER_IMAGE, benchConfig, ControllerProcess, controllerKubeconfig, startProxy } from './controller.js';
 import { apiserverRequestCounts, diffCounts } from './apiserver.js';
@@ -74,9 +74,8 @@ export async function runSteady(env: BenchEnv, count: number, windowMs: number, 
     proxy = await startProxy(layout);
     const kubeconfig = join(env.sandboxDir, 'controller.kubeconfig');
     await controllerKubeconfig(kc, layout, proxy, kubeconfig);
-    const core = kc.makeApiClient(k8s.CoreV1Api);
-    const { ms: createMs, nodeObjectBytes } = await createRealisticNodes(core, 'steady', 0, count, (line) => env.out(`${tag}: ${line}`));
-    env.out(`${tag}: ${count} realistic verified nodes created in ${(createMs / 1000).toFixed(1)}s (${nodeObjectBytes} bytes each); starting the controller`);
+    const { ms: createMs, nodeObjectBytes } = await createRealisticNodes(kc, 'steady', 0, count, (line) => env.out(`${tag}: ${line}`));
+    env.out(`${tag}: ${count} realistic verified nodes and their NodeVerifications created in ${(createMs / 1000).toFixed(1)}s (${nodeObjectBytes} bytes each node); starting the controller`);
 
     const metricsPort = 18000 + 100 + env.slot;
     const configFile = join(env.sandboxDir, 'controller.yaml');
