@@ -14,7 +14,8 @@ resourceVersion.
   --config PATH   the controller's configuration (taint and label names); defaults otherwise
   --no-taint      leave the node open while it is verified again; an open node keeps its
                   NodeVerification, which is what has the controller verify a node without the
-                  taint (its next attempt starts with no failures counted)
+                  taint (a node that had passed starts with no failures counted; one being
+                  verified goes on with its count)
   --dry-run       print the node patch and the deletion instead of sending them`;
 
 export async function runVerify(argv: string[], _env: NodeJS.ProcessEnv): Promise<number> {
@@ -70,7 +71,7 @@ export async function runVerify(argv: string[], _env: NodeJS.ProcessEnv): Promis
         if (!plan.deleteVerification) throw err;
         throw new Error(`its NodeVerification was deleted, but writing the node failed (run the command again): ${errorMessage(err)}`, { cause: err });
       }
-      const how = taint ? ' (taint set until it passes)' : plan.deleteVerification ? '' : ' (the node stays open; the next attempt starts with no failures counted)';
+      const how = taint ? ' (taint set until it passes)' : plan.deleteVerification ? '' : ' (the node stays open; its NodeVerification is kept)';
       console.log(`node/${node}: verification restarted${how}`);
       return ExitCode.OK;
     }
