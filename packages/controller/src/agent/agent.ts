@@ -2,7 +2,7 @@ import type { V1Node } from '@kubernetes/client-node';
 import { errorMessage, formatDuration, type Logger } from '@kube-node-ready/core';
 import type { Clock } from '../clock.js';
 import type { ControllerConfig } from '../config/schema.js';
-import { desiredCondition, isFinal } from '../controllers/node/verification/condition.js';
+import { desiredCondition, writesToNode } from '../controllers/node/verification/condition.js';
 import { failedState, karpenterRegistered, passedState, type Action } from '../controllers/node/verification/decide.js';
 import { awaitingRegistrationEvent, completedEvents, type NodeEvent } from '../controllers/node/verification/events.js';
 import { conditionPatch, taintsToRemove, type ConditionInput } from '../controllers/node/verification/node-patch.js';
@@ -181,10 +181,11 @@ export class NodeAgent {
     return (await this.deps.kube.getNode(this.deps.nodeName)) ?? fallback;
   }
 
-  /** The Node carries final verdicts only (condition.ts isFinal); every step is in the NodeVerification. */
+  /** The Node carries verdicts (condition.ts writesToNode); every step is in the NodeVerification. */
   private async syncCondition(node: V1Node, wanted: ConditionInput): Promise<void> {
     const { config, kube, clock, nodeName } = this.deps;
-    if (!config.nodeManagement.condition.enabled || config.dryRun || !isFinal(wanted)) return;
+    if (!config.nodeManagement.condition.enabled || config.dryRun) return;
+    if (!writesToNode(wanted, node.status?.conditions?.find((c) => c.type === wanted.type))) return;
     const patch = conditionPatch(node, wanted, clock.now());
     if (patch) await kube.patchNodeStatus(nodeName, patch);
   }

@@ -13,7 +13,7 @@
 // needs three), and an inconclusive node is never stuck. Serial: the cluster's DNS is shared by every test.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { k8s } from '@kube-node-ready/sandbox';
-import { harness, progressOf, nodeEvents, readNode, waitFor, type Harness } from '../../../../test/harness.js';
+import { harness, nodeEvents, progressOf, readNode, verificationCondition, waitFor, type Harness } from '../../../../test/harness.js';
 import { sandbox } from '../../../../../../test/sandbox.js';
 
 let h: Harness;
@@ -58,8 +58,8 @@ it('the cluster DNS Service without endpoints: every attempt inconclusive from t
     async () => {
       const state = await Promise.all(
         nodes.map(async (node) => {
-          const n = await readNode(node);
-          const condition = n?.status?.conditions?.find((x) => x.type === h.conditionType);
+          // Inconclusive is a step, not a verdict: the condition is the NodeVerification's.
+          const condition = await verificationCondition(node);
           const events = (await nodeEvents(node)).map((e) => e.reason);
           return { node, condition: `${condition?.status}/${condition?.reason}`, message: condition?.message ?? '', events };
         }),

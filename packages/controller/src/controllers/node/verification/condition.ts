@@ -82,11 +82,22 @@ export function waitingCondition(waitingFor: readonly string[], overdue: boolean
  * launchable within bringUpTimeout, an operating system the worker cannot run on. The steps in
  * between (verifying, backing off, waiting) are only in the NodeVerification.
  */
-export function isFinal(condition: ConditionInput): boolean {
+export function isFinal(condition: Pick<ConditionInput, 'reason'>): boolean {
   return (
     condition.reason === ConditionReason.Passed ||
     condition.reason === ConditionReason.RetriesExhausted ||
     condition.reason === ConditionReason.NodeNotLaunchable ||
     condition.reason === ConditionReason.UnsupportedOS
   );
+}
+
+/**
+ * Whether the Node's condition is written with `wanted`: a final verdict always; a step only while
+ * the Node still carries a verdict of an earlier verification (a node verified again: its `True`
+ * is withdrawn, `Unknown` while the new one runs, so the node-readiness-controller's continuous
+ * rules and anyone reading the Node see it no longer holds). A node verified for the first time
+ * carries none, so its steps cost no Node write.
+ */
+export function writesToNode(wanted: ConditionInput, existing: { reason?: string } | undefined): boolean {
+  return isFinal(wanted) || (existing !== undefined && isFinal({ reason: existing.reason ?? '' }));
 }

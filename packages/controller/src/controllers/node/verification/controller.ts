@@ -14,7 +14,7 @@ import type { NodeStatus } from '../../../metrics/names.js';
 import { judgeShared, noteClusterWide, type ClusterWideFailures, type ControlAnswer, type Evidence } from './cluster-wide.js';
 import { CONTROL_POLL_MS, type ControlRuns } from './control.js';
 import type { ClusterDnsEndpoints } from './dns-endpoints.js';
-import { desiredCondition, isFinal, unsupportedOSCondition, waitingCondition } from './condition.js';
+import { desiredCondition, unsupportedOSCondition, waitingCondition, writesToNode } from './condition.js';
 import { carried, decide, hasVerificationTaint, POD_REFUSED_RETRY_MS, podRef, unsupportedOS, type Action, type PodRef } from './decide.js';
 import { awaitingRegistrationEvent, completedEvents, podRefusedEvent, startedEvent, unsupportedOSEvent, waitingForNodeEvent, type NodeEvent } from './events.js';
 import { workerPodName } from './naming.js';
@@ -525,9 +525,10 @@ export class VerificationController {
     const report = 'condition' in from ? from : from.uid === nodeUid(node) ? { status: statusOf(from), condition: desiredCondition(from, config) } : undefined;
     if (!report) return;
     metrics.setNodeStatus(name, report.status);
-    // The Node carries final verdicts only; every step is in the NodeVerification (written with it).
-    if (!config.nodeManagement.condition.enabled || config.dryRun || !isFinal(report.condition)) return;
+    // The Node carries verdicts; every step is in the NodeVerification (written with it).
     const wanted = report.condition;
+    if (!config.nodeManagement.condition.enabled || config.dryRun) return;
+    if (!writesToNode(wanted, node.status?.conditions?.find((c) => c.type === wanted.type))) return;
     const key = `${nodeUid(node)}|${JSON.stringify(wanted)}`;
     if (this.writtenCondition.get(name) === key) return;
     const patch = conditionPatch(node, wanted, this.deps.clock.now());
