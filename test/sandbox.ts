@@ -158,13 +158,18 @@ export async function readPod(namespace: string, name: string): Promise<k8s.V1Po
 /** A kubeconfig that authenticates as a ServiceAccount (a token of an hour), to the sandbox's apiserver or to `server` (a fault proxy in front of it, serving the sandbox's certificate). */
 export async function serviceAccountKubeConfig(namespace: string, name: string, server?: string): Promise<k8s.KubeConfig> {
   const token = await core().createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  return tokenKubeConfig(token.status?.token ?? '', name, server);
+}
+
+/** A kubeconfig for the sandbox's API server (or `server`, e.g. a fault proxy) that authenticates with `token` as `user`. */
+export function tokenKubeConfig(token: string, user: string, server?: string): k8s.KubeConfig {
   const cluster = sandbox().kc.getCurrentCluster();
   if (!cluster) throw new Error('the sandbox kubeconfig has no cluster');
   const kc = new k8s.KubeConfig();
   kc.loadFromOptions({
     clusters: [{ name: 'sandbox', server: server ?? cluster.server, ...(cluster.caData ? { caData: cluster.caData } : {}), ...(cluster.caFile ? { caFile: cluster.caFile } : {}), skipTLSVerify: false }],
-    users: [{ name, token: token.status?.token ?? '' }],
-    contexts: [{ name: 'sa', cluster: 'sandbox', user: name }],
+    users: [{ name: user, token }],
+    contexts: [{ name: 'sa', cluster: 'sandbox', user }],
     currentContext: 'sa',
   });
   return kc;

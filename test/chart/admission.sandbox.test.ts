@@ -16,7 +16,7 @@ import type { ControllerConfig } from '../../packages/controller/src/config/sche
 import { conditionPatch, nodePatch, type JsonPatchOp } from '../../packages/controller/src/controllers/node/verification/node-patch.js';
 import { buildWorkerPod, workerImage } from '../../packages/controller/src/controllers/node/verification/pod-spec.js';
 import { Outcome, Phase, type VerificationState } from '../../packages/controller/src/controllers/node/verification/types.js';
-import { addNode, core, createNamespace, deleteNode, outcome, pendingWorkloadFor, sandbox, serviceAccountKubeConfig, waitFor } from '../sandbox.js';
+import { addNode, core, createNamespace, deleteNode, outcome, pendingWorkloadFor, sandbox, serviceAccountKubeConfig, tokenKubeConfig, waitFor } from '../sandbox.js';
 import { find, kubectl, template, type KubeObject } from './helm.js';
 
 const KINDS = new Set(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']);
@@ -305,18 +305,7 @@ describe('DaemonSet mode: an agent writes only its own node\'s NodeVerification'
   /** The same ServiceAccount with a token bound to no pod (no node in it). */
   let unbound: k8s.CustomObjectsApi;
 
-  function customWithToken(token: string): k8s.CustomObjectsApi {
-    const cluster = sandbox().kc.getCurrentCluster();
-    if (!cluster) throw new Error('the sandbox kubeconfig has no cluster');
-    const kc = new k8s.KubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: 'sandbox', server: cluster.server, ...(cluster.caData ? { caData: cluster.caData } : {}), ...(cluster.caFile ? { caFile: cluster.caFile } : {}) }],
-      users: [{ name: 'agent', token }],
-      contexts: [{ name: 'agent', cluster: 'sandbox', user: 'agent' }],
-      currentContext: 'agent',
-    });
-    return kc.makeApiClient(k8s.CustomObjectsApi);
-  }
+  const customWithToken = (token: string): k8s.CustomObjectsApi => tokenKubeConfig(token, 'agent').makeApiClient(k8s.CustomObjectsApi);
 
   beforeAll(async () => {
     // The DaemonSet-mode release's agent ServiceAccount, ClusterRole(Binding) and policies (its

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { k8s } from '@kube-node-ready/sandbox';
-import { addNode, core, createNamespace, deleteNode, outcome, sandbox, waitFor } from '../sandbox.js';
+import { addNode, core, createNamespace, deleteNode, outcome, sandbox, tokenKubeConfig, waitFor } from '../sandbox.js';
 import { CHART_DIR, helm, kubectl } from './helm.js';
 
 const JSON_PATCH = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch);
@@ -218,18 +218,7 @@ describe('the admission policy: an agent writes only its own node, and only our 
   let asAgent: k8s.CoreV1Api;
   let unbound: k8s.CoreV1Api;
 
-  function apiWithToken(token: string): k8s.CoreV1Api {
-    const cluster = sandbox().kc.getCurrentCluster();
-    if (!cluster) throw new Error('the sandbox kubeconfig has no cluster');
-    const kc = new k8s.KubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: 'sandbox', server: cluster.server, ...(cluster.caData ? { caData: cluster.caData } : {}), ...(cluster.caFile ? { caFile: cluster.caFile } : {}) }],
-      users: [{ name: 'agent', token }],
-      contexts: [{ name: 'agent', cluster: 'sandbox', user: 'agent' }],
-      currentContext: 'agent',
-    });
-    return kc.makeApiClient(k8s.CoreV1Api);
-  }
+  const apiWithToken = (token: string): k8s.CoreV1Api => tokenKubeConfig(token, 'agent').makeApiClient(k8s.CoreV1Api);
 
   beforeAll(async () => {
     // Two broken nodes: they stay tainted, and each keeps its agent pod.

@@ -9,9 +9,9 @@ import { realClock } from '../src/clock.js';
 import { parseConfig } from '../src/config/load.js';
 import type { ControllerConfig, ControllerConfigInput } from '../src/config/schema.js';
 import { startController, type RunningController } from '../src/controllers.js';
-import { NodeVerificationApi, type NodeVerification, type NodeVerificationStatus } from '../src/api/nodeverification.js';
+import type { NodeVerification, NodeVerificationStatus } from '../src/api/nodeverification.js';
 import { KubeClient } from '../src/kube/client.js';
-import { addNode, core, createNamespace, describeNodesOnTimeout, sandbox, serviceAccountKubeConfig, uniqueName, waitFor } from '../../../test/sandbox.js';
+import { addNode, core, createNamespace, describeNodesOnTimeout, readVerification, sandbox, serviceAccountKubeConfig, uniqueName, waitFor } from '../../../test/sandbox.js';
 import { deepMerge } from '../../core/src/testing/merge.js';
 import { certPaths } from '../../sandbox/src/certs.js';
 import { startFaultProxy, type FaultProxy } from '../../sandbox/src/fault-proxy.js';
@@ -295,14 +295,8 @@ export function annotations(node: k8s.V1Node | undefined): Record<string, string
 
 /** The node's NodeVerification, if it has one of its current UID. */
 export async function verificationOf(name: string): Promise<NodeVerification | undefined> {
-  let nv: NodeVerification;
-  try {
-    nv = (await sandbox()
-      .kc.makeApiClient(k8s.CustomObjectsApi)
-      .getClusterCustomObject({ group: NodeVerificationApi.group, version: NodeVerificationApi.version, plural: NodeVerificationApi.plural, name })) as NodeVerification;
-  } catch {
-    return undefined;
-  }
+  const nv = await readVerification(name);
+  if (!nv) return undefined;
   const node = await readNode(name);
   return nv.spec?.nodeUID === node?.metadata?.uid ? nv : undefined;
 }

@@ -135,7 +135,7 @@ export function parseStatus(uid: string, s: NodeVerificationStatus | undefined):
   const attempt = s.attempt ?? 0;
   if (!Number.isInteger(attempt) || attempt < 0 || (attempt === 0 && s.phase !== Phase.Waiting)) return { kind: 'invalid', problem: `bad attempt ${JSON.stringify(s.attempt)} in phase ${s.phase}` };
   const state: VerificationState = { uid, attempt, failures: s.failures ?? 0, phase: s.phase };
-  const next = parseTime(s.nextAttemptAt);
+  const next = toMillis(s.nextAttemptAt);
   if (next !== undefined) state.nextAttemptAt = next;
   if (s.phase === Phase.Backoff && next === undefined) return { kind: 'invalid', problem: 'phase Backoff without nextAttemptAt' };
   if (s.workerPod) state.pod = s.workerPod;
@@ -145,13 +145,13 @@ export function parseStatus(uid: string, s: NodeVerificationStatus | undefined):
     state.lastMessage = last.message;
     if (Number.isInteger(last.attempt) && last.attempt > 0) state.lastAttempt = last.attempt;
     if (last.checks) state.lastChecks = last.checks.map((c) => ({ ...c }));
-    const finished = parseTime(last.finishedAt);
+    const finished = toMillis(last.finishedAt);
     if (finished !== undefined) state.lastFinishedAt = finished;
   }
   const failing = parseFailing(s.failing);
   if (failing) state.failing = failing;
   for (const key of ['launchableAt', 'firstLaunchAt', 'verifiedAt', 'failedAt'] as const) {
-    const t = parseTime(s[key]);
+    const t = toMillis(s[key]);
     if (t !== undefined) state[key] = t;
   }
   return { kind: 'ok', state };
@@ -215,8 +215,8 @@ export function newNodeVerification(node: V1Node, installation?: string): NodeVe
 
 function parseFailing(f: NodeVerificationStatus['failing']): Failing | undefined {
   if (!f) return undefined;
-  const since = parseTime(f.since);
-  const at = parseTime(f.at);
+  const since = toMillis(f.since);
+  const at = toMillis(f.at);
   if (since === undefined || at === undefined) return undefined;
   return { since, at, checks: { ...f.checks } };
 }
@@ -226,8 +226,3 @@ export function formatTime(ms: number): string {
   return new Date(Math.ceil(ms / 1000) * 1000).toISOString().replace('.000Z', 'Z');
 }
 
-function parseTime(text: string | undefined): number | undefined {
-  if (text === undefined) return undefined;
-  const ms = Date.parse(text);
-  return Number.isFinite(ms) ? ms : undefined;
-}
