@@ -8,6 +8,7 @@ export function kubeConfig(path: string | undefined): KubeConfig {
   try {
     if (path) kc.loadFromFile(path);
     else kc.loadFromDefault();
+    kc.inlineCredentialFiles();
   } catch (err) {
     throw new ConfigError(`cannot load kubeconfig${path ? ` ${path}` : ''}: ${errorMessage(err)}`, '--kubeconfig');
   }

@@ -7,7 +7,7 @@ export { k8s };
 export function loadKubeConfig(path: string): k8s.KubeConfig {
   const kc = new PooledKubeConfig();
   kc.loadFromFile(path);
-  return kc;
+  return kc.inlineCredentialFiles();
 }
 
 /** The HTTP status of a client-node error, or undefined. */

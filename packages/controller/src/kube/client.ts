@@ -1,8 +1,12 @@
+import { readFileSync } from 'node:fs';
+import type { AgentOptions } from 'node:https';
 import {
+  type Cluster,
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
   DiscoveryV1Api,
+  type DispatcherOptions,
   KubeConfig,
   PatchStrategy,
   type RequestContext,
@@ -379,25 +383,59 @@ type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
  * watch opened a TLS connection of its own (a handshake each), left open until that agent's
  * keep-alive ran out: hundreds of sockets and their TLS buffers in a burst (pool.sandbox.test.ts
  * counts them). The first Agent made for the current cluster and user is kept and given to every
- * later request, as client-go keeps one transport per configuration. Its TLS settings are those of
- * the first request; the bearer token is still read per request (a rotated service-account token
- * is used at once).
+ * later request, as client-go keeps one transport per configuration; later requests build none.
+ * Its TLS settings are those of the first request, so the CA, client certificate and key files are
+ * read once, when the configuration is loaded (inlineCredentialFiles; client-node would read all
+ * three again for every request). The bearer token is still read as client-node reads it (a
+ * rotated service-account token file is picked up within a minute).
  */
 export class PooledKubeConfig extends KubeConfig {
   private readonly dispatchers = new Map<string, Dispatcher>();
 
+  override createDispatcherOptions(cluster: Cluster | null, agentOptions: AgentOptions): DispatcherOptions {
+    // 'none': client-node sets no dispatcher, and applySecurityAuthentication gives the shared one.
+    if (this.dispatchers.has(this.poolKey())) return { type: 'none' };
+    return super.createDispatcherOptions(cluster, agentOptions);
+  }
+
   override async applySecurityAuthentication(context: RequestContext): Promise<void> {
     await super.applySecurityAuthentication(context);
+    const key = this.poolKey();
     const made = context.getDispatcher();
-    if (!made) return; // plain HTTP without TLS settings: undici's global pool already serves it
-    const key = JSON.stringify([this.getCurrentCluster()?.name ?? '', this.getCurrentUser()?.name ?? '']);
     const shared = this.dispatchers.get(key);
     if (!shared) {
-      this.dispatchers.set(key, made);
+      if (made) this.dispatchers.set(key, made); // plain HTTP without TLS settings has none: undici's global pool serves it
       return;
     }
     context.setDispatcher(shared);
-    made.close().catch(() => undefined); // never connected: nothing to wait for
+    // Two first requests in flight at once each built one: the later one is not kept.
+    if (made && made !== shared) made.close().catch(() => undefined); // never connected: nothing to wait for
+  }
+
+  /**
+   * Replaces the current cluster's and user's CA, client certificate and key files by their
+   * contents (the pool keeps the TLS settings of its first request, so later reads were never
+   * used). A file that cannot be read fails here, at start-up, naming the file.
+   */
+  inlineCredentialFiles(): this {
+    const read = (file: string, what: string): string => {
+      try {
+        return readFileSync(file).toString('base64');
+      } catch (err) {
+        throw new TerminalError(`kubeconfig: cannot read the ${what} file ${file} (${messageOf(err)}): fix the path in the kubeconfig or make the file readable`, { cause: err });
+      }
+    };
+    this.clusters = this.clusters.map((c) => (c.caFile ? { ...c, caData: read(c.caFile, `certificate authority of cluster ${c.name}:`), caFile: undefined } : c));
+    this.users = this.users.map((u) => ({
+      ...u,
+      ...(u.certFile ? { certData: read(u.certFile, `client certificate of user ${u.name}:`), certFile: undefined } : {}),
+      ...(u.keyFile ? { keyData: read(u.keyFile, `client key of user ${u.name}:`), keyFile: undefined } : {}),
+    }));
+    return this;
+  }
+
+  private poolKey(): string {
+    return JSON.stringify([this.getCurrentCluster()?.name ?? '', this.getCurrentUser()?.name ?? '']);
   }
 }
 
@@ -411,7 +449,7 @@ export function loadKubeConfig(path: string | undefined, env: Readonly<Record<st
   const kc = new PooledKubeConfig();
   if (path) {
     kc.loadFromFile(path);
-    return kc;
+    return kc.inlineCredentialFiles();
   }
   const dir = env.KNR_SERVICEACCOUNT_DIR;
   if (!env.KUBECONFIG && dir && env.KUBERNETES_SERVICE_HOST) {
@@ -422,8 +460,8 @@ export function loadKubeConfig(path: string | undefined, env: Readonly<Record<st
       contexts: [{ name: 'inClusterContext', cluster: 'inCluster', user: 'inClusterUser' }],
       currentContext: 'inClusterContext',
     });
-    return kc;
+    return kc.inlineCredentialFiles();
   }
   kc.loadFromDefault();
-  return kc;
+  return kc.inlineCredentialFiles();
 }

@@ -51,6 +51,12 @@ it('API calls share connections with PooledKubeConfig; a plain KubeConfig opens 
   // At once, the pool opens what it needs (undici's default has no limit per origin).
   expect(pooled.parallel, 'PooledKubeConfig: 40 calls at once').toBeLessThanOrEqual(40);
 
+  // Once the pool exists, later requests build no Agent of their own to throw away.
+  const kc = through(new PooledKubeConfig());
+  expect(kc.createDispatcherOptions(kc.getCurrentCluster(), { ca: Buffer.from('x') }).type, 'before the first request').toBe('agent');
+  await kc.makeApiClient(VersionApi).getCode();
+  expect(kc.createDispatcherOptions(kc.getCurrentCluster(), { ca: Buffer.from('x') }).type, 'after it').toBe('none');
+
   const plain = await connectionsFor(through(new KubeConfig()), 20);
   // If this fails, client-node reuses connections by itself now and PooledKubeConfig can go.
   expect(plain.sequential, 'client-node 2.0 KubeConfig: a connection per call').toBeGreaterThanOrEqual(15);
