@@ -81,3 +81,68 @@ export async function drawChart(input: ChartInput, png: string): Promise<void> {
     rmSync(dir, { recursive: true, force: true });
   }
 }
+
+/**
+ * The scale chart (scale.ts): the controller's steady memory (RSS, anonymous, charged to its cgroup)
+ * and its CPU (start-up, and per verified node of the burst) against the Nodes in the cluster, each
+ * with its fitted line, so the slope per node can be read off.
+ */
+export async function drawScaleChart(
+  r: { points: Array<{ nodes: number; rssMiB: { mean: number }; anonMiB: { mean: number }; chargedMiB: { mean: number }; startupCpuSeconds: number; burst: { size: number; cpuMsPerNode: number } }>; limit: { MiB: number } },
+  title: string,
+  png: string,
+): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'knr-bench-chart-'));
+  try {
+    writeFileSync(
+      join(dir, 'scale.dat'),
+      r.points.map((p) => `${p.nodes} ${p.rssMiB.mean} ${p.anonMiB.mean} ${p.chargedMiB.mean} ${p.startupCpuSeconds} ${p.burst.cpuMsPerNode}`).join('\n') + '\n',
+    );
+    const data = `'${join(dir, 'scale.dat')}'`;
+    const maxNodes = Math.max(...r.points.map((p) => p.nodes));
+    const burst = r.points[0]?.burst.size ?? 0;
+    const lines = [
+      'set terminal pngcairo size 1500,650 font "DejaVu Sans,11" noenhanced',
+      `set output '${png}'`,
+      `set multiplot layout 1,2 title "${title.replace(/"/g, "'")}" font "DejaVu Sans,13"`,
+      `set xrange [0:${Math.ceil((maxNodes * 1.1) / 1000) * 1000}]`,
+      'set grid',
+      'set key top left box opaque',
+      'set xlabel "realistic Nodes in the cluster (each with its NodeVerification)"',
+      'set title "controller memory, steady (mean of the window)"',
+      'set ylabel "MiB"',
+      `set yrange [0:${Math.ceil((r.limit.MiB * 1.1) / 50) * 50}]`,
+      'f(x) = a1 + b1*x; g(x) = a2 + b2*x; h(x) = a3 + b3*x',
+      `fit f(x) ${data} using 1:2 via a1, b1`,
+      `fit g(x) ${data} using 1:3 via a2, b2`,
+      `fit h(x) ${data} using 1:4 via a3, b3`,
+      `set arrow 1 from graph 0, first ${r.limit.MiB} to graph 1, first ${r.limit.MiB} nohead dt 2 lw 1.5 lc rgb "#d62728"`,
+      `set label 1 "memory limit (${r.limit.MiB} MiB)" at graph 0.98, first ${r.limit.MiB} right offset 0,0.7 tc rgb "#d62728"`,
+      `plot ${data} using 1:2 with points pt 7 ps 1.5 lc rgb '#1f77b4' title sprintf('RSS (%.1f KiB per node)', b1*1024), f(x) with lines lw 2 lc rgb '#1f77b4' notitle, ` +
+        `${data} using 1:3 with points pt 5 ps 1.5 lc rgb '#2ca02c' title sprintf('anonymous (%.1f KiB per node)', b2*1024), g(x) with lines lw 2 lc rgb '#2ca02c' notitle, ` +
+        `${data} using 1:4 with points pt 9 ps 1.5 lc rgb '#ff7f0e' title sprintf('charged to its cgroup (%.1f KiB per node)', b3*1024), h(x) with lines lw 2 lc rgb '#ff7f0e' notitle`,
+      'unset arrow 1',
+      'unset label 1',
+      'set title "controller CPU"',
+      'set key bottom right box opaque',
+      'set ylabel "CPU seconds, start-up"',
+      'set y2label "CPU ms per verified node"',
+      'set yrange [0:*]',
+      'set y2range [0:*]',
+      'set ytics nomirror',
+      'set y2tics',
+      'p(x) = a4 + b4*x; q(x) = a5 + b5*x',
+      `fit p(x) ${data} using 1:5 via a4, b4`,
+      `fit q(x) ${data} using 1:6 via a5, b5`,
+      `plot ${data} using 1:5 with points pt 7 ps 1.5 lc rgb '#9467bd' title sprintf('start-up to synced and leading, CPU s (%.2f ms per node)', b4*1000), p(x) with lines lw 2 lc rgb '#9467bd' notitle, ` +
+        `${data} using 1:6 with points pt 5 ps 1.5 lc rgb '#8c564b' axes x1y2 title 'CPU ms per verified node, burst of ${burst} (instant worker; right axis)', q(x) axes x1y2 with lines lw 2 lc rgb '#8c564b' notitle`,
+      'unset multiplot',
+    ];
+    writeFileSync(join(dir, 'chart.gp'), lines.join('\n') + '\n');
+    await new Promise<void>((resolve, reject) =>
+      execFile('gnuplot', [join(dir, 'chart.gp')], { cwd: dir }, (err, _out, stderr) => (err ? reject(new Error(`gnuplot: ${err.message}\n${stderr}`)) : resolve())),
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

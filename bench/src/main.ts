@@ -8,7 +8,11 @@
 //   node dist/bench.mjs side-by-side [--sizes 50,200,1000] [--reps 2] [--footprint 1000,5000] [--slot 10] [--out FILE]
 //                       kube-node-ready beside node-readiness-controller (bench/src/neighbour.ts); make bench runs it
 //                       after the bursts (not in --quick unless --side-by-side)
+//   node dist/bench.mjs scale [--scale-nodes 1000,2000,5000] [--scale-burst 100] [--slot 10] [--out FILE]
+//                       the controller's memory and CPU as the cluster grows, and their slope per node
+//                       (bench/src/scale.ts); make bench runs it after the steady state (not in --quick)
 //   node dist/bench.mjs side-by-side-chart FILE.json       redraw the side-by-side chart
+//   node dist/bench.mjs scale-chart FILE.json              redraw the scale chart
 //   node dist/bench.mjs chart RESULTS.json [--png FILE]    redraw the chart of a results file
 //   node dist/bench.mjs analyze RESULTS.json               slot use and refill delay per burst run
 //   node dist/bench.mjs observe ...                        (internal) the observer process
@@ -20,12 +24,13 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { repoRoot, stopSandbox } from '@kube-node-ready/sandbox';
 import { runBurst, type BenchEnv, type BurstResult } from './burst.js';
-import { drawChart, type ChartInput } from './chart.js';
+import { drawChart, drawScaleChart, type ChartInput } from './chart.js';
 import { chartMemoryLimit } from './limited.js';
 import { BENCH_WORKER_IMAGE, INSTANT_WORKER_IMAGE, type ControllerTuning } from './controller.js';
 import { drawSideBySideChart, LONG_LEASE, runSideBySide, type SideBySideResult } from './neighbour.js';
 import { runObserver } from './observer.js';
 import { distribution, median, percentile, type Distribution } from './stats.js';
+import { runScale, type ScaleResult } from './scale.js';
 import { runSteady, type SteadyResult } from './steady.js';
 import type { WorkerResult } from './worker.js';
 import { children, round } from './util.js';
@@ -83,6 +88,15 @@ async function main(argv: string[]): Promise<number> {
     console.log(`wrote ${png}`);
     return 0;
   }
+  if (argv[0] === 'scale-chart') {
+    const file = argv[1];
+    if (!file) throw new Error('usage: bench scale-chart RESULTS-scale.json');
+    const r = JSON.parse(readFileSync(file, 'utf8')) as ScaleResult & { date: string; commit: string };
+    const png = file.replace(/\.json$/, '.png');
+    await drawScaleChart(r, scaleTitle(r.date, r.commit, r.points[0]?.burst.size ?? 0, r.limit.memory), png);
+    console.log(`wrote ${png}`);
+    return 0;
+  }
   if (argv[0] === 'chart') {
     const { values, positionals } = parseArgs({ args: argv.slice(1), allowPositionals: true, options: { png: { type: 'string' } } });
     const file = positionals[0];
@@ -95,9 +109,12 @@ async function main(argv: string[]): Promise<number> {
   }
 
   const sideOnly = argv[0] === 'side-by-side';
+  const scaleOnly = argv[0] === 'scale';
   const { values } = parseArgs({
-    args: sideOnly ? argv.slice(1) : argv,
+    args: sideOnly || scaleOnly ? argv.slice(1) : argv,
     options: {
+      'scale-nodes': { type: 'string' },
+      'scale-burst': { type: 'string', default: '100' },
       'side-by-side': { type: 'boolean' },
       'side-by-side-sizes': { type: 'string' },
       footprint: { type: 'string' },
@@ -202,11 +219,44 @@ async function main(argv: string[]): Promise<number> {
     }
   };
 
+  const scaleCounts = (values['scale-nodes'] ?? (quick ? '' : '1000,2000,5000')).split(',').filter(Boolean).map(Number).filter((n) => n > 0);
+  const scaleFile = outFile.replace(/\.json$/, '-scale.json');
+  const scale = async (): Promise<number> => {
+    const burstSize = Number(values['scale-burst']);
+    out(`bench: scale: ${scaleCounts.join(', ')} realistic nodes, a burst of ${burstSize} at each; slot ${slot}`);
+    const scaleStarted = Date.now();
+    const r = await runScale(env, scaleCounts, burstSize, quick ? 10_000 : 30_000);
+    const doc = {
+      bench: 'kube-node-ready: cost as the cluster grows',
+      date: new Date().toISOString(),
+      durationSeconds: Math.round((Date.now() - scaleStarted) / 1000),
+      commit: process.env.KNR_COMMIT || git(root, ['rev-parse', '--short=12', 'HEAD']),
+      machine: { nproc: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', kernel: release(), node: process.version, kubernetesVersion: env.kubernetesVersion ?? 'unknown' },
+      load: { loadavgAtEnd: loadavg().map((x) => round(x, 2)), otherSandboxes: otherSandboxes(slot) },
+      config: { tuning, workerImage: 'kube-node-ready-instant', note: 'one controller per size, run as the chart runs it (NODE_OPTIONS, memory limit); the burst with slots for all its nodes' },
+      ...r,
+    };
+    writeFileSync(scaleFile, `${JSON.stringify(doc, null, 1)}\n`);
+    out(`bench: wrote ${scaleFile}`);
+    try {
+      await drawScaleChart(r, scaleTitle(doc.date, doc.commit, burstSize, r.limit.memory), scaleFile.replace(/\.json$/, '.png'));
+      out(`bench: wrote ${scaleFile.replace(/\.json$/, '.png')}`);
+    } catch (err) {
+      out(`bench: no scale chart: ${String(err).split('\n')[0]} (redraw with: node dist/bench.mjs scale-chart ${scaleFile})`);
+    }
+    out(`scale: slope per cached node: RSS ${r.slope.rssBytesPerNode} bytes, anonymous ${r.slope.anonBytesPerNode}, charged ${r.slope.chargedBytesPerNode}; start-up CPU ${r.slope.startupCpuMsPerThousandNodes} ms per 1000 nodes`);
+    for (const p of r.projection) out(`scale: projected steady state at ${p.nodes} nodes: RSS ${p.rssMiB} MiB, anonymous ${p.anonMiB}, charged ${p.chargedMiB}; start-up ${p.startupCpuSeconds} CPU-s`);
+    const kills = r.points.reduce((a, p) => a + p.oomKills, 0);
+    if (kills > 0) out(`bench: FAILED: the controller was OOM-killed ${kills} times under the chart's memory limit in the scale scenario`);
+    return kills;
+  };
+
   const started = Date.now();
   if (sideOnly) {
     await side();
     return 0;
   }
+  if (scaleOnly) return (await scale()) > 0 ? 1 : 0;
   const load = { loadavgAtStart: loadavg().map((x) => round(x, 2)), otherSandboxesAtStart: otherSandboxes(slot) };
   out(`bench: ${quick ? 'quick' : 'full'} run: bursts ${sizes.join(', ')} x ${reps}, steady state with ${steadyNodes} nodes; slot ${slot}; load average ${load.loadavgAtStart.join(' ')}; other sandboxes running: ${load.otherSandboxesAtStart.join(', ') || 'none'}`);
   out(`bench: controller tuning: maxConcurrentVerifications ${tuning.maxConcurrentVerifications}, workers ${tuning.workers}, kubernetes.qps ${tuning.qps}, burst ${tuning.burst}; Node.js flags: ${env.controllerNodeFlags.join(' ') || 'none'}`);
@@ -267,9 +317,10 @@ async function main(argv: string[]): Promise<number> {
     out(`bench: no chart: ${String(err).split('\n')[0]} (install gnuplot-nox; redraw with: node dist/bench.mjs chart ${outFile})`);
   }
   printSummary(results, out);
+  const scaleKills = scaleCounts.length > 0 ? await scale() : 0;
   if (runSide) await side();
   else out('bench: side by side with node-readiness-controller skipped in the quick run (make bench runs it; --side-by-side to force)');
-  const oomKills = bursts.reduce((a, b) => a + b.controller.oomKills, 0) + (steady?.oomKills ?? 0);
+  const oomKills = bursts.reduce((a, b) => a + b.controller.oomKills, 0) + (steady?.oomKills ?? 0) + scaleKills;
   if (oomKills > 0) {
     out(`bench: FAILED: the controller was OOM-killed ${oomKills} times under the chart's memory limit (the per-scenario figures above say where; its logs are in ${env.logDir})`);
     return 1;
@@ -374,6 +425,10 @@ function chartInput(r: Results): ChartInput {
     title: `kube-node-ready bursts in the sandbox: ${r.machine.nproc} cores, ${r.date.slice(0, 10)}, commit ${r.commit}, load avg at start ${load.loadavgAtStart?.[0] ?? '?'}`,
     bursts: r.bursts.map((b) => ({ size: b.size, samples: b.samples })),
   };
+}
+
+function scaleTitle(date: string, commit: string, burst: number, limit: string): string {
+  return `kube-node-ready as the cluster grows: ${cpus().length} cores, ${date.slice(0, 10)}, commit ${commit}, under the chart's ${limit} limit, bursts of ${burst}`;
 }
 
 function fmtS(ms: number | undefined): string {
