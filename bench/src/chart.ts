@@ -88,7 +88,7 @@ export async function drawChart(input: ChartInput, png: string): Promise<void> {
  * with its fitted line, so the slope per node can be read off.
  */
 export async function drawScaleChart(
-  r: { points: Array<{ nodes: number; rssMiB: { mean: number }; anonMiB: { mean: number }; chargedMiB: { mean: number }; startupCpuSeconds: number; burst: { size: number; cpuMsPerNode: number } }>; limit: { MiB: number } },
+  r: { points: Array<{ nodes: number; rssMiB: { mean: number }; anonMiB: { mean: number }; chargedMiB: { mean: number }; heapUsedMiB: number; startupCpuSeconds: number; burst: { size: number; cpuMsPerNode: number } }>; limit: { MiB: number } },
   title: string,
   png: string,
 ): Promise<void> {
@@ -96,7 +96,7 @@ export async function drawScaleChart(
   try {
     writeFileSync(
       join(dir, 'scale.dat'),
-      r.points.map((p) => `${p.nodes} ${p.rssMiB.mean} ${p.anonMiB.mean} ${p.chargedMiB.mean} ${p.startupCpuSeconds} ${p.burst.cpuMsPerNode}`).join('\n') + '\n',
+      r.points.map((p) => `${p.nodes} ${p.rssMiB.mean} ${p.anonMiB.mean} ${p.chargedMiB.mean} ${p.startupCpuSeconds} ${p.burst.cpuMsPerNode} ${p.heapUsedMiB}`).join('\n') + '\n',
     );
     const data = `'${join(dir, 'scale.dat')}'`;
     const maxNodes = Math.max(...r.points.map((p) => p.nodes));
@@ -112,15 +112,17 @@ export async function drawScaleChart(
       'set title "controller memory, steady (mean of the window)"',
       'set ylabel "MiB"',
       `set yrange [0:${Math.ceil((r.limit.MiB * 1.1) / 50) * 50}]`,
-      'f(x) = a1 + b1*x; g(x) = a2 + b2*x; h(x) = a3 + b3*x',
+      'f(x) = a1 + b1*x; g(x) = a2 + b2*x; h(x) = a3 + b3*x; u(x) = a6 + b6*x',
       `fit f(x) ${data} using 1:2 via a1, b1`,
       `fit g(x) ${data} using 1:3 via a2, b2`,
       `fit h(x) ${data} using 1:4 via a3, b3`,
+      `fit u(x) ${data} using 1:7 via a6, b6`,
       `set arrow 1 from graph 0, first ${r.limit.MiB} to graph 1, first ${r.limit.MiB} nohead dt 2 lw 1.5 lc rgb "#d62728"`,
       `set label 1 "memory limit (${r.limit.MiB} MiB)" at graph 0.98, first ${r.limit.MiB} right offset 0,0.7 tc rgb "#d62728"`,
       `plot ${data} using 1:2 with points pt 7 ps 1.5 lc rgb '#1f77b4' title sprintf('RSS (%.1f KiB per node)', b1*1024), f(x) with lines lw 2 lc rgb '#1f77b4' notitle, ` +
         `${data} using 1:3 with points pt 5 ps 1.5 lc rgb '#2ca02c' title sprintf('anonymous (%.1f KiB per node)', b2*1024), g(x) with lines lw 2 lc rgb '#2ca02c' notitle, ` +
-        `${data} using 1:4 with points pt 9 ps 1.5 lc rgb '#ff7f0e' title sprintf('charged to its cgroup (%.1f KiB per node)', b3*1024), h(x) with lines lw 2 lc rgb '#ff7f0e' notitle`,
+        `${data} using 1:4 with points pt 9 ps 1.5 lc rgb '#ff7f0e' title sprintf('charged to its cgroup (%.1f KiB per node)', b3*1024), h(x) with lines lw 2 lc rgb '#ff7f0e' notitle, ` +
+        `${data} using 1:7 with points pt 11 ps 1.5 lc rgb '#7f7f7f' title sprintf('V8 heap in use (%.1f KiB per node)', b6*1024), u(x) with lines lw 2 dt 2 lc rgb '#7f7f7f' notitle`,
       'unset arrow 1',
       'unset label 1',
       'set title "controller CPU"',
@@ -135,7 +137,7 @@ export async function drawScaleChart(
       `fit p(x) ${data} using 1:5 via a4, b4`,
       `fit q(x) ${data} using 1:6 via a5, b5`,
       `plot ${data} using 1:5 with points pt 7 ps 1.5 lc rgb '#9467bd' title sprintf('start-up to synced and leading, CPU s (%.2f ms per node)', b4*1000), p(x) with lines lw 2 lc rgb '#9467bd' notitle, ` +
-        `${data} using 1:6 with points pt 5 ps 1.5 lc rgb '#8c564b' axes x1y2 title 'CPU ms per verified node, burst of ${burst} (instant worker; right axis)', q(x) axes x1y2 with lines lw 2 lc rgb '#8c564b' notitle`,
+        `${data} using 1:6 with points pt 5 ps 1.5 lc rgb '#8c564b' axes x1y2 title 'CPU ms per verified node over a burst of ${burst} (instant worker; right axis)', q(x) axes x1y2 with lines lw 2 lc rgb '#8c564b' notitle`,
       'unset multiplot',
     ];
     writeFileSync(join(dir, 'chart.gp'), lines.join('\n') + '\n');

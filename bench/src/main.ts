@@ -244,8 +244,8 @@ async function main(argv: string[]): Promise<number> {
     } catch (err) {
       out(`bench: no scale chart: ${String(err).split('\n')[0]} (redraw with: node dist/bench.mjs scale-chart ${scaleFile})`);
     }
-    out(`scale: slope per cached node: RSS ${r.slope.rssBytesPerNode} bytes, anonymous ${r.slope.anonBytesPerNode}, charged ${r.slope.chargedBytesPerNode}; start-up CPU ${r.slope.startupCpuMsPerThousandNodes} ms per 1000 nodes`);
-    for (const p of r.projection) out(`scale: projected steady state at ${p.nodes} nodes: RSS ${p.rssMiB} MiB, anonymous ${p.anonMiB}, charged ${p.chargedMiB}; start-up ${p.startupCpuSeconds} CPU-s`);
+    out(`scale: slope per cached node: V8 heap in use ${r.slope.heapUsedBytesPerNode} bytes, RSS ${r.slope.rssBytesPerNode} bytes, anonymous ${r.slope.anonBytesPerNode}, charged ${r.slope.chargedBytesPerNode}; start-up CPU ${r.slope.startupCpuMsPerThousandNodes} ms per 1000 nodes`);
+    for (const p of r.projection) out(`scale: projected steady state at ${p.nodes} nodes: heap in use ${p.heapUsedMiB} MiB, RSS ${p.rssMiB} MiB, anonymous ${p.anonMiB}, charged ${p.chargedMiB}; start-up ${p.startupCpuSeconds} CPU-s`);
     const kills = r.points.reduce((a, p) => a + p.oomKills, 0);
     if (kills > 0) out(`bench: FAILED: the controller was OOM-killed ${kills} times under the chart's memory limit in the scale scenario`);
     return kills;

@@ -10,7 +10,8 @@
 // Both run as local processes the way the other bursts run kube-node-ready: the chart's
 // ServiceAccount and RBAC (each rendered from its own chart), a TokenRequest token, leader election
 // on, the chart's arguments. Per run: latency distributions, API writes per node (at the proxy),
-// controller CPU seconds and RSS (from /proc).
+// controller CPU seconds and RSS (from /proc). A contender that exited between its runs (lost its
+// Lease) is started again before its next one, as its Deployment would restart it.
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -59,6 +60,8 @@ export interface SideRun {
   controller: { cpuSeconds: number; cpuMsPerNode: number; peakRssMiB: number; rssMiBAtEnd: number };
   /** Per node: reaction ms (the chart's CDF). */
   samples: number[];
+  /** The contender had exited since its last run and was started again just before this one. */
+  restartedBefore?: boolean;
 }
 
 /**
@@ -78,8 +81,10 @@ export interface FootprintPoint {
 
 export interface SideBySideResult {
   versions: { nodeReadinessController: string };
-  /** Why the runs stopped before the last one (a controller exited), if they did. */
+  /** Why the runs stopped before the last one (a controller exited during its own run), if they did. */
   stoppedEarly?: string;
+  /** Each contender started again because it had exited (lost its Lease) between its runs. */
+  restarts?: Record<Contender, number>;
   startupRssMiB: Record<Contender, number>;
   /** RSS with 1000 and 5000 realistic Nodes (--footprint), before the bursts. */
   footprint?: FootprintPoint[];
@@ -176,7 +181,9 @@ export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number
     // node-readiness-controller keeps its chart's defaults (docs/benchmarks.md says so).
     Object.assign(config.leaderElection, LONG_LEASE);
     writeFileSync(configFile, stringify(config));
-    ours = new ControllerProcess(configFile, oursKubeconfig, join(env.logDir, 'side-kube-node-ready.log'), metricsPort, env.controllerNodeFlags);
+    const startOurs = (n: number) =>
+      new ControllerProcess(configFile, oursKubeconfig, join(env.logDir, `side-kube-node-ready${n ? `-restart${n}` : ''}.log`), metricsPort, env.controllerNodeFlags);
+    ours = startOurs(0);
 
     // node-readiness-controller: its chart's CRD, ServiceAccount and RBAC; the chart's arguments.
     await core.createNamespace({ body: { metadata: { name: NRC_NAMESPACE } } });
@@ -191,7 +198,9 @@ export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number
     const probePort = 18000 + 170 + env.slot;
     const args = (pod.containers[0]!.args ?? []).map((a) => (a.startsWith('--health-probe-bind-address=') ? `--health-probe-bind-address=127.0.0.1:${probePort}` : a));
     if (!args.some((a) => a.startsWith('--leader-election-namespace'))) args.push(`--leader-election-namespace=${NRC_NAMESPACE}`);
-    theirs = new NrcProcess(join(nodeReadinessDir(state.binDir), 'manager'), args, theirsKubeconfig, join(env.logDir, 'side-node-readiness-controller.log'));
+    const startTheirs = (n: number) =>
+      new NrcProcess(join(nodeReadinessDir(state.binDir), 'manager'), args, theirsKubeconfig, join(env.logDir, `side-node-readiness-controller${n ? `-restart${n}` : ''}.log`));
+    theirs = startTheirs(0);
 
     // The example's rule, narrowed to the bench's node-readiness-controller nodes.
     const rule = parse(readFileSync(join(env.root, 'examples', 'node-readiness-rule.yaml'), 'utf8')) as ExampleRule;
@@ -206,6 +215,29 @@ export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number
     env.out(`side by side: both controllers lead; RSS at start: kube-node-ready ${startupRssMiB['kube-node-ready']} MiB, node-readiness-controller ${startupRssMiB['node-readiness-controller']} MiB`);
 
     const runs: SideRun[] = [];
+    const restarts: Record<Contender, number> = { 'kube-node-ready': 0, 'node-readiness-controller': 0 };
+    /**
+     * A contender that exited since its last run (both exit when they lose their Lease, which a
+     * renewal through the bench's busy proxy can during the other one's 1000-node burst) is started
+     * again before its next run, as its Deployment would restart it, and the restart is reported.
+     * One that exits during its own run ends the comparison.
+     */
+    const restartIfExited = async (contender: Contender): Promise<boolean> => {
+      const child = contender === 'kube-node-ready' ? ours!.child : theirs!.child;
+      if (child.exitCode === null && child.signalCode === null) return false;
+      const n = ++restarts[contender];
+      env.out(`side by side: ${contender} exited (${child.exitCode ?? child.signalCode}) after its last run; starting it again, as its Deployment would (restart ${n})`);
+      if (contender === 'kube-node-ready') {
+        ours = startOurs(n);
+        await ours.waitForLog('starting to reconcile', 120_000);
+      } else {
+        theirs = startTheirs(n);
+        await theirs.waitFor('Successfully acquired lease', 120_000);
+        await theirs.waitFor('Starting workers', 60_000);
+      }
+      await sleep(1000);
+      return true;
+    };
     let stoppedEarly: string | undefined;
     let footprintPoints: FootprintPoint[] | undefined;
     try {
@@ -218,6 +250,7 @@ export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number
           const order: Contender[] = rep % 2 === 1 ? ['kube-node-ready', 'node-readiness-controller'] : ['node-readiness-controller', 'kube-node-ready'];
           for (const [i, contender] of order.entries()) {
             const isOurs = contender === 'kube-node-ready';
+            const restartedBefore = await restartIfExited(contender);
             const r = await oneRun(env, state, core, {
               contender,
               size,
@@ -229,8 +262,8 @@ export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number
               conditions: isOurs ? [] : rule.spec.conditions.map((c) => c.type),
               alive: () => (isOurs ? ours!.child.exitCode === null : theirs!.child.exitCode === null),
             });
-            runs.push(r);
-            onRun({ versions: { nodeReadinessController: NODE_READINESS_CONTROLLER_VERSION }, startupRssMiB, ...(footprintPoints ? { footprint: footprintPoints } : {}), runs, bySize: summarizeSides(runs) });
+            runs.push(restartedBefore ? { ...r, restartedBefore } : r);
+            onRun({ versions: { nodeReadinessController: NODE_READINESS_CONTROLLER_VERSION }, startupRssMiB, ...(footprintPoints ? { footprint: footprintPoints } : {}), runs, bySize: summarizeSides(runs), restarts });
             env.out(
               `side by side ${size} (run ${rep}) ${contender}: ${r.opened}/${size} opened, reaction p50 ${r.reactionMs.p50 ?? '-'} ms p99 ${r.reactionMs.p99 ?? '-'} ms, ` +
                 `${r.api.writesPerNode} writes/node, ${r.controller.cpuSeconds} CPU-s, peak RSS ${r.controller.peakRssMiB} MiB`,
@@ -243,7 +276,7 @@ export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number
       stoppedEarly = err instanceof Error ? err.message : String(err);
       env.out(`side by side: stopped early: ${stoppedEarly}`);
     }
-    return { versions: { nodeReadinessController: NODE_READINESS_CONTROLLER_VERSION }, startupRssMiB, ...(footprintPoints ? { footprint: footprintPoints } : {}), runs, bySize: summarizeSides(runs), ...(stoppedEarly ? { stoppedEarly } : {}) };
+    return { versions: { nodeReadinessController: NODE_READINESS_CONTROLLER_VERSION }, startupRssMiB, ...(footprintPoints ? { footprint: footprintPoints } : {}), runs, bySize: summarizeSides(runs), restarts, ...(stoppedEarly ? { stoppedEarly } : {}) };
   } finally {
     await ours?.stop();
     await theirs?.stop();

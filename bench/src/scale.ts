@@ -3,7 +3,8 @@
 // NodeVerifications). At each size a fresh controller starts as the chart runs it (limited.ts: its
 // NODE_OPTIONS, its memory limit), and the bench records:
 //   start-up  controller start -> synced and leading: the CPU of listing every Node and NodeVerification
-//   steady    RSS, anonymous RSS and cgroup charge, sampled every second for a while
+//   steady    RSS, anonymous RSS and cgroup charge, sampled every second for a while, and the V8
+//             heap in use at its end (the controller's own process metrics)
 //   burst     `burstSize` new nodes verified by the instant worker (slots for all), so the CPU per
 //             verified node is the controller's, at that cluster size
 // then stops the controller and deletes the burst's nodes. A straight-line fit over the sizes gives
@@ -12,7 +13,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { k8s, sandboxLayout, simulatedNode, stopSandbox, type FaultProxy } from '@kube-node-ready/sandbox';
-import { freshSandbox, RUN_LABEL, settle, type BenchEnv } from './burst.js';
+import { controllerMetrics, freshSandbox, RUN_LABEL, settle, type BenchEnv } from './burst.js';
 import { applyChartRbac, benchConfig, ControllerProcess, controllerKubeconfig, INSTANT_WORKER_IMAGE, startProxy, TAINT, VERIFIED_LABEL } from './controller.js';
 import { LimitedController, type MemoryLimit } from './limited.js';
 import { createRealisticNodes } from './nodes.js';
@@ -27,15 +28,20 @@ export interface ScalePoint {
   /** CPU over that start-up: listing N Nodes and N NodeVerifications, the first pass over them. */
   startupCpuSeconds: number;
   /** Over the steady window, MiB. */
-  rssMiB: { mean: number; max: number };
-  anonMiB: { mean: number; max: number };
-  chargedMiB: { mean: number; max: number };
+  rssMiB: { min: number; mean: number; max: number };
+  anonMiB: { min: number; mean: number; max: number };
+  chargedMiB: { min: number; mean: number; max: number };
+  /**
+   * V8's heap in use at the end of the steady window (nodejs_heap_size_used_bytes): the caches and
+   * what the last collection left. RSS is that plus the heap V8 keeps reserved, which it sizes to the
+   * limit and to its recent allocation, not to the node count (so RSS is no straight line in N).
+   */
+  heapUsedMiB: number;
   /** CPU over the steady window (nothing to do: the resyncs, the Lease, the watches). */
   steadyCpuSeconds: number;
   /**
-   * cpuSeconds: the controller's CPU from the burst's first create until it has been quiet for 3 s;
-   * cpuMsPerNode: the same less what it spends idle at this size over that time (the steady
-   * window's rate: resyncs, Lease, watches), per verified node.
+   * cpuSeconds: the controller's CPU from the burst's first create until it has been quiet for 3 s
+   * (everything it did meanwhile, idle work included); cpuMsPerNode: that per verified node.
    */
   burst: { size: number; verified: number; ms: number; cpuSeconds: number; cpuMsPerNode: number; writesPerNode: number; nodeWritesPerNode: number; peakRssMiB: number };
   oomKills: number;
@@ -50,9 +56,9 @@ export interface ScaleResult {
   nodeFlags: string[];
   points: ScalePoint[];
   /** Least-squares lines over the points: what one more cached node costs. */
-  slope: { rssBytesPerNode: number; anonBytesPerNode: number; chargedBytesPerNode: number; startupCpuMsPerThousandNodes: number; burstCpuMsPerNodePerThousandNodes: number };
+  slope: { heapUsedBytesPerNode: number; rssBytesPerNode: number; anonBytesPerNode: number; chargedBytesPerNode: number; startupCpuMsPerThousandNodes: number; burstCpuMsPerNodePerThousandNodes: number };
   /** The fitted lines extended to larger clusters (steady state; a relist adds its own peak). */
-  projection: Array<{ nodes: number; rssMiB: number; anonMiB: number; chargedMiB: number; startupCpuSeconds: number }>;
+  projection: Array<{ nodes: number; heapUsedMiB: number; rssMiB: number; anonMiB: number; chargedMiB: number; startupCpuSeconds: number }>;
 }
 
 const PROJECT_TO = [10_000, 20_000, 50_000];
@@ -105,7 +111,12 @@ export async function runScale(env: BenchEnv, counts: readonly number[], burstSi
         await sleep(1000);
       }
       const steadyEnd = sampler.stop()!;
-      const stats = (values: number[]) => ({ mean: round(values.reduce((a, b) => a + b, 0) / Math.max(1, values.length), 1), max: round(Math.max(0, ...values), 1) });
+      const heapUsedMiB = controllerMetrics(await limited.current.metrics().catch(() => '')).heapUsedMiB ?? 0;
+      const stats = (values: number[]) => ({
+        min: round(Math.min(...values), 1),
+        mean: round(values.reduce((a, b) => a + b, 0) / Math.max(1, values.length), 1),
+        max: round(Math.max(0, ...values), 1),
+      });
 
       // Burst: `burstSize` new tainted nodes, verified by the instant worker.
       const runId = `scale-${count}`;
@@ -131,12 +142,10 @@ export async function runScale(env: BenchEnv, counts: readonly number[], burstSi
       const burstMs = Date.now() - burstStart;
       await settle(proxy, 3000, 30_000);
       const burstEnd = burstSampler.stop()!;
-      const idleCpuPerMs = (steadyEnd.cpuSeconds - startup.cpuSeconds) / Math.max(1, steadyEnd.t - startup.t);
       const byKind = Object.fromEntries(Object.entries(proxy.requestsByKind()).map(([kind, v]) => [kind, v - (proxyBefore[kind] ?? 0)]));
       const sum = (pred: (kind: string) => boolean) => Object.entries(byKind).filter(([kind]) => pred(kind) && !kind.includes('leases.')).reduce((a, [, v]) => a + v, 0);
       const per = (n: number) => round(n / Math.max(1, verified), 2);
       const burstCpu = burstEnd.cpuSeconds - steadyEnd.cpuSeconds;
-      const burstOwnCpu = Math.max(0, burstCpu - idleCpuPerMs * (burstEnd.t - steadyEnd.t));
       const point: ScalePoint = {
         nodes: count,
         syncMs,
@@ -144,13 +153,14 @@ export async function runScale(env: BenchEnv, counts: readonly number[], burstSi
         rssMiB: stats(sampler.samples.map((s) => s.rssMiB)),
         anonMiB: stats(sampler.samples.map((s) => s.anonMiB)),
         chargedMiB: stats(charged),
+        heapUsedMiB,
         steadyCpuSeconds: round(steadyEnd.cpuSeconds - startup.cpuSeconds, 2),
         burst: {
           size: burstSize,
           verified,
           ms: burstMs,
           cpuSeconds: round(burstCpu, 2),
-          cpuMsPerNode: round((burstOwnCpu * 1000) / Math.max(1, verified), 1),
+          cpuMsPerNode: round((burstCpu * 1000) / Math.max(1, verified), 1),
           writesPerNode: per(sum((kind) => /^(create|update|patch|delete) /.test(kind))),
           nodeWritesPerNode: per(sum((kind) => /^(update|patch|apply) nodes(\/status)?$/.test(kind))),
           peakRssMiB: round(Math.max(...burstSampler.samples.map((s) => s.rssMiB)), 1),
@@ -160,7 +170,7 @@ export async function runScale(env: BenchEnv, counts: readonly number[], burstSi
       };
       points.push(point);
       env.out(
-        `${tag} ${count} (${k + 1}/${counts.length}): synced in ${(syncMs / 1000).toFixed(1)}s (${point.startupCpuSeconds} CPU-s); steady RSS ${point.rssMiB.mean} MiB, anonymous ${point.anonMiB.mean}, charged ${point.chargedMiB.mean}; ` +
+        `${tag} ${count} (${k + 1}/${counts.length}): synced in ${(syncMs / 1000).toFixed(1)}s (${point.startupCpuSeconds} CPU-s); steady RSS ${point.rssMiB.mean} MiB, anonymous ${point.anonMiB.mean}, charged ${point.chargedMiB.mean}, heap used ${heapUsedMiB}; ` +
           `burst of ${burstSize}: ${verified} verified in ${(burstMs / 1000).toFixed(1)}s, ${point.burst.cpuMsPerNode} ms CPU per node, ${point.burst.writesPerNode} writes per node; ${point.oomKills} OOM kills`,
       );
       await limited.stop();
@@ -191,6 +201,7 @@ export function line(xs: readonly number[], ys: readonly number[]): { a: number;
 
 function fit(points: readonly ScalePoint[]): Pick<ScaleResult, 'slope' | 'projection'> {
   const xs = points.map((p) => p.nodes);
+  const heap = line(xs, points.map((p) => p.heapUsedMiB));
   const rss = line(xs, points.map((p) => p.rssMiB.mean));
   const anon = line(xs, points.map((p) => p.anonMiB.mean));
   const charged = line(xs, points.map((p) => p.chargedMiB.mean));
@@ -199,6 +210,7 @@ function fit(points: readonly ScalePoint[]): Pick<ScaleResult, 'slope' | 'projec
   const bytes = (mibPerNode: number) => Math.round(mibPerNode * 2 ** 20);
   return {
     slope: {
+      heapUsedBytesPerNode: bytes(heap.b),
       rssBytesPerNode: bytes(rss.b),
       anonBytesPerNode: bytes(anon.b),
       chargedBytesPerNode: bytes(charged.b),
@@ -207,6 +219,7 @@ function fit(points: readonly ScalePoint[]): Pick<ScaleResult, 'slope' | 'projec
     },
     projection: PROJECT_TO.map((nodes) => ({
       nodes,
+      heapUsedMiB: round(heap.a + heap.b * nodes, 0),
       rssMiB: round(rss.a + rss.b * nodes, 0),
       anonMiB: round(anon.a + anon.b * nodes, 0),
       chargedMiB: round(charged.a + charged.b * nodes, 0),
