@@ -76,6 +76,11 @@ export interface BurstResult {
      * without the wait for a slot either.
      */
     podCreatedAfterLaunchable: Distribution;
+    /**
+     * What users see: node launchable (Ready, no taint the worker does not tolerate) to the node
+     * open, the verification's whole cost without the node's own bring-up.
+     */
+    taintRemovedAfterLaunchable: Distribution;
     workerFinishedAfterPodCreated: Distribution;
     taintRemovedAfterWorkerFinished: Distribution;
     taintRemovedAfterNodeCreated: Distribution;
@@ -365,6 +370,7 @@ function latencies(milestones: Map<string, NodeTimes>, freeSlots: number): Pick<
     latencyMs: {
       podCreatedAfterNodeCreated: between(nodes, (n) => [n.added, n.firstPod]),
       podCreatedAfterLaunchable: between(nodes, (n) => [n.launchable, n.firstPod]),
+      taintRemovedAfterLaunchable: between(nodes, (n) => [n.launchable, n.opened]),
       workerFinishedAfterPodCreated: between(nodes, (n) => [n.passed?.created, n.passed?.finished]),
       taintRemovedAfterWorkerFinished: between(nodes, (n) => [n.passed?.finished, n.opened]),
       taintRemovedAfterNodeCreated: between(nodes, (n) => [n.added, n.opened]),

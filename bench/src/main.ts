@@ -269,6 +269,7 @@ async function main(argv: string[]): Promise<number> {
       out(
         `burst ${size} (run ${rep}): total ${fmtS(r.totalMs)}, open p50 ${fmtS(r.latencyMs.taintRemovedAfterNodeCreated.p50)} p99 ${fmtS(r.latencyMs.taintRemovedAfterNodeCreated.p99)}, ` +
           `reaction p99 ${fmtS(r.latencyMs.podCreatedAfterNodeCreated.p99)} (from launchable ${fmtS(r.latencyMs.podCreatedAfterLaunchable.p99)}), open after worker p99 ${fmtS(r.latencyMs.taintRemovedAfterWorkerFinished.p99)}, ` +
+          `launchable to open p50 ${fmtS(r.latencyMs.taintRemovedAfterLaunchable.p50)} p99 ${fmtS(r.latencyMs.taintRemovedAfterLaunchable.p99)}, ` +
           `${r.api.writesPerNode} writes/node, controller ${r.controller.cpuSeconds} CPU-s, peak RSS ${r.controller.peakRssMiB} MiB`,
       );
     }
@@ -372,6 +373,8 @@ function summarize(bursts: BurstResult[], steadyRss: number | undefined) {
         taintRemovedAfterNodeCreated: pooled(runs, (s) => (s[0] !== null && s[3] !== null ? s[3] - s[0] : null)),
         podCreatedAfterNodeCreatedFreeSlotP99Median: med((r) => r.latencyMs.podCreatedAfterNodeCreatedFreeSlot.p99),
         podCreatedAfterLaunchableP99Median: med((r) => r.latencyMs.podCreatedAfterLaunchable.p99),
+        taintRemovedAfterLaunchableP50Median: med((r) => r.latencyMs.taintRemovedAfterLaunchable?.p50),
+        taintRemovedAfterLaunchableP99Median: med((r) => r.latencyMs.taintRemovedAfterLaunchable?.p99),
         writesPerNodeMedian: med((r) => r.api.writesPerNode),
         nodeWritesPerNodeMedian: med((r) => r.api.nodeWritesPerNode),
         requestsPerNodeMedian: med((r) => Object.values(r.api.perVerifiedNode).reduce((a, b) => a + b, 0)),
