@@ -12,8 +12,10 @@ import { startDnsServer, zone } from '../testing/dns-server.js';
 import { aService, aSlice } from '../testing/fake-api.js';
 import { startTestCluster } from '../testing/harness.js';
 
-const [entry, runsText] = process.argv.slice(2);
-if (!entry) throw new Error('usage: harness ENTRY [RUNS]');
+const [entry, runsText, nodeFlagsText] = process.argv.slice(2);
+// Node.js flags for the worker process (run.mjs --node-flags), split on spaces.
+const nodeFlags = (nodeFlagsText ?? '').split(' ').filter(Boolean);
+if (!entry) throw new Error('usage: harness ENTRY [RUNS] [NODE_FLAGS]');
 const runs = Number(runsText ?? 10);
 
 const cluster = await startTestCluster();
@@ -38,7 +40,7 @@ async function once(i: number): Promise<Sample> {
   const terminationLog = join(dir, `termination-${i}`);
   const args = [entry as string, '--dns-server', formatHostPort(clusterDns.server), '--termination-log', terminationLog, '--log-level', 'warn', '--timeout', '10s'];
   const started = performance.now();
-  const child = spawn(process.execPath, args, { env: { ...cluster.env, NODE_NAME: 'bench-node' }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, [...nodeFlags, ...args], { env: { ...cluster.env, NODE_NAME: 'bench-node' }, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
   const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);
@@ -62,6 +64,7 @@ try {
   };
   const result = {
     runs,
+    nodeFlags,
     wallMsMedian: Math.round(median(samples.map((s) => s.wallMs))),
     wallMsMax: Math.round(Math.max(...samples.map((s) => s.wallMs))),
     checksMsMedian: median(samples.map((s) => s.checksMs)),

@@ -1,7 +1,8 @@
 // Bundles the bench entry (the worker, as the CLI bundle would carry it) and a harness with esbuild
 // into a temporary directory, then runs the harness.
-//   node packages/worker/src/bench/run.mjs [--runs N]
-//     loopback stand-ins for the API server and DNS; prints one JSON line of figures.
+//   node packages/worker/src/bench/run.mjs [--runs N] [--node-flags "--max-semi-space-size=1 ..."]
+//     loopback stand-ins for the API server and DNS; prints one JSON line of figures. --node-flags:
+//     Node.js flags for the worker process (to try what the image could set).
 //   node packages/worker/src/bench/run.mjs --sandbox [--runs N] [--slot 4 | --dir RUNNING_SANDBOX] [--out bench/results] [--no-build]
 //     one healthy verification against the real sandbox cluster, per command line the image could
 //     run; rebuilds dist/ first (scripts/bundle.mjs) unless --no-build, starts and stops its own
@@ -39,7 +40,7 @@ try {
       build({ ...common, entryPoints: [join(here, 'entry.ts')], outfile: join(out, 'worker.mjs') }),
       build({ ...common, entryPoints: [join(here, 'harness.ts')], outfile: join(out, 'harness.mjs') }),
     ]);
-    execFileSync(process.execPath, [join(out, 'harness.mjs'), join(out, 'worker.mjs'), runs], { stdio: 'inherit' });
+    execFileSync(process.execPath, [join(out, 'harness.mjs'), join(out, 'worker.mjs'), runs, flag('--node-flags', '')], { stdio: 'inherit' });
   } else {
     if (!argv.includes('--no-build')) execFileSync(process.execPath, [join(root, 'scripts', 'bundle.mjs'), '--quiet'], { stdio: 'inherit' });
     await Promise.all([
