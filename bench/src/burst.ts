@@ -413,6 +413,9 @@ export function controllerMetrics(text: string): Record<string, number> {
     watchRestarts: metricSum(text, 'kube_node_ready_watch_restarts_total'),
     reconcileSecondsP50: histogramQuantile(text, 'kube_node_ready_reconcile_duration_seconds', 0.5),
     reconcileSecondsP99: histogramQuantile(text, 'kube_node_ready_reconcile_duration_seconds', 0.99),
+    // How long nodes waited for a free reconcile worker (the controller's own queue).
+    queueWaitSecondsP50: histogramQuantile(text, 'kube_node_ready_queue_wait_seconds', 0.5),
+    queueWaitSecondsP99: histogramQuantile(text, 'kube_node_ready_queue_wait_seconds', 0.99),
     attemptsPassed: metricSum(text, 'kube_node_ready_attempt_outcomes_total', (l) => l.includes('outcome="Passed"')),
     attemptsTotal: metricSum(text, 'kube_node_ready_attempt_outcomes_total'),
     // prom-client's default process metrics, at the end of the burst: where the memory is.

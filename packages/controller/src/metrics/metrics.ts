@@ -53,6 +53,7 @@ export class ControllerMetrics {
   readonly clusterWideFault: Gauge<typeof L.Check>;
   readonly reconcileDuration: Histogram<typeof L.Result>;
   readonly queueDepth: Gauge;
+  readonly queueWait: Histogram;
   readonly queueAddsTotal: Counter;
   readonly queueRetriesTotal: Counter;
   readonly watchRestartsTotal: Counter<typeof L.Resource>;
@@ -196,6 +197,12 @@ export class ControllerMetrics {
       registers,
     });
     this.queueDepth = new Gauge({ name: MetricName.QueueDepth, help: 'Nodes waiting in the work queue.', registers });
+    this.queueWait = new Histogram({
+      name: MetricName.QueueWait,
+      help: 'How long a node waited in the work queue, from queued to taken by a worker (client-go workqueue_queue_duration_seconds).',
+      buckets: [...Buckets.queueWaitSeconds],
+      registers,
+    });
     this.queueAddsTotal = new Counter({ name: MetricName.QueueAddsTotal, help: 'Nodes added to the work queue.', registers });
     this.queueRetriesTotal = new Counter({
       name: MetricName.QueueRetriesTotal,

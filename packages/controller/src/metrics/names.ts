@@ -28,6 +28,7 @@ export const MetricName = {
   // Controller machinery
   ReconcileDuration: 'kube_node_ready_reconcile_duration_seconds',
   QueueDepth: 'kube_node_ready_queue_depth',
+  QueueWait: 'kube_node_ready_queue_wait_seconds',
   QueueAddsTotal: 'kube_node_ready_queue_adds_total',
   QueueRetriesTotal: 'kube_node_ready_queue_retries_total',
   WatchRestartsTotal: 'kube_node_ready_watch_restarts_total',
@@ -92,4 +93,6 @@ export const Buckets = {
   checkSeconds: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
   /** One reconcile (API calls included). */
   reconcileSeconds: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  /** A burst queues hundreds of nodes at once: waits of tens of seconds are what it is for. */
+  queueWaitSeconds: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
 } as const;

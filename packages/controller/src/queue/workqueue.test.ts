@@ -6,8 +6,9 @@ import { WorkQueue } from './workqueue.js';
 function setup(opts: { limiter?: ConstructorParameters<typeof WorkQueue<string>>[0]['rateLimiter'] } = {}) {
   const clock = new FakeClock();
   const depths: number[] = [];
-  const queue = new WorkQueue<string>({ clock, rateLimiter: opts.limiter, observer: { depth: (n) => depths.push(n) } });
-  return { clock, queue, depths };
+  const waits: number[] = [];
+  const queue = new WorkQueue<string>({ clock, rateLimiter: opts.limiter, observer: { depth: (n) => depths.push(n), waited: (ms) => waits.push(ms) } });
+  return { clock, queue, depths, waits };
 }
 
 /** Resolves what get() resolved to by now, or 'pending'. */
@@ -73,6 +74,24 @@ describe('WorkQueue: de-duplication and exclusivity', () => {
     queue.add('b');
     await queue.get();
     expect(depths).toEqual([1, 2, 1]);
+  });
+
+  it('reports how long each item was queued, from the add (or the done that queued it again) to its hand-out', async () => {
+    const { clock, queue, waits } = setup();
+    queue.add('a');
+    await clock.advance(300);
+    queue.add('a'); // already queued: its wait still counts from the first add
+    await clock.advance(200);
+    expect(await queue.get()).toBe('a');
+    queue.add('a'); // re-added while processed: queued again by done()
+    await clock.advance(1000);
+    queue.done('a');
+    await clock.advance(50);
+    expect(await queue.get()).toBe('a');
+    const waiting = queue.get(); // a worker already waiting: no wait
+    queue.add('b');
+    expect(await waiting).toBe('b');
+    expect(waits).toEqual([500, 50, 0]);
   });
 });
 

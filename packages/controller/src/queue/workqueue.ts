@@ -16,6 +16,8 @@ import { controllerRateLimiter, type RateLimiter } from './rate-limiter.js';
 export interface QueueObserver {
   /** Called whenever the number of queued (not yet handed out) items changes. */
   depth?(n: number): void;
+  /** Called as an item is handed out, with how long it was queued (ms): client-go's queue duration. */
+  waited?(ms: number): void;
   added?(): void;
   retried?(): void;
 }
@@ -39,6 +41,8 @@ export class WorkQueue<K = string> {
   private readonly processing = new Set<K>();
   /** Delayed adds: the earliest due time per item. */
   private readonly waiting = new Map<K, { at: number; timer: Timer }>();
+  /** When each queued item was queued (by add, or again by done). */
+  private readonly queuedAt = new Map<K, number>();
   private getters: Array<(item: K | undefined) => void> = [];
   private drainWaiters: Array<() => void> = [];
   private stopped = false;
@@ -133,6 +137,7 @@ export class WorkQueue<K = string> {
   abandon(): void {
     this.queue = [];
     this.dirty.clear();
+    this.queuedAt.clear();
     this.observer.depth?.(0);
     this.shutDown();
   }
@@ -145,6 +150,7 @@ export class WorkQueue<K = string> {
   }
 
   private enqueue(item: K): void {
+    this.queuedAt.set(item, this.clock.now());
     const getter = this.getters.shift();
     if (getter) {
       this.handOut(item);
@@ -166,6 +172,9 @@ export class WorkQueue<K = string> {
   private handOut(item: K): void {
     this.processing.add(item);
     this.dirty.delete(item);
+    const at = this.queuedAt.get(item);
+    this.queuedAt.delete(item);
+    if (at !== undefined) this.observer.waited?.(this.clock.now() - at);
   }
 
   private notifyDrained(): void {

@@ -56,6 +56,7 @@ export function verificationController(s: VerificationSetup): Controller {
     clock,
     observer: {
       depth: (n) => metrics.queueDepth.set(n),
+      waited: (ms) => metrics.queueWait.observe(ms / 1000),
       added: () => metrics.queueAddsTotal.inc(),
       retried: () => metrics.queueRetriesTotal.inc(),
     },
