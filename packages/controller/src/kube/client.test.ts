@@ -1,12 +1,11 @@
-import { KubeConfig } from '@kubernetes/client-node';
-import { createLogger } from '@kube-node-ready/core';
-import { Writable } from 'node:stream';
-import { describe, expect, it } from 'vitest';
-import { FakeClock, flushPromises } from '../testing/fake-clock.js';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { TerminalError } from '@kube-node-ready/core';
+import { Writable } from 'node:stream';
+import { KubeConfig } from '@kubernetes/client-node';
+import { createLogger, TerminalError } from '@kube-node-ready/core';
+import { describe, expect, it } from 'vitest';
+import { FakeClock, flushPromises } from '../testing/fake-clock.js';
 import { KubeClient, loadKubeConfig, WriteFencedError } from './client.js';
 
 // The write fence of KubeClient.call(). The calls here are closures that count how often they
@@ -134,6 +133,6 @@ describe('loadKubeConfig reads credential files once', () => {
 
   it('a missing file fails at load, naming it', () => {
     expect(() => loadKubeConfig(kubeconfig('missing-ca.pem'))).toThrow(TerminalError);
-    expect(() => loadKubeConfig(kubeconfig('missing-ca.pem'))).toThrow(`cannot read the certificate authority of cluster c: file ${join(dir, 'missing-ca.pem')}`);
+    expect(() => loadKubeConfig(kubeconfig('missing-ca.pem'))).toThrow(`cannot read the certificate authority file of cluster c (${join(dir, 'missing-ca.pem')}): ENOENT`);
   });
 });

@@ -422,14 +422,14 @@ export class PooledKubeConfig extends KubeConfig {
       try {
         return readFileSync(file).toString('base64');
       } catch (err) {
-        throw new TerminalError(`kubeconfig: cannot read the ${what} file ${file} (${messageOf(err)}): fix the path in the kubeconfig or make the file readable`, { cause: err });
+        throw new TerminalError(`kubeconfig: cannot read the ${what} (${file}): ${messageOf(err)}; fix the path in the kubeconfig or make the file readable`, { cause: err });
       }
     };
-    this.clusters = this.clusters.map((c) => (c.caFile ? { ...c, caData: read(c.caFile, `certificate authority of cluster ${c.name}:`), caFile: undefined } : c));
+    this.clusters = this.clusters.map((c) => (c.caFile ? { ...c, caData: read(c.caFile, `certificate authority file of cluster ${c.name}`), caFile: undefined } : c));
     this.users = this.users.map((u) => ({
       ...u,
-      ...(u.certFile ? { certData: read(u.certFile, `client certificate of user ${u.name}:`), certFile: undefined } : {}),
-      ...(u.keyFile ? { keyData: read(u.keyFile, `client key of user ${u.name}:`), keyFile: undefined } : {}),
+      ...(u.certFile ? { certData: read(u.certFile, `client certificate file of user ${u.name}`), certFile: undefined } : {}),
+      ...(u.keyFile ? { keyData: read(u.keyFile, `client key file of user ${u.name}`), keyFile: undefined } : {}),
     }));
     return this;
   }
