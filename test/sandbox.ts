@@ -161,6 +161,20 @@ export async function serviceAccountKubeConfig(namespace: string, name: string, 
   return tokenKubeConfig(token.status?.token ?? '', name, server);
 }
 
+/**
+ * Two 10-minute tokens of ServiceAccount `namespace/name`: one bound to `pod`, as its kubelet gets
+ * it (the API server puts the pod's node in it), and one bound to nothing.
+ */
+export async function podBoundTokens(namespace: string, name: string, pod: k8s.V1Pod): Promise<{ bound: string; unbound: string }> {
+  const bound = await core().createNamespacedServiceAccountToken({
+    name,
+    namespace,
+    body: { spec: { audiences: [], expirationSeconds: 600, boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: pod.metadata!.name!, uid: pod.metadata!.uid! } } },
+  });
+  const unbound = await core().createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [], expirationSeconds: 600 } } });
+  return { bound: bound.status?.token ?? '', unbound: unbound.status?.token ?? '' };
+}
+
 /** A kubeconfig for the sandbox's API server (or `server`, e.g. a fault proxy) that authenticates with `token` as `user`. */
 export function tokenKubeConfig(token: string, user: string, server?: string): k8s.KubeConfig {
   const cluster = sandbox().kc.getCurrentCluster();

@@ -16,7 +16,7 @@ import type { ControllerConfig } from '../../packages/controller/src/config/sche
 import { conditionPatch, nodePatch, type JsonPatchOp } from '../../packages/controller/src/controllers/node/verification/node-patch.js';
 import { buildWorkerPod, workerImage } from '../../packages/controller/src/controllers/node/verification/pod-spec.js';
 import { Outcome, Phase, type VerificationState } from '../../packages/controller/src/controllers/node/verification/types.js';
-import { addNode, core, createNamespace, deleteNode, outcome, pendingWorkloadFor, sandbox, serviceAccountKubeConfig, tokenKubeConfig, waitFor } from '../sandbox.js';
+import { addNode, core, createNamespace, deleteNode, outcome, pendingWorkloadFor, podBoundTokens, sandbox, serviceAccountKubeConfig, tokenKubeConfig, waitFor } from '../sandbox.js';
 import { find, kubectl, template, type KubeObject } from './helm.js';
 
 const KINDS = new Set(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding', 'ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']);
@@ -327,14 +327,9 @@ describe('DaemonSet mode: an agent writes only its own node\'s NodeVerification'
         spec: { serviceAccountName: sa, automountServiceAccountToken: false, nodeName: mine.metadata!.name!, containers: [{ name: 'main', image: 'sandbox-shell', command: ['/bin/sh', '-c', 'exec sleep 3600'] }] },
       },
     });
-    const bound = await core().createNamespacedServiceAccountToken({
-      name: sa,
-      namespace,
-      body: { spec: { audiences: [], expirationSeconds: 600, boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: pod.metadata!.name!, uid: pod.metadata!.uid! } } },
-    });
-    asAgent = customWithToken(bound.status?.token ?? '');
-    const plain = await core().createNamespacedServiceAccountToken({ name: sa, namespace, body: { spec: { audiences: [], expirationSeconds: 600 } } });
-    unbound = customWithToken(plain.status?.token ?? '');
+    const tokens = await podBoundTokens(namespace, sa, pod);
+    asAgent = customWithToken(tokens.bound);
+    unbound = customWithToken(tokens.unbound);
     // The policy is loaded by the API server a moment after its binding is created.
     await waitFor(
       async () => (await outcome(asAgent.createClusterCustomObject({ ...NV, body: newNodeVerification(other), dryRun: 'All' }))).includes('ValidatingAdmissionPolicy') || undefined,

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { k8s } from '@kube-node-ready/sandbox';
-import { addNode, core, createNamespace, deleteNode, outcome, sandbox, tokenKubeConfig, waitFor } from '../sandbox.js';
+import { addNode, core, createNamespace, deleteNode, outcome, podBoundTokens, sandbox, tokenKubeConfig, waitFor } from '../sandbox.js';
 import { CHART_DIR, helm, kubectl } from './helm.js';
 
 const JSON_PATCH = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.JsonPatch);
@@ -226,15 +226,9 @@ describe('the admission policy: an agent writes only its own node, and only our 
     other = await newNode({ dns: 'dead' });
     const pod = await waitWithPods(mine, async () => (await podsOn(mine)).find((p) => p.status?.phase === 'Running'), `the agent pod on ${mine} to run`, 120_000);
     // A token bound to that pod, as its kubelet gets one: the API server puts the pod's node in it.
-    const sa = pod.spec?.serviceAccountName ?? '';
-    const bound = await core().createNamespacedServiceAccountToken({
-      name: sa,
-      namespace,
-      body: { spec: { audiences: [], expirationSeconds: 600, boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: pod.metadata!.name!, uid: pod.metadata!.uid! } } },
-    });
-    asAgent = apiWithToken(bound.status?.token ?? '');
-    const plain = await core().createNamespacedServiceAccountToken({ name: sa, namespace, body: { spec: { audiences: [], expirationSeconds: 600 } } });
-    unbound = apiWithToken(plain.status?.token ?? '');
+    const tokens = await podBoundTokens(namespace, pod.spec?.serviceAccountName ?? '', pod);
+    asAgent = apiWithToken(tokens.bound);
+    unbound = apiWithToken(tokens.unbound);
   }, 180_000);
 
   /** Our verified label on the node (a dry run): one of the writes the agent makes to open it. */
