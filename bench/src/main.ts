@@ -172,29 +172,15 @@ async function main(argv: string[]): Promise<number> {
   const side = async (): Promise<void> => {
     out(`bench: side by side with node-readiness-controller: bursts ${sideSizes.join(', ')} x ${sideReps}, alternating`);
     const sideStarted = Date.now();
-    const header = () => ({
-      bench: 'kube-node-ready vs node-readiness-controller',
-      date: new Date().toISOString(),
-      durationSeconds: Math.round((Date.now() - sideStarted) / 1000),
-      commit: process.env.KNR_COMMIT || git(root, ['rev-parse', '--short=12', 'HEAD']),
-    });
+    const header = () => runHeader('kube-node-ready vs node-readiness-controller', sideStarted);
     // Written after every run too (partial: true), so a long run interrupted still leaves its figures.
-    const r: SideBySideResult = await runSideBySide(env, sideSizes, sideReps, (partial) =>
-      writeFileSync(sideFile, `${JSON.stringify({ ...header(), partial: true, ...partial }, null, 1).replace(/\[\n[-\d.,\s(null)]*\]/g, (m) => m.replace(/\s+/g, ''))}\n`),
-      footprintCounts,
-    );
+    const r: SideBySideResult = await runSideBySide(env, sideSizes, sideReps, (partial) => writeResults(sideFile, { ...header(), partial: true, ...partial }), footprintCounts);
     const doc = {
-      bench: 'kube-node-ready vs node-readiness-controller',
-      date: new Date().toISOString(),
-      durationSeconds: Math.round((Date.now() - sideStarted) / 1000),
-      commit: process.env.KNR_COMMIT || git(root, ['rev-parse', '--short=12', 'HEAD']),
-      machine: { nproc: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', kernel: release(), node: process.version, kubernetesVersion: env.kubernetesVersion ?? 'unknown' },
-      load: { loadavgAtEnd: loadavg().map((x) => round(x, 2)), otherSandboxes: otherSandboxes(slot) },
+      ...header(),
       config: { tuning, workerImage: 'kube-node-ready-instant', note: 'both controllers through counting proxies of their own, chart RBAC and defaults, leader election on (kube-node-ready with a 60s/40s/5s Lease, node-readiness-controller with its defaults); runs alternate, and so does which contender goes first', kubeNodeReadyLeaderElection: LONG_LEASE },
       ...r,
     };
-    const text = JSON.stringify(doc, null, 1).replace(/\[\n[-\d.,\s(null)]*\]/g, (m) => m.replace(/\s+/g, ''));
-    writeFileSync(sideFile, `${text}\n`);
+    writeResults(sideFile, doc);
     out(`bench: wrote ${sideFile}`);
     const png = sideFile.replace(/\.json$/, '.png');
     try {
@@ -227,16 +213,11 @@ async function main(argv: string[]): Promise<number> {
     const scaleStarted = Date.now();
     const r = await runScale(env, scaleCounts, burstSize, quick ? 10_000 : 30_000);
     const doc = {
-      bench: 'kube-node-ready: cost as the cluster grows',
-      date: new Date().toISOString(),
-      durationSeconds: Math.round((Date.now() - scaleStarted) / 1000),
-      commit: process.env.KNR_COMMIT || git(root, ['rev-parse', '--short=12', 'HEAD']),
-      machine: { nproc: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', kernel: release(), node: process.version, kubernetesVersion: env.kubernetesVersion ?? 'unknown' },
-      load: { loadavgAtEnd: loadavg().map((x) => round(x, 2)), otherSandboxes: otherSandboxes(slot) },
+      ...runHeader('kube-node-ready: cost as the cluster grows', scaleStarted),
       config: { tuning, workerImage: 'kube-node-ready-instant', note: 'one controller per size, run as the chart runs it (NODE_OPTIONS, memory limit); the burst with slots for all its nodes' },
       ...r,
     };
-    writeFileSync(scaleFile, `${JSON.stringify(doc, null, 1)}\n`);
+    writeResults(scaleFile, doc);
     out(`bench: wrote ${scaleFile}`);
     try {
       await drawScaleChart(r, scaleTitle(doc.date, doc.commit, burstSize, r.limit.memory), scaleFile.replace(/\.json$/, '.png'));
@@ -250,6 +231,18 @@ async function main(argv: string[]): Promise<number> {
     if (kills > 0) out(`bench: FAILED: the controller was OOM-killed ${kills} times under the chart's memory limit in the scale scenario`);
     return kills;
   };
+
+  /** What a scenario's results file starts with: which bench, when, how long, at which commit, on what, how loaded. */
+  function runHeader(bench: string, startedAt: number) {
+    return {
+      bench,
+      date: new Date().toISOString(),
+      durationSeconds: Math.round((Date.now() - startedAt) / 1000),
+      commit: process.env.KNR_COMMIT || git(root, ['rev-parse', '--short=12', 'HEAD']),
+      machine: { nproc: cpus().length, cpuModel: cpus()[0]?.model ?? 'unknown', kernel: release(), node: process.version, kubernetesVersion: env.kubernetesVersion ?? 'unknown' },
+      load: { loadavgAtEnd: loadavg().map((x) => round(x, 2)), otherSandboxes: otherSandboxes(slot) },
+    };
+  }
 
   const started = Date.now();
   if (sideOnly) {
@@ -306,9 +299,7 @@ async function main(argv: string[]): Promise<number> {
     steady,
     worker,
   };
-  // Indented, but arrays of numbers (the per-node samples) on one line each.
-  const text = JSON.stringify(results, null, 1).replace(/\[\n[-\d.,\s(null)]*\]/g, (m) => m.replace(/\s+/g, ''));
-  writeFileSync(outFile, `${text}\n`);
+  writeResults(outFile, results);
   out(`bench: wrote ${outFile}`);
   const png = outFile.replace(/\.json$/, '.png');
   try {
@@ -428,6 +419,11 @@ function chartInput(r: Results): ChartInput {
     title: `kube-node-ready bursts in the sandbox: ${r.machine.nproc} cores, ${r.date.slice(0, 10)}, commit ${r.commit}, load avg at start ${load.loadavgAtStart?.[0] ?? '?'}`,
     bursts: r.bursts.map((b) => ({ size: b.size, samples: b.samples })),
   };
+}
+
+/** Indented JSON, but arrays of numbers (the per-node samples) on one line each. */
+function writeResults(file: string, doc: unknown): void {
+  writeFileSync(file, `${JSON.stringify(doc, null, 1).replace(/\[\n[-\d.,\s(null)]*\]/g, (m) => m.replace(/\s+/g, ''))}\n`);
 }
 
 function scaleTitle(date: string, commit: string, burst: number, limit: string): string {
