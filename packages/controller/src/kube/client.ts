@@ -42,6 +42,8 @@ export interface KubeClientOptions {
   log: Logger;
   /** Retries of one call on transient errors. */
   retries?: number;
+  /** Objects per page of a list (default LIST_PAGE_SIZE, client-go's 500; tests make it small). */
+  listPageSize?: number;
   /** Told about every request (for metrics). */
   observer?: { request?(operation: string, ok: boolean): void; throttled?(seconds: number): void };
 }
@@ -166,20 +168,25 @@ export class KubeClient {
     );
   }
 
+  /** Every page of a list, each asked for with `limit` and the previous page's continue token. */
+  private async *pages<L extends { metadata?: ListMeta }>(operation: string, list: (page: { limit: number; _continue?: string }) => Promise<L>): AsyncGenerator<L> {
+    let token: string | undefined;
+    do {
+      const page = { limit: this.opts.listPageSize ?? LIST_PAGE_SIZE, ...(token ? { _continue: token } : {}) };
+      const result = await this.call(operation, () => list(page));
+      token = result.metadata?._continue ?? result.metadata?.continue;
+      yield result;
+    } while (token);
+  }
+
   // -- Nodes ---------------------------------------------------------------------------------
 
   /**
    * Every node (matching `labelSelector`), in pages of LIST_PAGE_SIZE like client-go's reflector: a
    * large cluster is never one huge response, and the caller keeps what it needs of each page.
    */
-  async *listNodePages(labelSelector?: string): AsyncGenerator<V1NodeList> {
-    let token: string | undefined;
-    do {
-      const cont = token;
-      const page = await this.call('list nodes', () => this.core.listNode({ limit: LIST_PAGE_SIZE, ...(labelSelector ? { labelSelector } : {}), ...(cont ? { _continue: cont } : {}) }));
-      token = page.metadata?._continue;
-      yield page;
-    } while (token);
+  listNodePages(labelSelector?: string): AsyncGenerator<V1NodeList> {
+    return this.pages('list nodes', (page) => this.core.listNode({ ...page, ...(labelSelector ? { labelSelector } : {}) }));
   }
 
   /** The node of that name if it exists and matches `labelSelector`: one live list, filtered by name. */
@@ -216,16 +223,8 @@ export class KubeClient {
   // -- NodeVerifications (api/nodeverification.ts) ------------------------------------------
 
   /** Every NodeVerification, in pages of LIST_PAGE_SIZE. */
-  async *listNodeVerificationPages(): AsyncGenerator<KubernetesListObject<NodeVerification>> {
-    let token: string | undefined;
-    do {
-      const cont = token;
-      const page = (await this.call('list nodeverifications', () =>
-        this.custom.listClusterCustomObject({ ...NV, limit: LIST_PAGE_SIZE, ...(cont ? { _continue: cont } : {}) }),
-      )) as KubernetesListObject<NodeVerification>;
-      token = page.metadata?._continue;
-      yield page;
-    } while (token);
+  listNodeVerificationPages(): AsyncGenerator<KubernetesListObject<NodeVerification>> {
+    return this.pages('list nodeverifications', async (page) => (await this.custom.listClusterCustomObject({ ...NV, ...page })) as KubernetesListObject<NodeVerification>);
   }
 
   /**
@@ -367,6 +366,12 @@ export class KubeClient {
 
 /** The NodeVerification resource's coordinates, as CustomObjectsApi takes them. */
 const NV = { group: NodeVerificationApi.group, version: NodeVerificationApi.version, plural: NodeVerificationApi.plural };
+
+/**
+ * A list's metadata: client-node's typed lists carry the continue token as `_continue`; the custom
+ * objects API returns the JSON as sent, where it is `continue`.
+ */
+type ListMeta = { _continue?: string; continue?: string };
 
 /** Objects per page of a list (client-go's pager uses 500). */
 const LIST_PAGE_SIZE = 500;
