@@ -20,6 +20,7 @@ import { MemoryProgressStore, NodeVerificationStore } from './controllers/node/v
 import { KubeEventRecorder, type EventSink } from './events/recorder.js';
 import { buildServer, parseBindAddress, type Probe } from './http/server.js';
 import type { KubeClient } from './kube/client.js';
+import { HeapCompactor } from './kube/heap.js';
 import { SelfHealingInformer, slimNode, stripObject } from './kube/informer.js';
 import { LeaderElector, type RunResult } from './leader/elector.js';
 import { KubeLeaseClient } from './leader/lease-client.js';
@@ -77,6 +78,15 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     request: (operation, ok) => metrics.apiRequestsTotal.inc({ operation, result: ok ? 'success' : 'error' }),
     throttled: (seconds) => metrics.apiThrottledSeconds.inc(seconds),
   });
+  // After the lists, the heap they grew is given back (with --expose-gc, as the chart runs it).
+  const heap = new HeapCompactor({ clock, log: log.child({ component: 'heap' }), gc: globalThis.gc });
+  const listHooks = (resource: string) => ({
+    onList: () => {
+      metrics.watchListsTotal.inc({ resource });
+      heap.started(resource);
+    },
+    onListed: () => heap.listed(resource),
+  });
   const nodeInformer = new SelfHealingInformer<V1Node>({
     resource: 'nodes',
     path: '/api/v1/nodes',
@@ -87,7 +97,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     clock,
     log: log.child({ component: 'informer' }),
     onRestart: () => metrics.watchRestartsTotal.inc({ resource: 'nodes' }),
-    onList: () => metrics.watchListsTotal.inc({ resource: 'nodes' }),
+    ...listHooks('nodes'),
   });
   const pods = new SelfHealingInformer<V1Pod>({
     resource: 'pods',
@@ -100,7 +110,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     clock,
     log: log.child({ component: 'informer' }),
     onRestart: () => metrics.watchRestartsTotal.inc({ resource: 'pods' }),
-    onList: () => metrics.watchListsTotal.inc({ resource: 'pods' }),
+    ...listHooks('pods'),
   });
   // Verification progress (none in dry run, which writes nothing and keeps progress in memory).
   if (!config.dryRun) await kube.requireNodeVerifications();
@@ -115,7 +125,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
         clock,
         log: log.child({ component: 'informer' }),
         onRestart: () => metrics.watchRestartsTotal.inc({ resource: 'nodeverifications' }),
-        onList: () => metrics.watchListsTotal.inc({ resource: 'nodeverifications' }),
+        ...listHooks('nodeverifications'),
       });
   const informers = [nodeInformer, pods, ...(verifications ? [verifications] : [])];
 
@@ -275,6 +285,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       manager.stop();
       manager.abandon();
       await Promise.all(informers.map((i) => i.stop()));
+      heap.stop();
       await Promise.all(servers.map((s) => s.close()));
       metrics.leader.set(0);
       log.info('stopped');

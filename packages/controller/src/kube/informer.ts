@@ -22,6 +22,8 @@ export interface InformerOptions<T extends KubernetesObject> {
   onRestart?: () => void;
   /** Called as each list request starts: at start, then whenever the watch cannot resume (410 Gone, a restart after a failed list). */
   onList?: () => void;
+  /** Called once each list has been applied to the cache (the first is the sync). */
+  onListed?: () => void;
   /** Called as each watch request starts, with the resourceVersion it resumes from. */
   onWatch?: (resourceVersion: string) => void;
   /**
@@ -191,6 +193,7 @@ export class SelfHealingInformer<T extends KubernetesObject> {
       this.opts.log.info({ resource: this.opts.resource, objects: this.list().length }, 'cache synced');
     }
     for (const resolve of this.syncWaiters.splice(0)) resolve();
+    this.opts.onListed?.();
   }
 
   private onError(err: unknown): void {
