@@ -567,12 +567,13 @@ export class VerificationController {
 
   /**
    * The pod watch reports a worker pod that no longer holds a verification slot (finished, being
-   * deleted, or gone): the first node in line for a slot may go now. Waking on the cache change (not when
-   * the controller decides to delete) means the woken reconcile sees the slot free.
+   * deleted, or gone), or a node left the line: as many nodes as slots are free (at least the first
+   * in line) may go now. Waking on the cache change (not when the controller decides to delete)
+   * means the woken reconcile sees the slot free.
    */
   slotFreed(): void {
-    const next = this.deps.slots.first();
-    if (next !== undefined) this.deps.enqueue(next);
+    const free = this.deps.config.reconciliation.maxConcurrentVerifications - this.deps.slots.active().size;
+    for (const node of this.deps.slots.first(Math.max(1, free))) this.deps.enqueue(node);
   }
 }
 

@@ -100,8 +100,13 @@ export const POD_REFUSED_RETRY_MS = 30_000;
 /** The kubelet's operating-system label. */
 export const OS_LABEL = 'kubernetes.io/os';
 
-/** How often a node waiting for a free verification slot looks again (it is also woken when one frees). */
-export const CONCURRENCY_RECHECK_MS = 5_000;
+/**
+ * How often a node waiting for a free verification slot looks again. Freed slots wake the nodes
+ * first in line, so this is the safety net (a reservation whose pod never appeared) and what keeps
+ * a waiting node's place: it must stay well under VerificationSlots' waitingTtlMs (60 s). Every
+ * waiting node costs a reconcile per interval, so it is not shorter than it needs to be.
+ */
+export const CONCURRENCY_RECHECK_MS = 20_000;
 
 export function decide(
   node: V1Node,

@@ -30,7 +30,8 @@ describe('VerificationSlots', () => {
     slots.wait('n1', 1000);
     slots.wait('n2b', 2000);
     slots.wait('n2a', 2000);
-    expect(slots.first()).toBe('n1');
+    expect(slots.first()).toEqual(['n1']);
+    expect(slots.first(3)).toEqual(['n1', 'n2a', 'n2b']);
     // With one slot free (bound 1, nothing in flight), only the first in line may take it.
     expect(slots.taken('n3', 3000)).toBe(3);
     expect(slots.taken('n2b', 2000)).toBe(2);
@@ -39,7 +40,7 @@ describe('VerificationSlots', () => {
     // A node that arrives now queues behind all of them.
     expect(slots.taken('n4', 4000)).toBe(4);
     slots.reserve('n1');
-    expect(slots.first()).toBe('n2a');
+    expect(slots.first()).toEqual(['n2a']);
     expect(slots.taken('n2a', 2000)).toBe(1); // n1's reservation
   });
 
@@ -72,7 +73,7 @@ describe('VerificationSlots', () => {
     expect(slots.taken('b', 2)).toBe(1);
     clock.t += 10_000;
     expect(slots.taken('b', 2)).toBe(0);
-    expect(slots.first()).toBe('b');
+    expect(slots.first(5)).toEqual(['b']);
     expect(slots.waiting('gone')).toBe(false);
   });
 });

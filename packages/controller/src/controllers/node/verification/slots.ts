@@ -13,9 +13,10 @@ import { workerNodeName } from './pod-spec.js';
  *
  * Waiting: nodes that could run their worker now but found every slot taken. They are served in
  * order of arrival (node creation time, then name): a node may take a free slot only when fewer
- * nodes wait ahead of it than slots are free, and a freed slot wakes the first in line. A waiting
- * node looks again every few seconds, which keeps its entry; an entry not kept for
- * `waitingTtlMs` (the node went away unseen) stops holding up the nodes behind it.
+ * nodes wait ahead of it than slots are free, and freed slots wake as many nodes, first in line
+ * first. A waiting node also looks again now and then (CONCURRENCY_RECHECK_MS), which keeps its
+ * entry; an entry not kept for `waitingTtlMs` (the node went away unseen) stops holding up the
+ * nodes behind it.
  *
  * The time each node has spent waiting is kept until the node is forgotten: waiting one's turn is
  * never the node's fault, so remediation's stuck-node clock does not count it (queuedMs()).
@@ -121,12 +122,13 @@ export class VerificationSlots {
     return (this.waited.get(node) ?? 0) + (w ? Math.max(0, this.clock.now() - w.since) : 0);
   }
 
-  /** The first waiting node in order of arrival (woken when a slot frees). */
-  first(): string | undefined {
+  /** The first `n` waiting nodes in order of arrival (woken when slots free). */
+  first(n = 1): string[] {
     this.prune();
-    let best: [string, number] | undefined;
-    for (const [node, w] of this.line) if (!best || before(w.arrival, node, best[1], best[0])) best = [node, w.arrival];
-    return best?.[0];
+    return [...this.line]
+      .sort(([a, wa], [b, wb]) => (before(wa.arrival, a, wb.arrival, b) ? -1 : 1))
+      .slice(0, n)
+      .map(([node]) => node);
   }
 
   private prune(): void {
