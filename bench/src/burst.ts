@@ -9,7 +9,7 @@ import { createInterface } from 'node:readline';
 import { stringify } from 'yaml';
 import { k8s, loadKubeConfig, sandboxLayout, simulatedNode, startSandbox, stopSandbox, type FaultProxy, type SandboxState } from '@kube-node-ready/sandbox';
 import { apiserverRequestCounts, diffCounts } from './apiserver.js';
-import { applyChartRbac, benchConfig, ControllerProcess, controllerKubeconfig, histogramQuantile, metricSum, NAMESPACE, startProxy, TAINT, VERIFIED_LABEL, type ControllerTuning } from './controller.js';
+import { applyChartRbac, benchConfig, ControllerProcess, controllerKubeconfig, type ControllerRuntime, histogramQuantile, metricSum, NAMESPACE, startProxy, TAINT, VERIFIED_LABEL, type ControllerTuning } from './controller.js';
 import { LimitedController, PeakSampler, type MemoryLimit } from './limited.js';
 import type { Milestone, ObservedLine } from './observer.js';
 import { busyFraction, machineCpu, ProcessSampler, sampleProcess } from './proc.js';
@@ -28,12 +28,14 @@ export interface BenchEnv {
   out: (line: string) => void;
   /** Run the controller straight against the apiserver, without the counting proxy (a control experiment). */
   direct: boolean;
-  /** Extra node flags for the controller process (experiments only; the image runs none). */
-  controllerNodeFlags: string[];
+  /** The controller's Node.js flags and environment: the Helm chart's, unless --controller-node-flags or --controller-env say otherwise. */
+  controller: ControllerRuntime;
   /** The worker image of the bursts: the real worker, or INSTANT_WORKER_IMAGE (--instant-worker). */
   workerImage: { repository: string; tag: string };
   /** The controller's memory limit: the chart's `controller.resources.limits.memory` unless --controller-memory-limit says otherwise. */
   controllerMemoryLimit: string;
+  /** How long a burst may take, from its first node's creation (default: 120 s + 600 ms per node). */
+  burstTimeoutMs?: number;
   /** From the sandbox's state, once one has started. */
   kubernetesVersion?: string;
 }
@@ -170,7 +172,7 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
     const configFile = join(env.sandboxDir, 'controller.yaml');
     writeFileSync(configFile, stringify(benchConfig(env.tuning, metricsPort, env.workerImage)));
     const limited = (controller = new LimitedController(env, (procsFiles, run) =>
-      new ControllerProcess(configFile, kubeconfig, join(env.logDir, `controller-${runId}${run ? `-restart${run}` : ''}.log`), metricsPort, env.controllerNodeFlags, undefined, procsFiles),
+      new ControllerProcess(configFile, kubeconfig, join(env.logDir, `controller-${runId}${run ? `-restart${run}` : ''}.log`), metricsPort, env.controller, undefined, procsFiles),
     ));
     await controller.waitForLog('starting to reconcile', 90_000);
     await sleep(1000);
@@ -192,7 +194,7 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
     });
     const createSpreadMs = Date.now() - createStart;
 
-    const timeoutMs = 120_000 + size * 600;
+    const timeoutMs = env.burstTimeoutMs ?? 120_000 + size * 600;
     let lastReport = 0;
     while (opened < size) {
       const elapsed = Date.now() - createStart;

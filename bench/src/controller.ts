@@ -80,6 +80,20 @@ export function benchConfig(t: ControllerTuning, metricsPort: number, workerImag
 
 const JOIN_CGROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
 
+/** How the controller's Node.js process runs: its flags (NODE_OPTIONS) and the rest of its environment. */
+export interface ControllerRuntime {
+  nodeFlags: string[];
+  env: Record<string, string>;
+}
+
+export const NO_RUNTIME: ControllerRuntime = { nodeFlags: [], env: {} };
+
+/** For progress lines: "Node.js flags --a --b, environment K=V". */
+export function describeRuntime(r: ControllerRuntime): string {
+  const env = Object.entries(r.env).map(([k, v]) => `${k}=${v}`);
+  return `Node.js flags ${r.nodeFlags.join(' ') || 'none'}, environment ${env.join(' ') || 'none'}`;
+}
+
 export class ControllerProcess {
   readonly child: ChildProcess;
   private output = '';
@@ -90,20 +104,20 @@ export class ControllerProcess {
     kubeconfig: string,
     logFile: string,
     readonly metricsPort: number,
-    /** Extra flags for the controller's node process (an experiment, e.g. --max-semi-space-size=2). */
-    nodeFlags: string[] = [],
+    /** The controller's Node.js flags and environment (the chart's, or an experiment's). */
+    runtime: ControllerRuntime = NO_RUNTIME,
     /** HOSTNAME of the process: the prefix of its leader-election identity (replicas need their own). */
     hostname = 'bench-controller',
     /** The process joins the cgroup(s) of these cgroup.procs files before it starts: its memory limit. */
     procsFiles: readonly string[] = [],
   ) {
-    const argv = [process.execPath, ...nodeFlags, join(repoRoot(), 'dist', 'kube-node-ready.mjs'), 'controller', '--config', configFile, '--kubeconfig', kubeconfig];
+    const argv = [process.execPath, ...runtime.nodeFlags, join(repoRoot(), 'dist', 'kube-node-ready.mjs'), 'controller', '--config', configFile, '--kubeconfig', kubeconfig];
     // As the simulated kubelet starts a container: a shell joins the cgroups, then execs the process
     // (same pid), so every byte it allocates is charged to its limit.
     const [cmd, ...args] = procsFiles.length ? ['/bin/sh', '-c', JOIN_CGROUPS, 'knr-controller', ...procsFiles, '--', ...argv] : argv;
     this.child = track(spawn(cmd!, args, {
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { PATH: process.env.PATH ?? '', HOSTNAME: hostname, POD_NAMESPACE: NAMESPACE },
+      env: { ...runtime.env, PATH: process.env.PATH ?? '', HOSTNAME: hostname, POD_NAMESPACE: NAMESPACE },
     }));
     const log = createWriteStream(logFile);
     const scan = (d: Buffer) => {

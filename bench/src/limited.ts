@@ -1,5 +1,5 @@
 // The controller as the Helm chart runs it, as far as memory goes: the chart's NODE_OPTIONS
-// (BenchEnv.controllerNodeFlags) and its `controller.resources.limits.memory`
+// (BenchEnv.controller: its NODE_OPTIONS and environment) and its `controller.resources.limits.memory`
 // (BenchEnv.controllerMemoryLimit), enforced by a memory
 // cgroup of its own, made as the simulated kubelet makes a container's; restarted when it exits, as
 // restartPolicy: Always would (without the back-off), every restart and OOM kill counted.

@@ -3,8 +3,10 @@
 //                       [--sizes 50,200,1000] [--steady-nodes 5000] [--max-concurrent 25] [--workers 20]
 //                       [--qps 200] [--burst 400] [--direct] [--controller-node-flags=--max-semi-space-size=2]
 //                       (default: the NODE_OPTIONS the Helm chart gives the controller; '=' for none)
+//                       [--controller-env='MALLOC_ARENA_MAX=2'] (default: the rest of the chart's fixed env; '=' for none)
 //                       [--controller-memory-limit 512Mi] (default: the chart's controller memory limit)
 //                       [--instant-worker] (bursts with a worker that passes at once: the controller's own cost)
+//                       [--burst-timeout SECONDS] (how long a burst may take; default 120 + 0.6 per node)
 //   node dist/bench.mjs side-by-side [--sizes 50,200,1000] [--reps 2] [--footprint 1000,5000] [--slot 10] [--out FILE]
 //                       kube-node-ready beside node-readiness-controller (bench/src/neighbour.ts); make bench runs it
 //                       after the bursts (not in --quick unless --side-by-side)
@@ -26,7 +28,7 @@ import { repoRoot, stopSandbox } from '@kube-node-ready/sandbox';
 import { runBurst, type BenchEnv, type BurstResult } from './burst.js';
 import { drawChart, drawScaleChart, type ChartInput } from './chart.js';
 import { chartMemoryLimit } from './limited.js';
-import { BENCH_WORKER_IMAGE, INSTANT_WORKER_IMAGE, type ControllerTuning } from './controller.js';
+import { BENCH_WORKER_IMAGE, describeRuntime, INSTANT_WORKER_IMAGE, type ControllerRuntime, type ControllerTuning } from './controller.js';
 import { drawSideBySideChart, LONG_LEASE, runSideBySide, type SideBySideResult } from './neighbour.js';
 import { runObserver } from './observer.js';
 import { distribution, median, percentile, type Distribution } from './stats.js';
@@ -130,8 +132,10 @@ async function main(argv: string[]): Promise<number> {
       burst: { type: 'string', default: '400' },
       direct: { type: 'boolean', default: false },
       'controller-node-flags': { type: 'string' },
+      'controller-env': { type: 'string' },
       'controller-memory-limit': { type: 'string' },
       'instant-worker': { type: 'boolean', default: false },
+      'burst-timeout': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -152,7 +156,7 @@ async function main(argv: string[]): Promise<number> {
   const outFile = resolve(values.out ?? join(root, 'bench', 'results', `${date}${quick ? '-quick' : ''}.json`));
   mkdirSync(dirname(outFile), { recursive: true });
   const out = (line: string) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
-  const env: BenchEnv = { root, bundle, slot, sandboxDir: join(root, '.sandbox', `bench-${slot}`), logDir: join(root, '.sandbox', `bench-${slot}-logs`), tuning, out, direct: values.direct!, controllerNodeFlags: (values['controller-node-flags'] ?? chartNodeOptions(root)).split(' ').filter(Boolean), controllerMemoryLimit: values['controller-memory-limit'] ?? chartMemoryLimit(root), workerImage: values['instant-worker'] ? INSTANT_WORKER_IMAGE : BENCH_WORKER_IMAGE };
+  const env: BenchEnv = { root, bundle, slot, sandboxDir: join(root, '.sandbox', `bench-${slot}`), logDir: join(root, '.sandbox', `bench-${slot}-logs`), tuning, out, direct: values.direct!, controller: controllerRuntime(root, values['controller-node-flags'], values['controller-env']), controllerMemoryLimit: values['controller-memory-limit'] ?? chartMemoryLimit(root), workerImage: values['instant-worker'] ? INSTANT_WORKER_IMAGE : BENCH_WORKER_IMAGE, ...(values['burst-timeout'] ? { burstTimeoutMs: seconds('--burst-timeout', values['burst-timeout']) * 1000 } : {}) };
   for (const f of ['kube-node-ready.mjs', 'sandbox.mjs']) if (!existsSync(join(root, 'dist', f))) throw new Error(`dist/${f} is missing: run \`node scripts/bundle.mjs\` first`);
 
   const stop = () => {
@@ -252,7 +256,7 @@ async function main(argv: string[]): Promise<number> {
   if (scaleOnly) return (await scale()) > 0 ? 1 : 0;
   const load = { loadavgAtStart: loadavg().map((x) => round(x, 2)), otherSandboxesAtStart: otherSandboxes(slot) };
   out(`bench: ${quick ? 'quick' : 'full'} run: bursts ${sizes.join(', ')} x ${reps}, steady state with ${steadyNodes} nodes; slot ${slot}; load average ${load.loadavgAtStart.join(' ')}; other sandboxes running: ${load.otherSandboxesAtStart.join(', ') || 'none'}`);
-  out(`bench: controller tuning: maxConcurrentVerifications ${tuning.maxConcurrentVerifications}, workers ${tuning.workers}, kubernetes.qps ${tuning.qps}, burst ${tuning.burst}; Node.js flags: ${env.controllerNodeFlags.join(' ') || 'none'}`);
+  out(`bench: controller tuning: maxConcurrentVerifications ${tuning.maxConcurrentVerifications}, workers ${tuning.workers}, kubernetes.qps ${tuning.qps}, burst ${tuning.burst}; ${describeRuntime(env.controller)}`);
 
   const bursts: BurstResult[] = [];
   for (const size of sizes) {
@@ -292,7 +296,7 @@ async function main(argv: string[]): Promise<number> {
       kubernetesVersion: env.kubernetesVersion ?? 'unknown',
     },
     load: { ...load, loadavgAtEnd: loadavg().map((x) => round(x, 2)), otherSandboxesAtEnd: otherSandboxes(slot) },
-    config: { tuning, direct: values.direct!, controllerNodeFlags: env.controllerNodeFlags, controllerMemoryLimit: env.controllerMemoryLimit, workerImage: env.workerImage.repository, note: 'every other controller setting is the default (docs/configuration.md); Node.js flags: the Helm chart\'s NODE_OPTIONS unless --controller-node-flags says otherwise; leader election on; worker checks: all (dns, api, tcp, service, podnet)' },
+    config: { tuning, direct: values.direct!, controllerNodeFlags: env.controller.nodeFlags, controllerEnv: env.controller.env, controllerMemoryLimit: env.controllerMemoryLimit, workerImage: env.workerImage.repository, note: 'every other controller setting is the default (docs/configuration.md); Node.js flags and environment: the Helm chart\'s unless --controller-node-flags or --controller-env say otherwise; leader election on; worker checks: all (dns, api, tcp, service, podnet)' },
     targets: TARGETS,
     summary: summarize(bursts, steady?.rssMiB.max),
     bursts,
@@ -442,6 +446,12 @@ function git(root: string, args: string[]): string {
   }
 }
 
+function seconds(option: string, value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${option}: expected a number of seconds, got ${value}`);
+  return n;
+}
+
 function otherSandboxes(slot: number): string[] {
   try {
     return execFileSync('ip', ['netns', 'list']).toString().split('\n').map((l) => l.split(' ')[0] ?? '').filter((n) => n.startsWith('knr-sandbox-') && n !== `knr-sandbox-${slot}`);
@@ -451,14 +461,25 @@ function otherSandboxes(slot: number): string[] {
 }
 
 /**
- * The NODE_OPTIONS the Helm chart's Deployment gives the controller: the bench runs the controller
- * the way users run it. Read from the template, so the two cannot drift apart.
+ * The environment the Helm chart's Deployment gives the controller, as far as it is fixed in the
+ * template (`- name: X` with a literal `value:`): NODE_OPTIONS becomes the process's flags, the rest
+ * (the malloc tuning) its environment. The bench runs the controller the way users run it; read
+ * from the template, so the two cannot drift apart. `--controller-node-flags` and `--controller-env`
+ * ('K=V K2=V2'; '' for none) replace either part for an experiment.
  */
-function chartNodeOptions(root: string): string {
+function controllerRuntime(root: string, nodeFlags: string | undefined, env: string | undefined): ControllerRuntime {
   const template = join(root, 'deploy', 'helm', 'kube-node-ready', 'templates', 'deployment.yaml');
-  const m = /- name: NODE_OPTIONS\s*\n\s*value: (\S.*)$/m.exec(readFileSync(template, 'utf8'));
-  if (!m?.[1]) throw new Error(`no NODE_OPTIONS in ${template}: pass --controller-node-flags (or --controller-node-flags= for none)`);
-  return m[1].trim().replace(/^["']|["']$/g, '');
+  const chart = new Map<string, string>();
+  for (const m of readFileSync(template, 'utf8').matchAll(/- name: (\w+)\s*\n\s*value: (\S.*)$/gm)) chart.set(m[1]!, m[2]!.trim().replace(/^["']|["']$/g, ''));
+  const flags = nodeFlags ?? chart.get('NODE_OPTIONS');
+  if (flags === undefined) throw new Error(`no NODE_OPTIONS in ${template}: pass --controller-node-flags (or --controller-node-flags= for none)`);
+  chart.delete('NODE_OPTIONS');
+  const vars = env === undefined ? Object.fromEntries(chart) : Object.fromEntries(env.split(' ').filter(Boolean).map((kv) => {
+    const at = kv.indexOf('=');
+    if (at < 1) throw new Error(`--controller-env: expected NAME=VALUE, got ${kv}`);
+    return [kv.slice(0, at), kv.slice(at + 1)];
+  }));
+  return { nodeFlags: flags.split(' ').filter(Boolean), env: vars };
 }
 
 main(process.argv.slice(2)).then(

@@ -182,7 +182,7 @@ export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number
     Object.assign(config.leaderElection, LONG_LEASE);
     writeFileSync(configFile, stringify(config));
     const startOurs = (n: number) =>
-      new ControllerProcess(configFile, oursKubeconfig, join(env.logDir, `side-kube-node-ready${n ? `-restart${n}` : ''}.log`), metricsPort, env.controllerNodeFlags);
+      new ControllerProcess(configFile, oursKubeconfig, join(env.logDir, `side-kube-node-ready${n ? `-restart${n}` : ''}.log`), metricsPort, env.controller);
     ours = startOurs(0);
 
     // node-readiness-controller: its chart's CRD, ServiceAccount and RBAC; the chart's arguments.

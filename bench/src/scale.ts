@@ -54,6 +54,8 @@ export interface ScaleResult {
   windowMs: number;
   limit: MemoryLimit;
   nodeFlags: string[];
+  /** The rest of its environment (the chart's malloc tuning). */
+  controllerEnv: Record<string, string>;
   points: ScalePoint[];
   /** Least-squares lines over the points: what one more cached node costs. */
   slope: { heapUsedBytesPerNode: number; rssBytesPerNode: number; anonBytesPerNode: number; chargedBytesPerNode: number; startupCpuMsPerThousandNodes: number; burstCpuMsPerNodePerThousandNodes: number };
@@ -94,7 +96,7 @@ export async function runScale(env: BenchEnv, counts: readonly number[], burstSi
       env.out(`${tag} ${count}: ${count} realistic nodes and NodeVerifications in the cluster; starting the controller`);
       const started = Date.now();
       const limited = (controller = new LimitedController(env, (procsFiles, run) =>
-        new ControllerProcess(configFile, kubeconfig, join(env.logDir, `controller-scale-${count}${run ? `-restart${run}` : ''}.log`), metricsPort, env.controllerNodeFlags, undefined, procsFiles),
+        new ControllerProcess(configFile, kubeconfig, join(env.logDir, `controller-scale-${count}${run ? `-restart${run}` : ''}.log`), metricsPort, env.controller, undefined, procsFiles),
       ));
       limit = limited.limit;
       await limited.waitForLog('starting to reconcile', 300_000);
@@ -180,7 +182,7 @@ export async function runScale(env: BenchEnv, counts: readonly number[], burstSi
         await core.deleteNode({ name: n.metadata!.name! }).catch(() => undefined);
       });
     }
-    return { counts: points.map((p) => p.nodes), nodeObjectBytes, windowMs, limit: limit!, nodeFlags: env.controllerNodeFlags, points, ...fit(points) };
+    return { counts: points.map((p) => p.nodes), nodeObjectBytes, windowMs, limit: limit!, nodeFlags: env.controller.nodeFlags, controllerEnv: env.controller.env, points, ...fit(points) };
   } finally {
     await controller?.stop();
     await proxy?.close();

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { sandboxLayout, stopSandbox, type FaultProxy } from '@kube-node-ready/sandbox';
 import { controllerMetrics, freshSandbox, type BenchEnv } from './burst.js';
-import { applyChartRbac, BENCH_WORKER_IMAGE, benchConfig, ControllerProcess, controllerKubeconfig, startProxy } from './controller.js';
+import { applyChartRbac, BENCH_WORKER_IMAGE, benchConfig, ControllerProcess, controllerKubeconfig, describeRuntime, startProxy } from './controller.js';
 import { apiserverRequestCounts, diffCounts } from './apiserver.js';
 import { LimitedController, PeakSampler, type MemoryLimit } from './limited.js';
 import { createRealisticNodes } from './nodes.js';
@@ -38,6 +38,8 @@ export interface SteadyResult {
   nodeObjectBytes: number;
   limit: MemoryLimit;
   nodeFlags: string[];
+  /** The rest of its environment (the chart's malloc tuning). */
+  controllerEnv: Record<string, string>;
   /** Controller start to "starting to reconcile" (both caches synced, leading). */
   syncMs: number;
   sampleWindowMs: number;
@@ -82,9 +84,9 @@ export async function runSteady(env: BenchEnv, count: number, windowMs: number, 
     writeFileSync(configFile, stringify(benchConfig(env.tuning, metricsPort)));
     const started = Date.now();
     const limited = (controller = new LimitedController(env, (procsFiles, run) =>
-      new ControllerProcess(configFile, kubeconfig, join(env.logDir, `controller-steady${run ? `-restart${run}` : ''}.log`), metricsPort, env.controllerNodeFlags, undefined, procsFiles),
+      new ControllerProcess(configFile, kubeconfig, join(env.logDir, `controller-steady${run ? `-restart${run}` : ''}.log`), metricsPort, env.controller, undefined, procsFiles),
     ));
-    env.out(`${tag}: memory limit ${limited.limit.memory} (${limited.limit.enforced ? 'enforced' : 'NOT enforced'}: ${limited.limit.cgroups}), Node.js flags ${env.controllerNodeFlags.join(' ') || 'none'}`);
+    env.out(`${tag}: memory limit ${limited.limit.memory} (${limited.limit.enforced ? 'enforced' : 'NOT enforced'}: ${limited.limit.cgroups}), ${describeRuntime(env.controller)}`);
     peaks = new PeakSampler(limited);
     const phases: MemoryPhase[] = [];
     let phaseStart = Date.now();
@@ -134,7 +136,8 @@ export async function runSteady(env: BenchEnv, count: number, windowMs: number, 
         createMs,
         nodeObjectBytes,
         limit: limited.limit,
-        nodeFlags: env.controllerNodeFlags,
+        nodeFlags: env.controller.nodeFlags,
+        controllerEnv: env.controller.env,
         syncMs,
         sampleWindowMs: windowMs,
         rssMiB: { min: round(Math.min(...rss), 1), mean: round(rss.reduce((a, b) => a + b, 0) / rss.length, 1), max: round(Math.max(...rss), 1) },

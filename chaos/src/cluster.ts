@@ -106,7 +106,7 @@ export class Cluster {
     const port = 20_000 + this.env.slot * 100 + n;
     const configFile = join(this.env.dir, `controller-${n}.yaml`);
     writeFileSync(configFile, stringify(mergeConfig(chaosConfig(port), this.configOverride)));
-    const proc = new ControllerProcess(configFile, this.kubeconfig, join(this.env.logDir, `${this.scenario}-controller-${n}.log`), port, [], `chaos-${i}`);
+    const proc = new ControllerProcess(configFile, this.kubeconfig, join(this.env.logDir, `${this.scenario}-controller-${n}.log`), port, undefined, `chaos-${i}`);
     this.replicas[i] = proc;
     await proc.waitForLog('"msg":"waiting to lead"', 60_000);
     this.identities[i] = /"identity":"([^"]+)"[^\n]*"msg":"waiting to lead"/.exec(proc.recentOutput)?.[1];
