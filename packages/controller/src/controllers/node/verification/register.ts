@@ -6,7 +6,7 @@ import type { ControllerConfig } from '../../../config/schema.js';
 import type { EventRecorder } from '../../../events/recorder.js';
 import type { KubeClient } from '../../../kube/client.js';
 import type { SelfHealingInformer } from '../../../kube/informer.js';
-import { isPodTerminal, nodeName, toMillis } from '../../../kube/objects.js';
+import { isPodTerminal, nodeName, nodeUid, toMillis } from '../../../kube/objects.js';
 import type { ControllerMetrics } from '../../../metrics/metrics.js';
 import { WorkQueue } from '../../../queue/workqueue.js';
 import type { NodeVerification } from '../../../api/nodeverification.js';
@@ -112,8 +112,16 @@ export function verificationController(s: VerificationSetup): Controller {
     verification.slotFreed();
   };
   // A NodeVerification deleted (`kube-node-ready verify`, or by hand): its node is decided again now,
-  // not at the next resync. Its other changes are our own writes, or the agent's.
-  s.verifications?.on({ delete: (nv) => queue.add(nv.spec?.nodeName ?? nv.metadata?.name ?? '') });
+  // not at the next resync. Its other changes are our own writes, or the agent's. One whose Node is
+  // gone (or was re-created: another UID) is the garbage collector following the Node's deletion,
+  // which the node watch has already reported: nothing to decide, so no reconcile for each of a
+  // scale-down's NodeVerifications.
+  s.verifications?.on({
+    delete: (nv) => {
+      const node = nodes.get(nv.spec?.nodeName ?? nv.metadata?.name ?? '');
+      if (node && nodeUid(node) === nv.spec?.nodeUID) queue.add(nodeName(node));
+    },
+  });
   pods.on({
     add: podEvent,
     update: (pod) => (isPodTerminal(pod) || pod.metadata?.deletionTimestamp ? podFreed(pod) : podEvent(pod)),
