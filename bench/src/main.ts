@@ -278,6 +278,7 @@ async function main(argv: string[]): Promise<number> {
     out(`memory ${steadyNodes}: steady RSS mean ${steady.rssMiB.mean} MiB (max ${steady.rssMiB.max}), peaks ${steady.phases.map((p) => `${p.phase} ${p.peakRssMiB}`).join(', ')} MiB under a ${steady.limit.memory} limit, ${steady.oomKills} OOM kills, synced in ${fmtS(steady.syncMs)}`);
     if (worker.error) out(`worker: ${worker.error}`);
     else out(`worker: wall ${worker.wallMsMedian} ms (median), checks ${worker.checksMsMedian} ms, peak RSS ${worker.peakRssMiBMax} MiB`);
+    for (const l of worker.footprint ?? []) out(`worker footprint: ${l.what}: RSS ${l.rssMiB} MiB, peak ${l.peakRssMiB} MiB, heap ${l.heapUsedMiB} MiB, ${l.wallMs} ms from spawn to exit`);
   }
 
   const results: Results = {

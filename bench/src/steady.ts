@@ -17,7 +17,7 @@ import { LimitedController, PeakSampler, type MemoryLimit } from './limited.js';
 import { createRealisticNodes } from './nodes.js';
 import { ProcessSampler, sampleProcess } from './proc.js';
 import { round, sleep } from './util.js';
-import { runWorkerBench, type WorkerResult } from './worker.js';
+import { runWorkerBench, runWorkerFootprint, type WorkerResult } from './worker.js';
 
 export interface MemoryPhase {
   phase: 'startup' | 'steady' | 'relist';
@@ -68,8 +68,11 @@ export async function runSteady(env: BenchEnv, count: number, windowMs: number, 
   let peaks: PeakSampler | undefined;
   let proxy: FaultProxy | undefined;
   try {
-    // The worker bench first, on the idle sandbox.
+    // The worker bench first, on the idle sandbox, then where its memory and start-up go.
     const worker = await runWorkerBench(env, workerRuns);
+    const footprint = await runWorkerFootprint(env, workerRuns);
+    if (Array.isArray(footprint)) worker.footprint = footprint;
+    else env.out(`worker: no footprint: ${footprint.error}`);
 
     await applyChartRbac(state, BENCH_WORKER_IMAGE);
     // Through the fault proxy: the relist phase has it expire the Node watch.

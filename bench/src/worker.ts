@@ -18,7 +18,34 @@ export interface WorkerResult {
   peakRssMiBMax?: number;
   /** Everything the worker bench reported, for the details. */
   raw?: unknown;
+  /** Where the memory and start-up go: Node.js alone, then each layer the worker loads (footprint.mjs). */
+  footprint?: FootprintLayer[];
   error?: string;
+}
+
+export interface FootprintLayer {
+  layer: string;
+  what: string;
+  /** After a full collection, medians over the runs. */
+  rssMiB: number;
+  heapUsedMiB: number;
+  peakRssMiB: number;
+  /** From spawning the process to its exit. */
+  wallMs: number;
+}
+
+/** The worker's memory and start-up, layer by layer, without running it (packages/worker/src/bench/footprint.mjs). */
+export async function runWorkerFootprint(env: BenchEnv, runs: number): Promise<FootprintLayer[] | { error: string }> {
+  const script = join(env.root, 'packages', 'worker', 'src', 'bench', 'footprint.mjs');
+  env.out(`worker: ${script} (${runs} runs per layer)`);
+  try {
+    const stdout = await exec(process.execPath, [script, '--runs', String(runs)], env.root);
+    const line = stdout.split('\n').find((l) => l.includes('"workerFootprint"'));
+    if (!line) throw new Error(`no result line in: ${stdout.slice(-500)}`);
+    return (JSON.parse(line) as { workerFootprint: { layers: FootprintLayer[] } }).workerFootprint.layers;
+  } catch (err) {
+    return { error: String(err).split('\n')[0] ?? String(err) };
+  }
 }
 
 export async function runWorkerBench(env: BenchEnv, runs: number): Promise<WorkerResult> {
