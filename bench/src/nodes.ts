@@ -1,6 +1,7 @@
 // Nodes the bench creates that nobody plays: verified long ago and untainted, as a kubelet on EKS
-// registers them (labels, capacity, node info, 50 images, conditions: kubeletNodeStatus), about
-// 15 KB of JSON each with their managedFields, each with the condition and the NodeVerification
+// registers them (labels, capacity, node info, 50 images, conditions: kubeletNodeStatus) with the
+// annotations the kubelet, the EBS and EFS CSI drivers and Karpenter put on such a node, about
+// 16 KB of JSON each with their managedFields, each with the condition and the NodeVerification
 // kube-node-ready left when it opened it (a Passed status with every check's result). What a controller pays to know them
 // is what is measured.
 import { k8s, kubeletNodeStatus, SIMULATED_LABEL, simulatedNode, statusCode } from '@kube-node-ready/sandbox';
@@ -19,6 +20,17 @@ export function realisticNode(run: string, i: number): k8s.V1Node {
   // renewed, so kube-controller-manager marks them Unknown after its grace period (the same churn for
   // every controller measured beside them).
   delete node.metadata!.labels![SIMULATED_LABEL];
+  const instance = `i-0${(0x3a5b7c9d000 + i).toString(16)}`;
+  node.metadata!.annotations = {
+    'alpha.kubernetes.io/provided-node-ip': `10.3.${(i >> 8) & 255}.${i & 255}`,
+    'csi.volume.kubernetes.io/nodeid': JSON.stringify({ 'ebs.csi.aws.com': instance, 'efs.csi.aws.com': instance }),
+    'karpenter.k8s.aws/ec2nodeclass-hash': '15616957348189460630',
+    'karpenter.k8s.aws/ec2nodeclass-hash-version': 'v4',
+    'karpenter.sh/nodepool-hash': '6821555240594823858',
+    'karpenter.sh/nodepool-hash-version': 'v3',
+    'node.alpha.kubernetes.io/ttl': '0',
+    'volumes.kubernetes.io/controller-managed-attach-detach': 'true',
+  };
   node.spec = { ...node.spec, taints: [] };
   const status = kubeletNodeStatus(node, `10.3.${(i >> 8) & 255}.${i & 255}`, 10250, true, new Date());
   // The condition kube-node-ready wrote when it opened the node: without it the controller
