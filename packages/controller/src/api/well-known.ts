@@ -32,6 +32,17 @@ export const PodAnnotation = {
   ConfigHash: `${GROUP}/config-hash`,
 } as const;
 
+/**
+ * The Node annotations the controller reads: remediation's two opt-outs. The node cache keeps only
+ * these (kube/informer.ts slimNode), so an annotation read anywhere else must be added here.
+ */
+export const NodeAnnotation = {
+  /** `kube-node-ready.io/remediation: disabled`: never delete the node (remediation/names.ts). */
+  RemediationOptOut: `${GROUP}/remediation`,
+  /** Karpenter's own opt-out from disruption. */
+  KarpenterDoNotDisrupt: 'karpenter.sh/do-not-disrupt',
+} as const;
+
 /** Labels other systems set that change what we do. */
 export const Karpenter = {
   NodePoolLabel: 'karpenter.sh/nodepool',

@@ -1,5 +1,6 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
+import { NodeAnnotation } from '../api/well-known.js';
 import { nodeFingerprint } from '../controllers/node/verification/controller.js';
 import { conditionPatch, nodePatch } from '../controllers/node/verification/node-patch.js';
 import { decide } from '../controllers/node/verification/decide.js';
@@ -43,7 +44,9 @@ const ourCondition = { type: OURS, status: 'Unknown', reason: 'Verifying', messa
 
 describe('slimNode', () => {
   it('keeps what the controller reads, and only that', () => {
-    const full = registered(aNode('n1').tainted().label('karpenter.sh/nodepool', 'default').annotate('other/x', '1').build());
+    const full = registered(
+      aNode('n1').tainted().label('karpenter.sh/nodepool', 'default').annotate('other/x', '1').annotate(NodeAnnotation.RemediationOptOut, 'disabled').annotate(NodeAnnotation.KarpenterDoNotDisrupt, 'true').build(),
+    );
     full.status?.conditions?.push(ourCondition);
     full.metadata!.deletionTimestamp = new Date(T0);
     expect(slimNode(full, OURS)).toEqual({
@@ -54,7 +57,8 @@ describe('slimNode', () => {
         creationTimestamp: full.metadata?.creationTimestamp,
         deletionTimestamp: new Date(T0),
         labels: { 'karpenter.sh/nodepool': 'default' },
-        annotations: { 'other/x': '1' },
+        // Only those the controller reads.
+        annotations: { [NodeAnnotation.RemediationOptOut]: 'disabled', [NodeAnnotation.KarpenterDoNotDisrupt]: 'true' },
         ownerReferences: full.metadata?.ownerReferences,
       },
       spec: { taints: full.spec?.taints, providerID: 'aws:///us-east-1a/i-0abc' },

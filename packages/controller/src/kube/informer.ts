@@ -1,6 +1,7 @@
 import { ListWatch, Watch, type KubeConfig, type KubernetesListObject, type KubernetesObject, type V1Node, type V1ObjectMeta } from '@kubernetes/client-node';
 import type { Logger } from '@kube-node-ready/core';
 import type { Clock, Timer } from '../clock.js';
+import { NodeAnnotation } from '../api/well-known.js';
 import { messageOf } from './errors.js';
 
 export interface InformerOptions<T extends KubernetesObject> {
@@ -326,10 +327,12 @@ function toPlain<T>(obj: T): T {
   return JSON.parse(JSON.stringify(obj)) as T;
 }
 
+const READ_ANNOTATIONS: ReadonlySet<string> = new Set(Object.values(NodeAnnotation));
+
 /**
  * A node cut to what the controller reads, for the node cache and the copies its own writes and
- * live reads return: name, uid, resourceVersion, creation and deletion times, labels, annotations,
- * ownerReferences (a Karpenter NodeClaim), taints, providerID, the condition of type
+ * live reads return: name, uid, resourceVersion, creation and deletion times, labels, the
+ * annotations it reads (NodeAnnotation), ownerReferences (a Karpenter NodeClaim), taints, providerID, the condition of type
  * `conditionType` (ours), and Ready without its heartbeat. The rest (other conditions, addresses, capacity, nodeInfo, images, volumes,
  * managedFields) is most of a real Node and none of our business; with 5000 nodes it is the
  * difference between about 2.7 and 0.8 KiB of heap per node for a small one (docs/benchmarks.md).
@@ -343,7 +346,10 @@ export function slimNode(node: V1Node, conditionType: string): V1Node {
   if (m.creationTimestamp !== undefined) metadata.creationTimestamp = m.creationTimestamp;
   if (m.deletionTimestamp !== undefined) metadata.deletionTimestamp = m.deletionTimestamp;
   if (m.labels !== undefined) metadata.labels = m.labels;
-  if (m.annotations !== undefined) metadata.annotations = m.annotations;
+  // Only the annotations the controller reads: a CNI's, a CSI driver's and Karpenter's own are
+  // hundreds of bytes per node.
+  const annotations = Object.entries(m.annotations ?? {}).filter(([key]) => READ_ANNOTATIONS.has(key));
+  if (annotations.length) metadata.annotations = Object.fromEntries(annotations);
   if (m.ownerReferences !== undefined) metadata.ownerReferences = m.ownerReferences;
   const slim: V1Node = { metadata };
   if (node.spec?.taints !== undefined || node.spec?.providerID !== undefined) {

@@ -1,4 +1,4 @@
-import { GROUP } from '../../../api/well-known.js';
+import { NodeAnnotation } from '../../../api/well-known.js';
 import { Reason } from '../../../events/reasons.js';
 import { MetricName, RemediationAction, RemediationBlockReason, RemediationResult } from '../../../metrics/names.js';
 
@@ -13,7 +13,7 @@ import { MetricName, RemediationAction, RemediationBlockReason, RemediationResul
  * `kube-node-ready.io/remediation: disabled` on a Node: never delete it (nor its NodeClaim). Any
  * value other than `enabled` opts out too (a typo must not make a node deletable).
  */
-export const OPT_OUT_ANNOTATION = `${GROUP}/remediation`;
+export const OPT_OUT_ANNOTATION = NodeAnnotation.RemediationOptOut;
 export const OPT_OUT_VALUE = 'disabled';
 /** The one value of the annotation that does not opt out (the same as no annotation). */
 export const OPT_IN_VALUE = 'enabled';
@@ -27,7 +27,7 @@ export const KarpenterApi = {
   NodeClaimPlural: 'nodeclaims',
   NodeClaimKind: 'NodeClaim',
   /** `karpenter.sh/do-not-disrupt: "true"` on a Node (or on its NodeClaim): Karpenter's own opt-out. */
-  DoNotDisruptAnnotation: 'karpenter.sh/do-not-disrupt',
+  DoNotDisruptAnnotation: NodeAnnotation.KarpenterDoNotDisrupt,
   NodePoolLabel: 'karpenter.sh/nodepool',
 } as const;
 
