@@ -61,7 +61,7 @@ export async function runController(argv: readonly string[], env: Readonly<Recor
   }
 
   // 2. Logger and API client.
-  const log = await createLogger({ format: config.logging.format, level: config.logging.level, base: { component: 'controller' } });
+  const log = await createLogger({ format: config.logging.format, level: config.logging.level, base: { name: 'controller' } });
   let kube: KubeClient;
   try {
     kube = new KubeClient(loadKubeConfig(flags.kubeconfig, env), { qps: config.kubernetes.qps, burst: config.kubernetes.burst, clock: realClock, log });

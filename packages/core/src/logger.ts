@@ -7,7 +7,11 @@ export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' |
 export interface LoggerOptions {
   format?: LogFormat;
   level?: LogLevel;
-  /** Base fields on every line, e.g. { component: 'controller' }. */
+  /**
+   * Base fields on every line, e.g. { name: 'controller' } (pino's key for the program). Not
+   * `component`: the parts of a program log under that key (`log.child({ component: 'informer' })`),
+   * and pino writes a key bound twice twice.
+   */
   base?: Record<string, unknown>;
   /** Where lines go (default stdout). Tests pass a stream to capture them. */
   destination?: DestinationStream;

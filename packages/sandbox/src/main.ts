@@ -86,7 +86,7 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'daemon': {
       const layout = sandboxLayout(values.dir, slot);
-      const log = await createLogger({ base: { component: 'sandbox' }, level: values['log-level'] === 'debug' ? 'debug' : 'info' });
+      const log = await createLogger({ base: { name: 'sandbox' }, level: values['log-level'] === 'debug' ? 'debug' : 'info' });
       const root = join(dirname(fileURLToPath(import.meta.url)), '..');
       await runDaemon(
         layout,

@@ -63,7 +63,7 @@ export async function runAgent(argv: readonly string[], env: NodeJS.ProcessEnv, 
   }
 
   const pod = `${env.POD_NAMESPACE ?? ''}/${env.POD_NAME ?? nodeName}`;
-  const log = await createLogger({ format: config.logging.format, level: config.logging.level, base: { component: 'agent', node: nodeName } });
+  const log = await createLogger({ format: config.logging.format, level: config.logging.level, base: { name: 'agent', node: nodeName } });
   let kube: KubeClient;
   try {
     kube = new KubeClient(loadKubeConfig(flags.kubeconfig, env), { qps: config.kubernetes.qps, burst: config.kubernetes.burst, clock: realClock, log });
