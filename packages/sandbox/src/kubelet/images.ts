@@ -69,8 +69,13 @@ function imageSize(image: string): number {
   return 50_000_000 + (createHash('sha256').update(image).digest().readUInt32BE(0) % 200_000_000);
 }
 
-function defaultSleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
+/**
+ * Resolves once `ms` have passed by the wall clock, which the Pulled Event reports: a timer counts
+ * from the event loop's cached time and can end a millisecond early (a 5 s pull reported as 4.999s).
+ */
+async function defaultSleep(ms: number): Promise<void> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) await new Promise((r) => setTimeout(r, until - Date.now()));
 }
 
 /** A Go-style rendering of a duration, as in a kubelet's "Successfully pulled image" message (1.5s, 230ms). */
