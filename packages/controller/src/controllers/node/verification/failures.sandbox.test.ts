@@ -1,7 +1,7 @@
 // The controller against the real apiserver and scheduler: attempts that fail without the worker
 // ever running (not scheduled, not started), retries with backoff, the failed verdict, and that a
 // failed node keeps its taint.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { countReasons, harness, progressOf, nodeEventsWhen, readNode, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
 import { k8s } from '@kube-node-ready/sandbox';
 import { core, createNamespace, sandbox } from '../../../../../../test/sandbox.js';
@@ -18,6 +18,11 @@ beforeAll(async () => {
   h = await harness('ctlfail');
 });
 
+// A test that fails before its own ctl.stop() must not leave its controller leading into the next.
+afterEach(async () => {
+  await h.stopAll();
+});
+
 afterAll(async () => {
   await h?.cleanup();
 });
@@ -31,11 +36,9 @@ describe('attempts that never run', () => {
     // Long enough for the scheduler's reason to reach the pod before the attempt is given up.
     const ctl = await h.start({ worker: { scheduleTimeout: '8s' } });
 
+    // The Node is written before the NodeVerification: read after the verdict, it has the taints.
     const failed = await waitFor(
-      async () => {
-        const n = await readNode(node);
-        return (await progressOf(node))['phase'] === 'Failed' ? n : undefined;
-      },
+      async () => ((await progressOf(node))['phase'] === 'Failed' ? readNode(node) : undefined),
       'the node to be marked failed',
       40_000,
     );
