@@ -1,5 +1,5 @@
 // Where the worker's memory goes: Node.js alone, then what the worker loads on top, layer by layer.
-// Each layer is a small module bundled with esbuild as the CLI bundle is built, imported by a fresh
+// Each layer is a small module bundled with esbuild as the CLI bundle is built (nodeBundleOptions), imported by a fresh
 // `node --expose-gc` process that then runs a full collection and reports its RSS and V8 heap, and
 // its peak RSS, and the time from spawning it to its exit. The median of --runs processes per layer
 // (default 5). Nothing is run: the last layer
@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { nodeBundleOptions } from '../../../../scripts/esbuild-options.mjs';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const argv = process.argv.slice(2);
@@ -50,14 +51,9 @@ try {
       // Resolved from here, so that '../index.js' and the packages resolve as in the worker.
       stdin: { contents: `${layer.code}\n${report}`, resolveDir: here, sourcefile: `footprint-${layer.name}.mjs`, loader: 'js' },
       outfile: file,
-      bundle: true,
-      platform: 'node',
-      format: 'esm',
-      target: 'node24',
-      conditions: ['source'],
-      logLevel: 'warning',
-      external: ['pino-pretty'],
-      banner: { js: "import { createRequire as __knrCreateRequire } from 'node:module'; const require = __knrCreateRequire(import.meta.url);" },
+      ...nodeBundleOptions,
+      // The image runs without source maps.
+      sourcemap: false,
     });
     const samples = [];
     for (let r = 0; r < runs; r++) {

@@ -13,6 +13,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { nodeBundleOptions } from '../../../../scripts/esbuild-options.mjs';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const root = fileURLToPath(new URL('../../../../', import.meta.url));
@@ -24,16 +25,8 @@ const flag = (name, fallback) => {
 const sandbox = argv.includes('--sandbox');
 const runs = flag('--runs', sandbox ? '20' : '10');
 const out = mkdtempSync(join(tmpdir(), 'knr-bench-build-'));
-const common = {
-  bundle: true,
-  platform: 'node',
-  format: 'esm',
-  target: 'node24',
-  conditions: ['source'],
-  logLevel: 'warning',
-  external: ['pino-pretty'],
-  banner: { js: "import { createRequire as __knrCreateRequire } from 'node:module'; const require = __knrCreateRequire(import.meta.url);" },
-};
+// As the CLI bundle is built; without source maps unless a variant asks for them.
+const common = { ...nodeBundleOptions, sourcemap: false };
 try {
   if (!sandbox) {
     await Promise.all([
