@@ -3,7 +3,7 @@
 // its taint, Karpenter's registration is awaited, a CNI taint is respected, re-verification works.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { k8s } from '@kube-node-ready/sandbox';
-import { harness, progressOf, verificationCondition, nodeEvents, nodeEventsWhen, readNode, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
+import { harness, progressOf, verificationCondition, nodeEvents, nodeEventsWhen, readNode, waitFor, workerPods, type Harness, type TestController } from '../../../../test/harness.js';
 import { core, deleteNode, readVerification, sandbox } from '../../../../../../test/sandbox.js';
 
 let h: Harness;
@@ -25,6 +25,20 @@ async function patchNode(name: string, ops: object[]): Promise<void> {
 }
 
 const phaseOf = async (name: string) => (await progressOf(name))['phase'];
+
+/**
+ * A new node `ctl` has opened, once nothing more is due for it: its worker pod gone, the events of
+ * our own last writes in, and the one requeue the launch asked for (the worker pod's start deadline,
+ * the harness's 4 s) fired, as it does even though the node has passed since. With the controller's
+ * count of queue adds.
+ */
+async function settledOpenNode(ctl: TestController): Promise<{ node: string; adds: () => Promise<number> }> {
+  const node = await h.addNode();
+  await waitFor(async () => (await readNode(node))?.metadata?.labels?.[h.verifiedLabel.key] === 'true', 'the node to open', 60_000);
+  await waitFor(async () => ((await workerPods(h.namespace, node)).length === 0 ? true : undefined), 'its worker pod to go', 30_000);
+  await new Promise((r) => setTimeout(r, 5_000));
+  return { node, adds: async () => Number(/^kube_node_ready_queue_adds_total (\d+)/m.exec(await ctl.metrics())?.[1] ?? 'NaN') };
+}
 
 describe('verification', () => {
   it('verifies several nodes: taint removed, label added, condition True, worker deleted, metrics and events', async () => {
@@ -242,13 +256,7 @@ describe('verification', () => {
 
   it('the safety-net resync re-queues only nodes with work left: a verified node is not reconciled again without an event', async () => {
     const ctl = await h.start({ reconciliation: { resyncInterval: '1s' } });
-    const node = await h.addNode();
-    await waitFor(async () => (await readNode(node))?.metadata?.labels?.[h.verifiedLabel.key] === 'true', 'the node to open', 60_000);
-    await waitFor(async () => ((await workerPods(h.namespace, node)).length === 0 ? true : undefined), 'its worker pod to go', 30_000);
-    // The events of our own last writes, and the one requeue the launch asked for: the worker pod's
-    // start deadline (the harness's 4 s), which fires even though the node has passed since.
-    await new Promise((r) => setTimeout(r, 5_000));
-    const adds = async () => Number(/^kube_node_ready_queue_adds_total (\d+)/m.exec(await ctl.metrics())?.[1] ?? 'NaN');
+    const { adds } = await settledOpenNode(ctl);
     const before = await adds();
     await new Promise((r) => setTimeout(r, 6_000)); // six resyncs
     const after = await adds();
@@ -259,13 +267,7 @@ describe('verification', () => {
 
   it('a deleted node is reconciled once: the garbage collector deleting its NodeVerification after it queues nothing', async () => {
     const ctl = await h.start();
-    const node = await h.addNode();
-    await waitFor(async () => (await readNode(node))?.metadata?.labels?.[h.verifiedLabel.key] === 'true', 'the node to open', 60_000);
-    await waitFor(async () => ((await workerPods(h.namespace, node)).length === 0 ? true : undefined), 'its worker pod to go', 30_000);
-    // The events of our own last writes, and the one requeue the launch asked for: the worker pod's
-    // start deadline (the harness's 4 s), which fires even though the node has passed since.
-    await new Promise((r) => setTimeout(r, 5_000));
-    const adds = async () => Number(/^kube_node_ready_queue_adds_total (\d+)/m.exec(await ctl.metrics())?.[1] ?? 'NaN');
+    const { node, adds } = await settledOpenNode(ctl);
     const before = await adds();
     await deleteNode(node);
     // kube-controller-manager's garbage collector deletes the NodeVerification the Node owned.
