@@ -20,9 +20,10 @@ export function realisticNode(run: string, i: number): k8s.V1Node {
   // renewed, so kube-controller-manager marks them Unknown after its grace period (the same churn for
   // every controller measured beside them).
   delete node.metadata!.labels![SIMULATED_LABEL];
+  const ip = `10.3.${(i >> 8) & 255}.${i & 255}`;
   const instance = `i-0${(0x3a5b7c9d000 + i).toString(16)}`;
   node.metadata!.annotations = {
-    'alpha.kubernetes.io/provided-node-ip': `10.3.${(i >> 8) & 255}.${i & 255}`,
+    'alpha.kubernetes.io/provided-node-ip': ip,
     'csi.volume.kubernetes.io/nodeid': JSON.stringify({ 'ebs.csi.aws.com': instance, 'efs.csi.aws.com': instance }),
     'karpenter.k8s.aws/ec2nodeclass-hash': '15616957348189460630',
     'karpenter.k8s.aws/ec2nodeclass-hash-version': 'v4',
@@ -32,7 +33,7 @@ export function realisticNode(run: string, i: number): k8s.V1Node {
     'volumes.kubernetes.io/controller-managed-attach-detach': 'true',
   };
   node.spec = { ...node.spec, taints: [] };
-  const status = kubeletNodeStatus(node, `10.3.${(i >> 8) & 255}.${i & 255}`, 10250, true, new Date());
+  const status = kubeletNodeStatus(node, ip, 10250, true, new Date());
   // The condition kube-node-ready wrote when it opened the node: without it the controller
   // finds each node's verdict missing from its Node and writes it (5000 writes at start-up).
   const verifiedAt = new Date(Date.now() - VERIFIED_AGO_MS);
