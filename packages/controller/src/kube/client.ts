@@ -10,7 +10,6 @@ import {
   KubeConfig,
   PatchStrategy,
   type RequestContext,
-  setHeaderOptions,
   VersionApi,
   type CoreV1Event,
   type V1ConfigMap,
@@ -27,6 +26,7 @@ import { NodeVerificationApi, type NodeVerification } from '../api/nodeverificat
 import { FIELD_MANAGER } from '../api/well-known.js';
 import type { Clock } from '../clock.js';
 import { isAlreadyExists, isConflict, isNotFound, isTransient, messageOf } from './errors.js';
+import { apiPath, LeanRequests } from './lean.js';
 import { Priority, PriorityTokenBucket } from './throttle.js';
 
 /**
@@ -70,6 +70,8 @@ export class KubeClient {
   private readonly eventLimiter: PriorityTokenBucket;
   /** Writes are refused once this aborts (see fenceWrites). */
   private writeFence: AbortSignal | undefined;
+  /** The calls made for every node, without client-node's typed layers (kube/lean.ts). */
+  private readonly lean: LeanRequests;
 
   constructor(
     readonly kubeConfig: KubeConfig,
@@ -80,6 +82,7 @@ export class KubeClient {
     this.discovery = kubeConfig.makeApiClient(DiscoveryV1Api);
     this.custom = kubeConfig.makeApiClient(CustomObjectsApi);
     this.version = kubeConfig.makeApiClient(VersionApi);
+    this.lean = new LeanRequests(PooledKubeConfig.of(kubeConfig));
     this.limiter = new PriorityTokenBucket(opts.qps, opts.burst, opts.clock);
     this.eventLimiter = new PriorityTokenBucket(EVENT_QPS, EVENT_BURST, opts.clock);
   }
@@ -197,7 +200,7 @@ export class KubeClient {
 
   async getNode(name: string): Promise<V1Node | undefined> {
     try {
-      return await this.call('get node', () => this.core.readNode({ name }));
+      return await this.call('get node', () => this.lean.json<V1Node>({ method: 'GET', path: apiPath('api/v1/nodes', name) }));
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
@@ -208,7 +211,7 @@ export class KubeClient {
   patchNode(name: string, ops: readonly object[], priority: Priority = Priority.Normal): Promise<V1Node> {
     return this.call(
       'patch node',
-      () => this.core.patchNode({ name, body: ops, fieldManager: FIELD_MANAGER }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch)),
+      () => this.lean.json<V1Node>({ method: 'PATCH', path: apiPath('api/v1/nodes', name), query: { fieldManager: FIELD_MANAGER }, body: ops, contentType: PatchStrategy.JsonPatch }),
       { priority },
     );
   }
@@ -216,7 +219,7 @@ export class KubeClient {
   /** Strategic-merge patch of nodes/status (conditions merge by type). */
   async patchNodeStatus(name: string, body: object): Promise<void> {
     await this.call('patch node status', () =>
-      this.core.patchNodeStatus({ name, body, fieldManager: FIELD_MANAGER }, setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch)),
+      this.lean.send({ method: 'PATCH', path: `${apiPath('api/v1/nodes', name)}/status`, query: { fieldManager: FIELD_MANAGER }, body, contentType: PatchStrategy.StrategicMergePatch }),
     );
   }
 
@@ -246,7 +249,7 @@ export class KubeClient {
 
   async getNodeVerification(name: string): Promise<NodeVerification | undefined> {
     try {
-      return (await this.call('get nodeverification', () => this.custom.getClusterCustomObject({ ...NV, name }))) as NodeVerification;
+      return await this.call('get nodeverification', () => this.lean.json<NodeVerification>({ method: 'GET', path: apiPath(NV_PATH, name) }));
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
@@ -255,7 +258,7 @@ export class KubeClient {
 
   /** Creates it (without status: the status subresource ignores it on create). AlreadyExists is the caller's to handle. */
   async createNodeVerification(nv: NodeVerification, priority: Priority = Priority.Normal): Promise<NodeVerification> {
-    return (await this.call('create nodeverification', () => this.custom.createClusterCustomObject({ ...NV, body: nv, fieldManager: FIELD_MANAGER }), { priority })) as NodeVerification;
+    return this.call('create nodeverification', () => this.lean.json<NodeVerification>({ method: 'POST', path: apiPath(NV_PATH), query: { fieldManager: FIELD_MANAGER }, body: nv }), { priority });
   }
 
   /**
@@ -264,15 +267,15 @@ export class KubeClient {
    */
   async updateNodeVerificationStatus(nv: NodeVerification, priority: Priority = Priority.Normal): Promise<NodeVerification> {
     const name = nv.metadata?.name ?? '';
-    return (await this.call('update nodeverification status', () => this.custom.replaceClusterCustomObjectStatus({ ...NV, name, body: nv, fieldManager: FIELD_MANAGER }), {
+    return this.call('update nodeverification status', () => this.lean.json<NodeVerification>({ method: 'PUT', path: `${apiPath(NV_PATH, name)}/status`, query: { fieldManager: FIELD_MANAGER }, body: nv }), {
       priority,
-    })) as NodeVerification;
+    });
   }
 
   /** Deletes it if it is still the object of that UID (a precondition); one already gone is fine. */
   async deleteNodeVerification(name: string, uid: string): Promise<void> {
     try {
-      await this.call('delete nodeverification', () => this.custom.deleteClusterCustomObject({ ...NV, name, body: { preconditions: { uid } } }));
+      await this.call('delete nodeverification', () => this.lean.send({ method: 'DELETE', path: apiPath(NV_PATH, name), body: { preconditions: { uid } } }));
     } catch (err) {
       if (!isNotFound(err) && !isConflict(err)) throw err;
     }
@@ -289,7 +292,7 @@ export class KubeClient {
   async createPod(pod: V1Pod): Promise<V1Pod | undefined> {
     try {
       const namespace = pod.metadata?.namespace ?? 'default';
-      return await this.call('create pod', () => this.core.createNamespacedPod({ namespace, body: pod, fieldManager: FIELD_MANAGER }));
+      return await this.call('create pod', () => this.lean.json<V1Pod>({ method: 'POST', path: apiPath('api/v1/namespaces', namespace, 'pods'), query: { fieldManager: FIELD_MANAGER }, body: pod }));
     } catch (err) {
       if (isAlreadyExists(err)) return undefined;
       throw err;
@@ -298,7 +301,7 @@ export class KubeClient {
 
   async getPod(namespace: string, name: string): Promise<V1Pod | undefined> {
     try {
-      return await this.call('get pod', () => this.core.readNamespacedPod({ namespace, name }));
+      return await this.call('get pod', () => this.lean.json<V1Pod>({ method: 'GET', path: apiPath('api/v1/namespaces', namespace, 'pods', name) }));
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
@@ -308,7 +311,7 @@ export class KubeClient {
   /** Deletes the pod (background propagation); a pod already gone is fine. */
   async deletePod(namespace: string, name: string): Promise<void> {
     try {
-      await this.call('delete pod', () => this.core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0, propagationPolicy: 'Background' }));
+      await this.call('delete pod', () => this.lean.send({ method: 'DELETE', path: apiPath('api/v1/namespaces', namespace, 'pods', name), query: { gracePeriodSeconds: 0, propagationPolicy: 'Background' } }));
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
@@ -350,22 +353,21 @@ export class KubeClient {
   // -- Events ----------------------------------------------------------------------------------
 
   async createEvent(namespace: string, event: CoreV1Event): Promise<void> {
-    await this.call('create event', () => this.core.createNamespacedEvent({ namespace, body: event }), { limiter: this.eventLimiter });
+    await this.call('create event', () => this.lean.send({ method: 'POST', path: apiPath('api/v1/namespaces', namespace, 'events'), body: event }), { limiter: this.eventLimiter });
   }
 
   async bumpEvent(namespace: string, name: string, count: number, lastTimestamp: string): Promise<void> {
-    await this.call('patch event', () =>
-      this.core.patchNamespacedEvent(
-        { namespace, name, body: { count, lastTimestamp } },
-        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-      ),
+    await this.call(
+      'patch event',
+      () => this.lean.send({ method: 'PATCH', path: apiPath('api/v1/namespaces', namespace, 'events', name), body: { count, lastTimestamp }, contentType: PatchStrategy.MergePatch }),
       { limiter: this.eventLimiter },
     );
   }
 }
 
-/** The NodeVerification resource's coordinates, as CustomObjectsApi takes them. */
+/** The NodeVerification resource's coordinates, as CustomObjectsApi takes them, and its collection's path. */
 const NV = { group: NodeVerificationApi.group, version: NodeVerificationApi.version, plural: NodeVerificationApi.plural };
+const NV_PATH = `apis/${NV.group}/${NV.version}/${NV.plural}`;
 
 /**
  * A list's metadata: client-node's typed lists carry the continue token as `_continue`; the custom
@@ -397,10 +399,21 @@ type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
 export class PooledKubeConfig extends KubeConfig {
   private readonly dispatchers = new Map<string, Dispatcher>();
 
+  /** A copy of `kc`'s clusters, users and contexts with a pool of its own (or `kc` itself, already pooled). */
+  static of(kc: KubeConfig): PooledKubeConfig {
+    if (kc instanceof PooledKubeConfig) return kc;
+    const pooled = new PooledKubeConfig();
+    pooled.loadFromOptions({ clusters: kc.clusters, users: kc.users, contexts: kc.contexts, currentContext: kc.currentContext });
+    return pooled;
+  }
+
   override createDispatcherOptions(cluster: Cluster | null, agentOptions: AgentOptions): DispatcherOptions {
     // 'none': client-node sets no dispatcher, and applySecurityAuthentication gives the shared one.
     if (this.dispatchers.has(this.poolKey())) return { type: 'none' };
-    return super.createDispatcherOptions(cluster, agentOptions);
+    const options = super.createDispatcherOptions(cluster, agentOptions);
+    // Without TLS settings (plain HTTP) client-node makes no Agent and fetch would use undici's global
+    // one; the pool is made all the same, so that every request has it (LeanRequests sends on it).
+    return options.type === 'none' ? { type: 'agent', connect: { keepAlive: true, keepAliveInitialDelay: 30_000 } } : options;
   }
 
   override async applySecurityAuthentication(context: RequestContext): Promise<void> {
@@ -409,7 +422,7 @@ export class PooledKubeConfig extends KubeConfig {
     const made = context.getDispatcher();
     const shared = this.dispatchers.get(key);
     if (!shared) {
-      if (made) this.dispatchers.set(key, made); // plain HTTP without TLS settings has none: undici's global pool serves it
+      if (made) this.dispatchers.set(key, made);
       return;
     }
     context.setDispatcher(shared);
