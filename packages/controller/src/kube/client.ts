@@ -219,7 +219,7 @@ export class KubeClient {
   /** Strategic-merge patch of nodes/status (conditions merge by type). */
   async patchNodeStatus(name: string, body: object): Promise<void> {
     await this.call('patch node status', () =>
-      this.lean.send({ method: 'PATCH', path: `${apiPath('api/v1/nodes', name)}/status`, query: { fieldManager: FIELD_MANAGER }, body, contentType: PatchStrategy.StrategicMergePatch }),
+      this.lean.send({ method: 'PATCH', path: apiPath('api/v1/nodes', name, 'status'), query: { fieldManager: FIELD_MANAGER }, body, contentType: PatchStrategy.StrategicMergePatch }),
     );
   }
 
@@ -267,7 +267,7 @@ export class KubeClient {
    */
   async updateNodeVerificationStatus(nv: NodeVerification, priority: Priority = Priority.Normal): Promise<NodeVerification> {
     const name = nv.metadata?.name ?? '';
-    return this.call('update nodeverification status', () => this.lean.json<NodeVerification>({ method: 'PUT', path: `${apiPath(NV_PATH, name)}/status`, query: { fieldManager: FIELD_MANAGER }, body: nv }), {
+    return this.call('update nodeverification status', () => this.lean.json<NodeVerification>({ method: 'PUT', path: apiPath(NV_PATH, name, 'status'), query: { fieldManager: FIELD_MANAGER }, body: nv }), {
       priority,
     });
   }

@@ -325,8 +325,9 @@ export class ResumingWatch extends Watch {
       if (ended) return;
       ended = true;
       clearTimeout(deadline);
+      // Timed out, the request fails with whatever undici makes of the abort: ListWatch is told why.
+      done(err && timedOut ? (controller.signal.reason as unknown) : err);
       controller.abort();
-      done(err && timedOut ? new DOMException(`the apiserver did not end a ${timeoutSeconds} s watch`, 'TimeoutError') : err);
     };
     const emit = (line: string): void => {
       try {
@@ -337,10 +338,7 @@ export class ResumingWatch extends Watch {
       }
     };
     try {
-      const query: Record<string, string> = { watch: 'true' };
-      for (const [key, value] of Object.entries(queryParams)) if (value !== undefined) query[key] = String(value);
-      query.allowWatchBookmarks = 'true';
-      query.timeoutSeconds = String(timeoutSeconds);
+      const query = { watch: true, ...queryParams, allowWatchBookmarks: true, timeoutSeconds };
       const { answer } = await this.requests.open({ method: 'GET', path, query }, controller.signal);
       if (answer.statusCode !== 200) {
         answer.body.destroy();

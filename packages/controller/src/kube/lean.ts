@@ -5,7 +5,7 @@ export interface LeanRequest {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   /** The API path, e.g. /api/v1/nodes/NAME (segments already escaped: apiPath()). */
   path: string;
-  query?: Readonly<Record<string, string | number | undefined>>;
+  query?: Readonly<Record<string, string | number | boolean | undefined>>;
   body?: unknown;
   /** Default application/json (a JSON patch or merge patch names its own). */
   contentType?: string;
@@ -55,7 +55,7 @@ export class LeanRequests {
     const server = this.kubeConfig.getCurrentCluster()?.server;
     if (!server) throw new Error('kubeconfig: the current context names no cluster with a server; set current-context to a context whose cluster has a server URL');
     const query = Object.entries(req.query ?? {})
-      .filter((entry): entry is [string, string | number] => entry[1] !== undefined)
+      .filter((entry): entry is [string, string | number | boolean] => entry[1] !== undefined)
       .map(([key, value]) => `${encodeURIComponent(key)}=${encodeURIComponent(value)}`)
       .join('&');
     const url = new URL(`${server.replace(/\/+$/, '')}${req.path}${query ? `?${query}` : ''}`);
