@@ -133,7 +133,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   //    workers while this replica leads.
   const manager = new Manager({ clock, log, resyncIntervalMs: config.reconciliation.resyncInterval });
   const workerConfig = workerConfigDocument(config.worker);
-  const slots = new VerificationSlots(() => pods.list(), clock);
+  const slots = new VerificationSlots(pods, clock);
   const eventSink: EventSink = { create: (ns, e) => kube.createEvent(ns, e), bump: (ns, name, count, at) => kube.bumpEvent(ns, name, count, at) };
   const events = new KubeEventRecorder({ sink: eventSink, clock, log, component: PodLabelValue.ManagedBy, instance: opts.identity });
   const store = verifications ? new NodeVerificationStore({ kube, config, clock, log, cache: verifications }) : new MemoryProgressStore();
@@ -197,7 +197,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   let tickTimer: Timer | undefined;
   const tick = (): void => {
     metrics.controllerHealthy.set(readiness().ok ? 1 : 0);
-    metrics.activeVerifications.set(slots.active().size);
+    metrics.activeVerifications.set(slots.activeCount());
     manager.tick();
     tickTimer = clock.setTimer(TICK_MS, tick);
   };

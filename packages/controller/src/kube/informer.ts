@@ -92,9 +92,10 @@ export class SelfHealingInformer<T extends KubernetesObject> {
 
   constructor(private readonly opts: InformerOptions<T>) {
     this.backoffMs = opts.minBackoffMs ?? 1_000;
-    // Cut first, then copy: only what the cache keeps goes through the JSON round trip (a node
-    // heartbeat at a time, for every node).
-    const transform = (obj: T): T => toPlain(opts.transform ? opts.transform(obj) : obj);
+    const cut = (obj: T): T => (opts.transform ? opts.transform(obj) : obj);
+    // A list's objects are client-node's typed ones (Date fields): cut first, then copied as plain
+    // JSON, so only what the cache keeps makes the round trip. Watch events are plain JSON already.
+    const transform = (obj: T): T => toPlain(cut(obj));
     const list = async (): Promise<KubernetesListObject<T>> => {
       opts.onList?.();
       const items: T[] = [];
@@ -112,7 +113,7 @@ export class SelfHealingInformer<T extends KubernetesObject> {
     this.listWatch = new ListWatch<T>(
       opts.path,
       new ResumingWatch(opts.kubeConfig, {
-        transform: (obj) => transform(obj as T),
+        transform: (obj) => cut(obj as T),
         maxTimeoutSeconds: opts.watchTimeoutSeconds ?? DEFAULT_WATCH_TIMEOUT_SECONDS,
         ...(opts.onWatch ? { onWatch: opts.onWatch } : {}),
       }),

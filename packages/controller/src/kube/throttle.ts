@@ -13,17 +13,13 @@ export const Priority = {
 } as const;
 export type Priority = (typeof Priority)[keyof typeof Priority];
 
-interface Waiter {
-  priority: Priority;
-  seq: number;
-  resolve: () => void;
-}
 
 export class PriorityTokenBucket {
   private tokens: number;
   private last: number;
-  private seq = 0;
-  private readonly waiters: Waiter[] = [];
+  /** Callers waiting for a token, one first-come-first-served line per priority (index: its value). */
+  private readonly lines: Array<Array<() => void>> = Object.values(Priority).map(() => []);
+  private queued = 0;
   private timer: Timer | undefined;
 
   constructor(
@@ -38,19 +34,20 @@ export class PriorityTokenBucket {
   /** Resolves when the caller may make one call. */
   acquire(priority: Priority = Priority.Normal): Promise<void> {
     this.refill();
-    if (this.waiters.length === 0 && this.tokens >= 1) {
+    if (this.queued === 0 && this.tokens >= 1) {
       this.tokens -= 1;
       return Promise.resolve();
     }
     return new Promise((resolve) => {
-      this.waiters.push({ priority, seq: this.seq++, resolve });
+      (this.lines[priority] as Array<() => void>).push(resolve);
+      this.queued++;
       this.schedule();
     });
   }
 
   /** Callers waiting for a token. */
   get waiting(): number {
-    return this.waiters.length;
+    return this.queued;
   }
 
   private refill(): void {
@@ -60,27 +57,26 @@ export class PriorityTokenBucket {
   }
 
   private schedule(): void {
-    if (this.timer || this.waiters.length === 0) return;
+    if (this.timer || this.queued === 0) return;
     const ms = Math.max(0, Math.ceil(((1 - this.tokens) / this.qps) * 1000));
     this.timer = this.clock.setTimer(ms, () => {
       this.timer = undefined;
       this.refill();
-      while (this.tokens >= 1 && this.waiters.length > 0) {
+      while (this.tokens >= 1 && this.queued > 0) {
         this.tokens -= 1;
-        this.next().resolve();
+        this.next()();
       }
       this.schedule();
     });
   }
 
-  /** Removes and returns the waiter to serve: lowest priority value, then earliest. */
-  private next(): Waiter {
-    let best = 0;
-    for (let i = 1; i < this.waiters.length; i++) {
-      const w = this.waiters[i] as Waiter;
-      const b = this.waiters[best] as Waiter;
-      if (w.priority < b.priority || (w.priority === b.priority && w.seq < b.seq)) best = i;
-    }
-    return this.waiters.splice(best, 1)[0] as Waiter;
+  /**
+   * Removes and returns the waiter to serve: the earliest of the most urgent line. (One list
+   * searched for the best waiter cost time in proportion to the waiters: hundreds in a burst.)
+   */
+  private next(): () => void {
+    const line = this.lines.find((l) => l.length > 0) as Array<() => void>;
+    this.queued--;
+    return line.shift() as () => void;
   }
 }

@@ -572,7 +572,7 @@ export class VerificationController {
    * means the woken reconcile sees the slot free.
    */
   slotFreed(): void {
-    const free = this.deps.config.reconciliation.maxConcurrentVerifications - this.deps.slots.active().size;
+    const free = this.deps.config.reconciliation.maxConcurrentVerifications - this.deps.slots.activeCount();
     for (const node of this.deps.slots.first(Math.max(1, free))) this.deps.enqueue(node);
   }
 }

@@ -3,10 +3,29 @@ import { describe, expect, it } from 'vitest';
 import { PodAnnotation } from '../../../api/well-known.js';
 import { VerificationSlots } from './slots.js';
 
+/** A pod cache that reports its changes as the informer does (add, update, delete). */
+function podCache(initial: V1Pod[]) {
+  const pods = new Map(initial.map((p) => [p.metadata?.name ?? '', p]));
+  const handlers: Array<{ add?: (p: V1Pod) => void; update?: (p: V1Pod) => void; delete?: (p: V1Pod) => void }> = [];
+  return {
+    list: () => [...pods.values()],
+    on: (h: (typeof handlers)[number]) => void handlers.push(h),
+    put(pod: V1Pod) {
+      const known = pods.has(pod.metadata?.name ?? '');
+      pods.set(pod.metadata?.name ?? '', pod);
+      for (const h of handlers) (known ? h.update : h.add)?.(pod);
+    },
+    remove(pod: V1Pod) {
+      pods.delete(pod.metadata?.name ?? '');
+      for (const h of handlers) h.delete?.(pod);
+    },
+  };
+}
+
 function setup(o: { pods?: V1Pod[] } = {}) {
   const clock = { t: 1_000_000, now: () => clock.t };
-  const pods = o.pods ?? [];
-  const slots = new VerificationSlots(() => pods, clock, { reservationTtlMs: 60_000, waitingTtlMs: 30_000 });
+  const pods = podCache(o.pods ?? []);
+  const slots = new VerificationSlots(pods, clock, { reservationTtlMs: 60_000, waitingTtlMs: 30_000 });
   return { clock, pods, slots };
 }
 
@@ -17,10 +36,44 @@ describe('VerificationSlots', () => {
     const { slots, pods } = setup({ pods: [running('a'), { ...running('b'), status: { phase: 'Succeeded' } }] });
     slots.reserve('c');
     expect([...slots.active()].sort()).toEqual(['a', 'c']);
-    expect(slots.activeExcept('a')).toBe(1);
-    pods.push(running('c'));
+    expect(slots.activeCount('a')).toBe(1);
+    expect(slots.activeCount('nobody')).toBe(2);
+    // c's pod reaches the cache: it holds the slot instead of the reservation (counted once).
+    pods.put(running('c'));
+    expect(slots.activeCount()).toBe(2);
     slots.release('c');
-    expect(slots.active().size).toBe(2);
+    expect(slots.activeCount()).toBe(2);
+    // a's pod finishes, c's is being deleted: both slots are free.
+    pods.put({ ...running('a'), status: { phase: 'Succeeded' } });
+    pods.put({ ...running('c'), metadata: { ...running('c').metadata, deletionTimestamp: new Date() } });
+    expect(slots.activeCount()).toBe(0);
+    expect(slots.active().size).toBe(0);
+  });
+
+  it('follows the cache through deletes and a relist, and a node with two unfinished pods holds one slot', () => {
+    const { slots, pods } = setup({ pods: [running('a')] });
+    const second: V1Pod = { ...running('a'), metadata: { ...running('a').metadata, name: 'w-a-2' } };
+    pods.put(second);
+    expect(slots.activeCount()).toBe(1);
+    pods.remove(running('a'));
+    expect(slots.activeCount()).toBe(1);
+    pods.remove(second);
+    expect(slots.activeCount()).toBe(0);
+    // The same update twice (a relist reports what it finds again) counts once.
+    pods.put(running('b'));
+    pods.put(running('b'));
+    expect([...slots.active()]).toEqual(['b']);
+    pods.remove(running('b'));
+    expect(slots.activeCount()).toBe(0);
+  });
+
+  it('a reservation whose pod never reaches the cache ends after reservationTtlMs', () => {
+    const { slots, clock } = setup();
+    slots.reserve('a');
+    clock.t += 60_000;
+    expect(slots.activeCount()).toBe(1);
+    clock.t += 1;
+    expect(slots.activeCount()).toBe(0);
   });
 
   it('serves waiting nodes in order of arrival (creation time, then name), whatever order they looked in', () => {

@@ -26,9 +26,18 @@ export class VerificationSlots {
   private readonly line = new Map<string, { arrival: number; since: number; seen: number }>();
   /** Milliseconds spent waiting in earlier turns, per node. */
   private readonly waited = new Map<string, number>();
+  /** Unfinished worker pods in the cache (namespace/name -> the node each verifies). */
+  private readonly livePods = new Map<string, string>();
+  /** Nodes with an unfinished worker pod in the cache, and how many they have. */
+  private readonly inFlight = new Map<string, number>();
 
+  /**
+   * `pods`: the worker pod cache. What is in flight is kept from its events as they come (a relist's
+   * included), so counting it costs the same with 10 or 10,000 pods: it is counted by every
+   * reconcile and every freed slot, and a scan of every pod each time grew with the square of a burst.
+   */
   constructor(
-    private readonly pods: () => readonly V1Pod[],
+    pods: WorkerPodSource,
     private readonly clock: Pick<Clock, 'now'>,
     private readonly opts: {
       /** A reservation whose pod never shows up is dropped after this long. */
@@ -36,27 +45,22 @@ export class VerificationSlots {
       /** A waiting node not seen again for this long leaves the queue. */
       waitingTtlMs: number;
     } = { reservationTtlMs: 60_000, waitingTtlMs: 60_000 },
-  ) {}
-
-  /** Nodes with a verification in flight, not counting `except`. */
-  activeExcept(except: string): number {
-    return this.active(except).size;
+  ) {
+    for (const pod of pods.list()) this.observe(pod);
+    pods.on({ add: (pod) => this.observe(pod), update: (pod) => this.observe(pod), delete: (pod) => this.drop(podId(pod)) });
   }
 
-  active(except?: string): Set<string> {
-    const nodes = new Set<string>();
-    for (const pod of this.pods()) {
-      if (isPodTerminal(pod) || pod.metadata?.deletionTimestamp) continue;
-      const node = workerNodeName(pod);
-      if (node) nodes.add(node);
-    }
-    const now = this.clock.now();
-    for (const [node, at] of this.reserved) {
-      if (nodes.has(node) || now - at > this.opts.reservationTtlMs) this.reserved.delete(node);
-      else nodes.add(node);
-    }
-    if (except !== undefined) nodes.delete(except);
-    return nodes;
+  /** How many nodes have a verification in flight (not counting `except`). */
+  activeCount(except?: string): number {
+    this.pruneReservations();
+    const n = this.inFlight.size + this.reserved.size;
+    return except !== undefined && (this.inFlight.has(except) || this.reserved.has(except)) ? n - 1 : n;
+  }
+
+  /** The nodes with a verification in flight. */
+  active(): Set<string> {
+    this.pruneReservations();
+    return new Set([...this.inFlight.keys(), ...this.reserved.keys()]);
   }
 
   /**
@@ -64,7 +68,7 @@ export class VerificationSlots {
    * ahead of it. It may launch while this is below the bound.
    */
   taken(node: string, arrival: number): number {
-    return this.activeExcept(node) + this.ahead(node, arrival);
+    return this.activeCount(node) + this.ahead(node, arrival);
   }
 
   /** Nodes waiting that arrived before `node` (arrival, then name). */
@@ -131,10 +135,48 @@ export class VerificationSlots {
       .map(([node]) => node);
   }
 
+  /** A worker pod as the cache has it now: in flight until it finishes or is being deleted. */
+  private observe(pod: V1Pod): void {
+    const id = podId(pod);
+    const node = isPodTerminal(pod) || pod.metadata?.deletionTimestamp ? undefined : workerNodeName(pod);
+    if (this.livePods.get(id) === node) return;
+    this.drop(id);
+    if (node === undefined) return;
+    this.livePods.set(id, node);
+    this.inFlight.set(node, (this.inFlight.get(node) ?? 0) + 1);
+    // Its pod is in the cache: the reservation has served.
+    this.reserved.delete(node);
+  }
+
+  private drop(id: string): void {
+    const node = this.livePods.get(id);
+    if (node === undefined) return;
+    this.livePods.delete(id);
+    const left = (this.inFlight.get(node) ?? 1) - 1;
+    if (left > 0) this.inFlight.set(node, left);
+    else this.inFlight.delete(node);
+  }
+
+  /** Reservations whose pod is in the cache, or that never saw it within reservationTtlMs, end. */
+  private pruneReservations(): void {
+    const now = this.clock.now();
+    for (const [node, at] of this.reserved) if (this.inFlight.has(node) || now - at > this.opts.reservationTtlMs) this.reserved.delete(node);
+  }
+
   private prune(): void {
     const now = this.clock.now();
     for (const [node, w] of this.line) if (now - w.seen > this.opts.waitingTtlMs) this.leaveQueue(node);
   }
+}
+
+/** The worker pod cache, as VerificationSlots reads it (the pod informer). */
+export interface WorkerPodSource {
+  list(): readonly V1Pod[];
+  on(handlers: { add?: (pod: V1Pod) => void; update?: (pod: V1Pod) => void; delete?: (pod: V1Pod) => void }): void;
+}
+
+function podId(pod: V1Pod): string {
+  return `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`;
 }
 
 function before(arrivalA: number, a: string, arrivalB: number, b: string): boolean {
