@@ -47,6 +47,36 @@ describe('WorkQueue: de-duplication and exclusivity', () => {
     expect(queue.inProcess()).toBe(0);
   });
 
+  it('hands out high items before normal ones, each line in order; a queued normal item added as high moves up once', async () => {
+    const { queue } = setup();
+    queue.add('n1');
+    queue.add('n2');
+    queue.add('n3');
+    queue.add('h1', 'high');
+    queue.add('n2', 'high'); // moves up, behind h1
+    queue.add('h1'); // a normal add does not move a high item down
+    expect(queue.len()).toBe(4);
+    const order: string[] = [];
+    for (let i = 0; i < 4; i++) order.push((await queue.get()) as string);
+    expect(order).toEqual(['h1', 'n2', 'n1', 'n3']);
+    expect(queue.len()).toBe(0);
+    // n2's old place in the normal line is skipped, not handed out twice.
+    queue.add('n4');
+    expect(await queue.get()).toBe('n4');
+    expect(await settled(queue.get())).toBe('pending');
+  });
+
+  it('an item added as high while being processed goes to the high line when done', async () => {
+    const { queue } = setup();
+    queue.add('a');
+    expect(await queue.get()).toBe('a');
+    queue.add('b');
+    queue.add('a', 'high');
+    queue.done('a');
+    expect(await queue.get()).toBe('a');
+    expect(await queue.get()).toBe('b');
+  });
+
   it('with many workers, each item goes to exactly one of them', async () => {
     const { queue } = setup();
     const workers = [queue.get(), queue.get(), queue.get()];

@@ -5,6 +5,9 @@ import { controllerRateLimiter, type RateLimiter } from './rate-limiter.js';
  * A work queue with client-go `util/workqueue` semantics:
  *
  *   - an item is queued at most once (dirty set), however often it is added;
+ *   - two lines: items added as 'high' are handed out before the 'normal' ones (each line first in,
+ *     first out), and an item queued as normal and added again as high moves up (controller-runtime's
+ *     priority queue does the same);
  *   - an item being processed is never handed to a second worker: adds during processing are
  *     remembered and the item is queued again when the worker calls done();
  *   - addAfter() delays an add (the earliest of several delays wins), on the injected clock;
@@ -22,6 +25,9 @@ export interface QueueObserver {
   retried?(): void;
 }
 
+/** Which line an add joins: 'high' items are handed out before 'normal' ones. */
+export type QueuePriority = 'high' | 'normal';
+
 export interface WorkQueueOptions<K> {
   clock: Clock;
   rateLimiter?: RateLimiter<K>;
@@ -33,8 +39,12 @@ export class WorkQueue<K = string> {
   private readonly limiter: RateLimiter<K>;
   private readonly observer: QueueObserver;
 
-  /** FIFO of items ready to be handed out. */
-  private queue: K[] = [];
+  /** The lines of items ready to be handed out, high first; an entry whose item moved up is skipped. */
+  private lines: Record<QueuePriority, K[]> = { high: [], normal: [] };
+  /** The line each queued item waits in (its entry there is the live one). */
+  private readonly lineOf = new Map<K, QueuePriority>();
+  /** Items re-added while being processed: the line they go to when done. */
+  private readonly requeueAs = new Map<K, QueuePriority>();
   /** Items that need processing (queued, or re-added while being processed). */
   private readonly dirty = new Set<K>();
   /** Items handed out and not yet done. */
@@ -53,12 +63,20 @@ export class WorkQueue<K = string> {
     this.observer = opts.observer ?? {};
   }
 
-  add(item: K): void {
-    if (this.stopped || this.dirty.has(item)) return;
+  add(item: K, priority: QueuePriority = 'normal'): void {
+    if (this.stopped) return;
+    if (this.dirty.has(item)) {
+      if (priority === 'high') this.promote(item);
+      return;
+    }
     this.observer.added?.();
     this.dirty.add(item);
-    if (this.processing.has(item)) return; // queued again by done()
-    this.enqueue(item);
+    if (this.processing.has(item)) {
+      // queued again by done()
+      if (priority === 'high') this.requeueAs.set(item, 'high');
+      return;
+    }
+    this.enqueue(item, priority);
   }
 
   addAfter(item: K, delayMs: number): void {
@@ -97,13 +115,15 @@ export class WorkQueue<K = string> {
 
   done(item: K): void {
     this.processing.delete(item);
-    if (this.dirty.has(item)) this.enqueue(item);
-    else if (this.stopped && this.processing.size === 0 && this.queue.length === 0) this.notifyDrained();
+    const priority = this.requeueAs.get(item) ?? 'normal';
+    this.requeueAs.delete(item);
+    if (this.dirty.has(item)) this.enqueue(item, priority);
+    else if (this.stopped && this.processing.size === 0 && this.lineOf.size === 0) this.notifyDrained();
   }
 
   /** Queued items, not counting delayed or in-process ones (client-go Len). */
   len(): number {
-    return this.queue.length;
+    return this.lineOf.size;
   }
 
   /** Items handed out and not yet done. */
@@ -125,17 +145,19 @@ export class WorkQueue<K = string> {
     this.stopped = true;
     for (const { timer } of this.waiting.values()) timer.cancel();
     this.waiting.clear();
-    if (this.queue.length === 0) {
+    if (this.lineOf.size === 0) {
       const getters = this.getters;
       this.getters = [];
       for (const resolve of getters) resolve(undefined);
     }
-    if (this.processing.size === 0 && this.queue.length === 0) this.notifyDrained();
+    if (this.processing.size === 0 && this.lineOf.size === 0) this.notifyDrained();
   }
 
   /** Shuts down and drops every queued item: nothing more is handed out (leadership lost). */
   abandon(): void {
-    this.queue = [];
+    this.lines = { high: [], normal: [] };
+    this.lineOf.clear();
+    this.requeueAs.clear();
     this.dirty.clear();
     this.queuedAt.clear();
     this.observer.depth?.(0);
@@ -145,11 +167,11 @@ export class WorkQueue<K = string> {
   /** Shuts down, then resolves when every queued and handed-out item is done. */
   shutDownWithDrain(): Promise<void> {
     this.shutDown();
-    if (this.processing.size === 0 && this.queue.length === 0) return Promise.resolve();
+    if (this.processing.size === 0 && this.lineOf.size === 0) return Promise.resolve();
     return new Promise((resolve) => this.drainWaiters.push(resolve));
   }
 
-  private enqueue(item: K): void {
+  private enqueue(item: K, priority: QueuePriority): void {
     this.queuedAt.set(item, this.clock.now());
     const getter = this.getters.shift();
     if (getter) {
@@ -157,16 +179,33 @@ export class WorkQueue<K = string> {
       getter(item);
       return;
     }
-    this.queue.push(item);
-    this.observer.depth?.(this.queue.length);
+    this.lines[priority].push(item);
+    this.lineOf.set(item, priority);
+    this.observer.depth?.(this.lineOf.size);
+  }
+
+  /** A queued normal item goes to the end of the high line (its old entry is skipped when reached). */
+  private promote(item: K): void {
+    if (this.processing.has(item)) this.requeueAs.set(item, 'high');
+    else if (this.lineOf.get(item) === 'normal') {
+      this.lines.high.push(item);
+      this.lineOf.set(item, 'high');
+    }
   }
 
   private take(): K | undefined {
-    if (this.queue.length === 0) return undefined;
-    const item = this.queue.shift() as K;
-    this.observer.depth?.(this.queue.length);
-    this.handOut(item);
-    return item;
+    for (const priority of ['high', 'normal'] as const) {
+      const line = this.lines[priority];
+      while (line.length > 0) {
+        const item = line.shift() as K;
+        if (this.lineOf.get(item) !== priority) continue; // moved up: served from the high line
+        this.lineOf.delete(item);
+        this.observer.depth?.(this.lineOf.size);
+        this.handOut(item);
+        return item;
+      }
+    }
+    return undefined;
   }
 
   private handOut(item: K): void {

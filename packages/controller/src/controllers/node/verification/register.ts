@@ -8,7 +8,7 @@ import type { KubeClient } from '../../../kube/client.js';
 import type { SelfHealingInformer } from '../../../kube/informer.js';
 import { isPodTerminal, nodeName, nodeUid, toMillis } from '../../../kube/objects.js';
 import type { ControllerMetrics } from '../../../metrics/metrics.js';
-import { WorkQueue } from '../../../queue/workqueue.js';
+import { WorkQueue, type QueuePriority } from '../../../queue/workqueue.js';
 import type { NodeVerification } from '../../../api/nodeverification.js';
 import type { Controller } from '../../manager.js';
 import type { ApiEndpoints } from './api-endpoints.js';
@@ -103,12 +103,12 @@ export function verificationController(s: VerificationSetup): Controller {
       queue.add(nodeName(node));
     },
   });
-  const podEvent = (pod: V1Pod): void => {
+  const podEvent = (pod: V1Pod, priority?: QueuePriority): void => {
     const node = workerNodeName(pod);
-    if (node) queue.add(node);
+    if (node) queue.add(node, priority);
   };
-  const podFreed = (pod: V1Pod): void => {
-    podEvent(pod);
+  const podFreed = (pod: V1Pod, priority?: QueuePriority): void => {
+    podEvent(pod, priority);
     verification.slotFreed();
   };
   // A NodeVerification deleted (`kube-node-ready verify`, or by hand): its node is decided again now,
@@ -122,10 +122,12 @@ export function verificationController(s: VerificationSetup): Controller {
       if (node && nodeUid(node) === nv.spec?.nodeUID) queue.add(nodeName(node));
     },
   });
+  // A worker that has finished goes to the front of the queue: in a burst its node opens (or its
+  // failure is recorded) before the queue works through the launches and pod progress of the others.
   pods.on({
-    add: podEvent,
-    update: (pod) => (isPodTerminal(pod) || pod.metadata?.deletionTimestamp ? podFreed(pod) : podEvent(pod)),
-    delete: podFreed,
+    add: (pod) => podEvent(pod),
+    update: (pod) => (pod.metadata?.deletionTimestamp ? podFreed(pod) : isPodTerminal(pod) ? podFreed(pod, 'high') : podEvent(pod)),
+    delete: (pod) => podFreed(pod),
   });
 
   return {
