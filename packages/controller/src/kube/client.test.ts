@@ -7,6 +7,7 @@ import { createLogger, TerminalError } from '@kube-node-ready/core';
 import { describe, expect, it } from 'vitest';
 import { FakeClock, flushPromises } from '../testing/fake-clock.js';
 import { KubeClient, loadKubeConfig, WriteFencedError } from './client.js';
+import type { PriorityTokenBucket } from './throttle.js';
 
 // The write fence of KubeClient.call(). The calls here are closures that count how often they
 // run; no request leaves the process (the kubeconfig points at a closed loopback port).
@@ -125,6 +126,28 @@ describe('KubeClient write fence', () => {
     // p-retry would try again after 200 ms (real timers); the refusal comes before the call.
     await new Promise((resolve) => setTimeout(resolve, 600));
     expect(write.calls).toBe(1);
+  });
+});
+
+describe('KubeClient rate-limit metric', () => {
+  it('reports time waited for kubernetes.qps, not for the Events budget', async () => {
+    const { kube, clock } = await client({ qps: 1, burst: 1 });
+    const throttled: number[] = [];
+    kube.observe({ throttled: (seconds) => throttled.push(seconds) });
+    await kube.call('patch node', async () => 'spends the burst');
+    const second = kube.call('patch node', async () => 'waited');
+    await flushPromises();
+    await clock.advance(1_000);
+    await expect(second).resolves.toBe('waited');
+    expect(throttled).toEqual([1]);
+    // The Events budget (its own limiter, a burst of 50 at 10/s): spent, then waited for, and not counted.
+    const events = (kube as unknown as { eventLimiter: PriorityTokenBucket }).eventLimiter;
+    const spent: Array<Promise<string>> = [];
+    for (let i = 0; i < 60; i++) spent.push(kube.call('create event', async () => 'recorded', { limiter: events }));
+    await flushPromises();
+    await clock.advance(10_000);
+    expect(await Promise.all(spent)).toHaveLength(60);
+    expect(throttled).toEqual([1]);
   });
 });
 

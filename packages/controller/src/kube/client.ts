@@ -165,7 +165,8 @@ export class KubeClient {
         const queued = this.opts.clock.now();
         await limiter.acquire(opts.priority ?? Priority.Normal);
         const waited = this.opts.clock.now() - queued;
-        if (waited > 0) this.opts.observer?.throttled?.(waited / 1000);
+        // kubernetes.qps and burst only: Events wait for their own budget, best effort and off the critical path.
+        if (waited > 0 && limiter === this.limiter) this.opts.observer?.throttled?.(waited / 1000);
         const refusal = refuse?.();
         if (refusal) throw new AbortError(refusal);
         try {
