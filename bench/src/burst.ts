@@ -9,7 +9,7 @@ import { createInterface } from 'node:readline';
 import { stringify } from 'yaml';
 import { k8s, loadKubeConfig, sandboxLayout, simulatedNode, startSandbox, stopSandbox, type FaultProxy, type SandboxState } from '@kube-node-ready/sandbox';
 import { apiserverRequestCounts, diffCounts } from './apiserver.js';
-import { applyChartRbac, benchConfig, ControllerProcess, controllerKubeconfig, type ControllerRuntime, histogramQuantile, metricSum, NAMESPACE, startProxy, TAINT, VERIFIED_LABEL, type ControllerTuning } from './controller.js';
+import { applyChartRbac, benchConfig, ControllerProcess, controllerKubeconfig, type ControllerRuntime, histogramQuantile, histogramShareUnder, metricSum, NAMESPACE, startProxy, TAINT, VERIFIED_LABEL, type ControllerTuning } from './controller.js';
 import { LimitedController, PeakSampler, type MemoryLimit } from './limited.js';
 import type { Milestone, ObservedLine } from './observer.js';
 import { busyFraction, machineCpu, ProcessSampler, sampleProcess } from './proc.js';
@@ -418,6 +418,23 @@ export function controllerMetrics(text: string): Record<string, number> {
     // How long nodes waited for a free reconcile worker (the controller's own queue).
     queueWaitSecondsP50: histogramQuantile(text, 'kube_node_ready_queue_wait_seconds', 0.5),
     queueWaitSecondsP99: histogramQuantile(text, 'kube_node_ready_queue_wait_seconds', 0.99),
+    // Time the controller's API calls waited for its client-side rate limit (kubernetes.qps, burst), summed over calls.
+    throttledSeconds: Math.round(metricSum(text, 'kube_node_ready_api_throttled_seconds_total') * 10) / 10,
+    // The controller's own reaction, timed by the controller from the watch event to its write
+    // acknowledged (bucket upper bounds), and the share of nodes it served within 1 s.
+    ...Object.fromEntries(
+      (['launch', 'open'] as const).flatMap((step) => {
+        const of = (labels: string) => labels.includes(`step="${step}"`);
+        const name = 'kube_node_ready_reaction_seconds';
+        const Step = step[0]!.toUpperCase() + step.slice(1);
+        return [
+          [`reaction${Step}Count`, metricSum(text, `${name}_count`, of)],
+          [`reaction${Step}SecondsP50`, histogramQuantile(text, name, 0.5, of)],
+          [`reaction${Step}SecondsP99`, histogramQuantile(text, name, 0.99, of)],
+          [`reaction${Step}ShareUnder1s`, histogramShareUnder(text, name, 1, of) ?? 0],
+        ];
+      }),
+    ),
     attemptsPassed: metricSum(text, 'kube_node_ready_attempt_outcomes_total', (l) => l.includes('outcome="Passed"')),
     attemptsTotal: metricSum(text, 'kube_node_ready_attempt_outcomes_total'),
     // prom-client's default process metrics, at the end of the burst: where the memory is.

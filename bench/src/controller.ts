@@ -197,20 +197,35 @@ export function metricSum(text: string, name: string, filter: (labels: string) =
   return sum;
 }
 
-/** The upper bound of the histogram bucket holding quantile q (all label sets summed): Prometheus' le resolution. */
-export function histogramQuantile(text: string, name: string, q: number): number {
+/** A histogram's cumulative buckets (upper bound -> count), the label sets `filter` accepts summed. */
+function histogramBuckets(text: string, name: string, filter: (labels: string) => boolean): Array<[number, number]> {
   const buckets = new Map<number, number>();
   for (const line of text.split('\n')) {
     if (!line.startsWith(`${name}_bucket{`)) continue;
-    const le = /le="([^"]+)"/.exec(line)?.[1];
+    const labels = line.slice(name.length + 8, line.lastIndexOf('}'));
+    if (!filter(labels)) continue;
+    const le = /le="([^"]+)"/.exec(labels)?.[1];
     if (le === undefined) continue;
     const bound = le === '+Inf' ? Infinity : Number(le);
     buckets.set(bound, (buckets.get(bound) ?? 0) + Number(line.slice(line.lastIndexOf(' ') + 1)));
   }
-  const sorted = [...buckets].sort(([a], [b]) => a - b);
+  return [...buckets].sort(([a], [b]) => a - b);
+}
+
+/** The upper bound of the histogram bucket holding quantile q (the label sets `filter` accepts summed): Prometheus' le resolution. */
+export function histogramQuantile(text: string, name: string, q: number, filter: (labels: string) => boolean = () => true): number {
+  const sorted = histogramBuckets(text, name, filter);
   const total = sorted.at(-1)?.[1] ?? 0;
   if (total === 0) return 0;
   return sorted.find(([, count]) => count >= q * total)?.[0] ?? Infinity;
+}
+
+/** The share of a histogram's observations at or under `bound`, one of its bucket bounds (undefined: none observed, or no such bucket). */
+export function histogramShareUnder(text: string, name: string, bound: number, filter: (labels: string) => boolean = () => true): number | undefined {
+  const sorted = histogramBuckets(text, name, filter);
+  const total = sorted.at(-1)?.[1] ?? 0;
+  const under = sorted.find(([le]) => le === bound)?.[1];
+  return total === 0 || under === undefined ? undefined : under / total;
 }
 
 function run(cmd: string, args: string[], input?: string): Promise<string> {

@@ -269,6 +269,14 @@ async function main(argv: string[]): Promise<number> {
           `launchable to open p50 ${fmtS(r.latencyMs.taintRemovedAfterLaunchable.p50)} p99 ${fmtS(r.latencyMs.taintRemovedAfterLaunchable.p99)}, ` +
           `${r.api.writesPerNode} writes/node, controller ${r.controller.cpuSeconds} CPU-s, peak RSS ${r.controller.peakRssMiB} MiB`,
       );
+      const m = r.controllerMetrics;
+      if ((m['reactionLaunchCount'] ?? 0) + (m['reactionOpenCount'] ?? 0) > 0) {
+        const pct = (share: number | undefined) => `${Math.round((share ?? 0) * 1000) / 10} %`;
+        out(
+          `burst ${size} (run ${rep}): the controller's own reaction (its metric, bucket bounds): launch p50 <= ${m['reactionLaunchSecondsP50']}s p99 <= ${m['reactionLaunchSecondsP99']}s, ${pct(m['reactionLaunchShareUnder1s'])} within 1 s (${m['reactionLaunchCount']} nodes); ` +
+            `open p50 <= ${m['reactionOpenSecondsP50']}s p99 <= ${m['reactionOpenSecondsP99']}s, ${pct(m['reactionOpenShareUnder1s'])} within 1 s (${m['reactionOpenCount']} nodes)`,
+        );
+      }
     }
   }
   let steady: SteadyResult | undefined;

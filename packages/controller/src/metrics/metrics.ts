@@ -7,6 +7,7 @@ import {
   LabelName,
   MetricName,
   NodeStatus,
+  ReactionStep,
   RemediationAction,
   RemediationBlockReason,
   RemediationResult,
@@ -54,6 +55,7 @@ export class ControllerMetrics {
   readonly reconcileDuration: Histogram<typeof L.Result>;
   readonly queueDepth: Gauge;
   readonly queueWait: Histogram;
+  readonly reaction: Histogram<typeof L.Step>;
   readonly queueAddsTotal: Counter;
   readonly queueRetriesTotal: Counter;
   readonly watchRestartsTotal: Counter<typeof L.Resource>;
@@ -203,6 +205,15 @@ export class ControllerMetrics {
       buckets: [...Buckets.queueWaitSeconds],
       registers,
     });
+    this.reaction = new Histogram({
+      name: MetricName.Reaction,
+      help:
+        "The controller's own reaction, from the watch event that let it act to its write acknowledged, by step: launch (a node able to run its worker, with a free slot -> the worker pod created), open (a passing worker finished -> the node opened).",
+      labelNames: [L.Step],
+      buckets: [...Buckets.reactionSeconds],
+      registers,
+    });
+    for (const step of ReactionStep) this.reaction.zero({ step });
     this.queueAddsTotal = new Counter({ name: MetricName.QueueAddsTotal, help: 'Nodes added to the work queue.', registers });
     this.queueRetriesTotal = new Counter({
       name: MetricName.QueueRetriesTotal,

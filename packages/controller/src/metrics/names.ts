@@ -29,6 +29,7 @@ export const MetricName = {
   ReconcileDuration: 'kube_node_ready_reconcile_duration_seconds',
   QueueDepth: 'kube_node_ready_queue_depth',
   QueueWait: 'kube_node_ready_queue_wait_seconds',
+  Reaction: 'kube_node_ready_reaction_seconds',
   QueueAddsTotal: 'kube_node_ready_queue_adds_total',
   QueueRetriesTotal: 'kube_node_ready_queue_retries_total',
   WatchRestartsTotal: 'kube_node_ready_watch_restarts_total',
@@ -53,6 +54,7 @@ export const LabelName = {
   Action: 'action',
   Reason: 'reason',
   Operation: 'operation',
+  Step: 'step',
   Version: 'version',
   Commit: 'commit',
 } as const;
@@ -76,6 +78,13 @@ export const CheckResult = ['pass', 'fail'] as const;
 
 export const WatchedResource = ['nodes', 'pods', 'nodeverifications'] as const;
 
+/**
+ * kube_node_ready_reaction_seconds{step}: `launch`, the node seen able to run its worker (with a
+ * free slot) -> its worker pod created; `open`, its passing worker seen finished -> the node opened.
+ */
+export const ReactionStep = ['launch', 'open'] as const;
+export type ReactionStep = (typeof ReactionStep)[number];
+
 /** kube_node_ready_remediations_total{action,result} and kube_node_ready_remediation_blocked{reason} (docs/remediation.md). */
 export const RemediationAction = ['delete-nodeclaim', 'delete-node'] as const;
 export type RemediationAction = (typeof RemediationAction)[number];
@@ -95,4 +104,6 @@ export const Buckets = {
   reconcileSeconds: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
   /** A burst queues hundreds of nodes at once: waits of tens of seconds are what it is for. */
   queueWaitSeconds: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+  /** The controller's own reaction: milliseconds when it keeps up, tens of seconds in a burst it paces. */
+  reactionSeconds: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
 } as const;

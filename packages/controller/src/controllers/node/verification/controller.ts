@@ -21,6 +21,7 @@ import { workerPodName } from './naming.js';
 import { NodeCopies } from './node-copies.js';
 import { conditionPatch, taintsToRemove, type ConditionInput } from './node-patch.js';
 import { buildWorkerPod, workerNodeName } from './pod-spec.js';
+import type { ReactionClock } from './reaction.js';
 import type { VerificationSlots } from './slots.js';
 import type { ProgressStore } from './store.js';
 import { Outcome, Phase, type VerificationState } from './types.js';
@@ -58,6 +59,8 @@ export interface VerificationDeps {
   clusterDns?: Pick<ClusterDnsEndpoints, 'ready' | 'service'>;
   /** The API server refused a worker pod for this node (remediation's circuit breaker counts it). */
   podRefused?: (node: V1Node) => void;
+  /** The clocks of the controller's own reaction (kube_node_ready_reaction_seconds), started by the watch handlers. */
+  reactions?: ReactionClock;
 }
 
 export interface ReconcileResult {
@@ -112,6 +115,7 @@ export class VerificationController {
   async reconcile(name: string): Promise<ReconcileResult> {
     const { config, kube, store } = this.deps;
     const log = this.deps.log.child({ node: name });
+    const startedAt = this.deps.clock.now();
 
     // 1. The node is gone: remove its workers and its metrics.
     let node = this.nodes.get(name) ?? (await this.uncachedNode(name, log));
@@ -146,6 +150,10 @@ export class VerificationController {
       if (action.kind === 'Launch' || (action.kind === 'Wait' && action.reason === 'ConcurrencyLimit')) {
         if (!this.launchableSince.has(name)) this.launchableSince.set(name, this.deps.clock.now());
       }
+      // A reaction's clock runs only toward its own step: a node that must wait (for a slot, a
+      // backoff, Karpenter's registration) is not the controller reacting.
+      if (action.kind !== 'Launch') this.deps.reactions?.cancel('launch', name, startedAt);
+      if (action.kind !== 'Complete') this.deps.reactions?.cancel('open', name, startedAt);
       const applied = await this.apply(node, pods, action, state, log);
 
       // 4. The node changed under us: read it again, live (the informer may still hold the copy
@@ -213,6 +221,7 @@ export class VerificationController {
     this.refusedReported.delete(name);
     this.writtenCondition.delete(name);
     this.launchableSince.delete(name);
+    this.deps.reactions?.forget(name);
     for (const [pod, entry] of this.recentlyCreated) if (workerNodeName(entry.pod) === name) this.recentlyCreated.delete(pod);
     if (orphans.length > 0) log.info({ pods: orphans.length }, 'node is gone; deleted its worker pods');
     return {};
@@ -401,9 +410,11 @@ export class VerificationController {
       created = await kube.createPod(pod);
     } catch (err) {
       if (!isRefusal(err)) throw err;
+      this.deps.reactions?.cancel('launch', name);
       this.podRefused(node, action.podName, err, log);
       return { kind: 'done', node, result: requeue(POD_REFUSED_RETRY_MS) };
     }
+    this.deps.reactions?.stop('launch', name);
     const now = this.deps.clock.now();
     for (const [podName, entry] of this.recentlyCreated) if (now - entry.at >= RECENTLY_CREATED_TTL_MS) this.recentlyCreated.delete(podName);
     if (created) this.recentlyCreated.set(action.podName, { pod: stripObject(created), at: now });
@@ -459,6 +470,8 @@ export class VerificationController {
     const saved = await this.deps.store.save(node, action.state, { open: action.open });
     if (saved === 'conflict') return CONFLICT;
     const now = clock.now();
+    if (action.open && !config.dryRun && removedTaints.length > 0) this.deps.reactions?.stop('open', name);
+    else this.deps.reactions?.cancel('open', name);
 
     // 2. Explain: events, logs, metrics.
     for (const event of completedEvents(action, config, { dryRun: config.dryRun, removedTaints })) this.emit(name, event);

@@ -15,7 +15,8 @@ import type { ApiEndpoints } from './api-endpoints.js';
 import { nodeHistory, type ClusterWideFailures } from './cluster-wide.js';
 import { ControlRuns } from './control.js';
 import { nodeFingerprint, VerificationController } from './controller.js';
-import { hasVerificationTaint, isVerified } from './decide.js';
+import { hasVerificationTaint, isVerified, launchBlockers } from './decide.js';
+import { ReactionClock } from './reaction.js';
 import { ClusterDnsEndpoints } from './dns-endpoints.js';
 import { workerNodeName } from './pod-spec.js';
 import type { VerificationSlots } from './slots.js';
@@ -62,6 +63,7 @@ export function verificationController(s: VerificationSetup): Controller {
     },
   });
   const worker = { ...s.worker, apiEndpoints: () => s.apiEndpoints.current() };
+  const reactions = new ReactionClock(clock, (step, seconds) => metrics.reaction.observe({ step }, seconds));
   const controlRuns = config.reconciliation.controlRuns
     ? new ControlRuns({ config, clock, log: log.child({ component: 'control-runs' }), kube, nodes, pods, progress: s.store, worker, observed: (result) => metrics.controlRunsTotal.inc({ result }) })
     : undefined;
@@ -84,28 +86,39 @@ export function verificationController(s: VerificationSetup): Controller {
       ? { clusterDns: new ClusterDnsEndpoints({ kube, clock, log: log.child({ component: 'cluster-dns' }), service: config.reconciliation.clusterDnsService }) }
       : {}),
     ...(s.podRefused ? { podRefused: s.podRefused } : {}),
+    reactions,
   });
 
+  /** A node that can take its worker now starts the launch reaction's clock (kube_node_ready_reaction_seconds). */
+  const launchable = (node: V1Node): void => {
+    if (hasVerificationTaint(node, config) && !isVerified(node, config) && launchBlockers(node, config).length === 0) reactions.start('launch', nodeName(node));
+  };
   const fingerprints = new Map<string, string>();
   nodes.on({
     add: (node) => {
       fingerprints.set(nodeName(node), nodeFingerprint(node, config));
+      launchable(node);
       queue.add(nodeName(node));
     },
     update: (node) => {
       const print = nodeFingerprint(node, config);
       if (fingerprints.get(nodeName(node)) === print) return;
       fingerprints.set(nodeName(node), print);
+      launchable(node);
       queue.add(nodeName(node));
     },
     delete: (node) => {
       fingerprints.delete(nodeName(node));
+      reactions.forget(nodeName(node));
       queue.add(nodeName(node));
     },
   });
   const podEvent = (pod: V1Pod, priority?: QueuePriority): void => {
     const node = workerNodeName(pod);
-    if (node) queue.add(node, priority);
+    if (!node) return;
+    // A worker that finished starts the open reaction's clock (observed if it passed and the node opens).
+    if (priority === 'high') reactions.start('open', node);
+    queue.add(node, priority);
   };
   const podFreed = (pod: V1Pod, priority?: QueuePriority): void => {
     podEvent(pod, priority);
@@ -140,6 +153,7 @@ export function verificationController(s: VerificationSetup): Controller {
       for (const node of nodes.list()) if (hasWork(node, config, pods, s.store)) queue.add(nodeName(node));
     },
     startLeading: async () => {
+      reactions.clear();
       const namespace = config.worker.namespace;
       const [written] = await Promise.all([
         kube.applyConfigMap(namespace, config.worker.configMapName, { 'worker.yaml': s.workerConfig }, {

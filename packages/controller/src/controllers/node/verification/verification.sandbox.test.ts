@@ -67,6 +67,14 @@ describe('verification', () => {
     expect(await ctl.counter('kube_node_ready_verifications_total{status="success"}')).toBe(3);
     expect(await ctl.counter('kube_node_ready_creation_to_taint_removal_seconds_count')).toBe(3);
     expect(await ctl.counter('kube_node_ready_check_duration_seconds_count{check="dns",result="pass"}')).toBe(3);
+    // The controller's own reaction, one per node and step (fewer only if a restart of the harness
+    // fell between a step's watch event and its write: a new leader does not time what it did not see).
+    for (const step of ['launch', 'open']) {
+      const observed = await ctl.counter(`kube_node_ready_reaction_seconds_count{step="${step}"}`);
+      expect(observed, step).toBeGreaterThanOrEqual(1);
+      expect(observed, step).toBeLessThanOrEqual(3);
+      expect(await ctl.counter(`kube_node_ready_reaction_seconds_sum{step="${step}"}`), step).toBeGreaterThan(0);
+    }
     const text = await ctl.metrics();
     for (const node of nodes) expect(text).toContain(`kube_node_ready_verification_status{node="${node}",status="verified"} 1`);
   });
