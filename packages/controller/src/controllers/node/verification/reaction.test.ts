@@ -41,7 +41,7 @@ describe('ReactionClock', () => {
     expect(observed).toEqual([['launch', 0.04]]);
   });
 
-  it('forgets a node, and everything when leadership begins', () => {
+  it('forgets a node', () => {
     const { observed, reactions } = setup();
     reactions.start('launch', 'a');
     reactions.start('open', 'a');
@@ -49,8 +49,7 @@ describe('ReactionClock', () => {
     reactions.forget('a');
     reactions.stop('launch', 'a');
     reactions.stop('open', 'a');
-    reactions.clear();
     reactions.stop('launch', 'b');
-    expect(observed).toEqual([]);
+    expect(observed.map(([step]) => step)).toEqual(['launch']);
   });
 });

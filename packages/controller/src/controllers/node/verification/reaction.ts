@@ -6,6 +6,11 @@ import type { ReactionStep } from '../../../metrics/names.js';
  * the watch delivers what lets the controller act, and stops when its write is acknowledged. The
  * queue, the client-side rate limit, the reconcile and the write's round trip are in it; how late
  * the apiserver delivered the event is not (that is the apiserver's, and every watcher's).
+ *
+ * A replica that starts leading times from the events it saw while it followed: a node that waited
+ * for a leader waited for the controller. A clock whose step the leader then does not take (the node
+ * was opened meanwhile, it must wait) is cancelled by the node's next reconcile, and a node's clocks
+ * go with the node, so a follower holds at most two per node.
  */
 export class ReactionClock {
   /** `step/node` -> when the step became possible. */
@@ -46,8 +51,4 @@ export class ReactionClock {
     this.cancel('open', node);
   }
 
-  /** Leadership begins: what a follower saw is not this leader's reaction. */
-  clear(): void {
-    this.since.clear();
-  }
 }

@@ -16,9 +16,9 @@ import { nodeHistory, type ClusterWideFailures } from './cluster-wide.js';
 import { ControlRuns } from './control.js';
 import { nodeFingerprint, VerificationController } from './controller.js';
 import { hasVerificationTaint, isVerified, launchBlockers } from './decide.js';
-import { ReactionClock } from './reaction.js';
 import { ClusterDnsEndpoints } from './dns-endpoints.js';
 import { workerNodeName } from './pod-spec.js';
+import { ReactionClock } from './reaction.js';
 import type { VerificationSlots } from './slots.js';
 import type { ProgressStore } from './store.js';
 import { Phase } from './types.js';
@@ -153,7 +153,6 @@ export function verificationController(s: VerificationSetup): Controller {
       for (const node of nodes.list()) if (hasWork(node, config, pods, s.store)) queue.add(nodeName(node));
     },
     startLeading: async () => {
-      reactions.clear();
       const namespace = config.worker.namespace;
       const [written] = await Promise.all([
         kube.applyConfigMap(namespace, config.worker.configMapName, { 'worker.yaml': s.workerConfig }, {

@@ -67,8 +67,8 @@ describe('verification', () => {
     expect(await ctl.counter('kube_node_ready_verifications_total{status="success"}')).toBe(3);
     expect(await ctl.counter('kube_node_ready_creation_to_taint_removal_seconds_count')).toBe(3);
     expect(await ctl.counter('kube_node_ready_check_duration_seconds_count{check="dns",result="pass"}')).toBe(3);
-    // The controller's own reaction, one per node and step (fewer only if a restart of the harness
-    // fell between a step's watch event and its write: a new leader does not time what it did not see).
+    // The controller's own reaction, one per node and step (each instance times what it saw: a restart
+    // of the harness on a loaded machine can leave a step untimed).
     for (const step of ['launch', 'open']) {
       const observed = await ctl.counter(`kube_node_ready_reaction_seconds_count{step="${step}"}`);
       expect(observed, step).toBeGreaterThanOrEqual(1);
