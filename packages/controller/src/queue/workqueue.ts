@@ -39,10 +39,11 @@ export class WorkQueue<K = string> {
   private readonly limiter: RateLimiter<K>;
   private readonly observer: QueueObserver;
 
-  /** The lines of items ready to be handed out, high first; an entry whose item moved up is skipped. */
-  private lines: Record<QueuePriority, K[]> = { high: [], normal: [] };
-  /** The line each queued item waits in (its entry there is the live one). */
-  private readonly lineOf = new Map<K, QueuePriority>();
+  /** The lines of items ready to be handed out, high first. An entry is live while lineOf names it. */
+  private lines: Record<QueuePriority, Array<{ item: K; entry: number }>> = { high: [], normal: [] };
+  /** Where each queued item waits (an item that moved up left an entry behind, skipped when reached). */
+  private readonly lineOf = new Map<K, { entry: number; priority: QueuePriority }>();
+  private entries = 0;
   /** Items re-added while being processed: the line they go to when done. */
   private readonly requeueAs = new Map<K, QueuePriority>();
   /** Items that need processing (queued, or re-added while being processed). */
@@ -179,26 +180,28 @@ export class WorkQueue<K = string> {
       getter(item);
       return;
     }
-    this.lines[priority].push(item);
-    this.lineOf.set(item, priority);
+    this.line(item, priority);
     this.observer.depth?.(this.lineOf.size);
+  }
+
+  private line(item: K, priority: QueuePriority): void {
+    const entry = ++this.entries;
+    this.lines[priority].push({ item, entry });
+    this.lineOf.set(item, { entry, priority });
   }
 
   /** A queued normal item goes to the end of the high line (its old entry is skipped when reached). */
   private promote(item: K): void {
     if (this.processing.has(item)) this.requeueAs.set(item, 'high');
-    else if (this.lineOf.get(item) === 'normal') {
-      this.lines.high.push(item);
-      this.lineOf.set(item, 'high');
-    }
+    else if (this.lineOf.get(item)?.priority === 'normal') this.line(item, 'high');
   }
 
   private take(): K | undefined {
     for (const priority of ['high', 'normal'] as const) {
       const line = this.lines[priority];
       while (line.length > 0) {
-        const item = line.shift() as K;
-        if (this.lineOf.get(item) !== priority) continue; // moved up: served from the high line
+        const { item, entry } = line.shift() as { item: K; entry: number };
+        if (this.lineOf.get(item)?.entry !== entry) continue; // it moved up, or was handed out since
         this.lineOf.delete(item);
         this.observer.depth?.(this.lineOf.size);
         this.handOut(item);

@@ -1,5 +1,6 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Clock } from '../../../clock.js';
+import type { InformerHandlers } from '../../../kube/informer.js';
 import { isPodTerminal } from '../../../kube/objects.js';
 import { workerNodeName } from './pod-spec.js';
 
@@ -172,7 +173,7 @@ export class VerificationSlots {
 /** The worker pod cache, as VerificationSlots reads it (the pod informer). */
 export interface WorkerPodSource {
   list(): readonly V1Pod[];
-  on(handlers: { add?: (pod: V1Pod) => void; update?: (pod: V1Pod) => void; delete?: (pod: V1Pod) => void }): void;
+  on(handlers: InformerHandlers<V1Pod>): void;
 }
 
 function podId(pod: V1Pod): string {
