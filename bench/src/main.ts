@@ -7,6 +7,8 @@
 //                       [--controller-memory-limit 512Mi] (default: the chart's controller memory limit)
 //                       [--instant-worker] (bursts with a worker that passes at once: the controller's own cost)
 //                       [--burst-timeout SECONDS] (how long a burst may take; default 120 + 0.6 per node)
+//                       [--own-cost-size N] (after the bursts, one burst of N nodes with the instant worker and
+//                       slots for all: the controller's own cost and reaction; default 1000, 0 in --quick)
 //   node dist/bench.mjs side-by-side [--sizes 50,200,1000] [--reps 2] [--footprint 1000,5000] [--slot 10] [--out FILE]
 //                       kube-node-ready beside node-readiness-controller (bench/src/neighbour.ts); make bench runs it
 //                       after the bursts (not in --quick unless --side-by-side)
@@ -136,6 +138,7 @@ async function main(argv: string[]): Promise<number> {
       'controller-memory-limit': { type: 'string' },
       'instant-worker': { type: 'boolean', default: false },
       'burst-timeout': { type: 'string' },
+      'own-cost-size': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -258,26 +261,39 @@ async function main(argv: string[]): Promise<number> {
   out(`bench: ${quick ? 'quick' : 'full'} run: bursts ${sizes.join(', ')} x ${reps}, steady state with ${steadyNodes} nodes; slot ${slot}; load average ${load.loadavgAtStart.join(' ')}; other sandboxes running: ${load.otherSandboxesAtStart.join(', ') || 'none'}`);
   out(`bench: controller tuning: maxConcurrentVerifications ${tuning.maxConcurrentVerifications}, workers ${tuning.workers}, kubernetes.qps ${tuning.qps}, burst ${tuning.burst}; ${describeRuntime(env.controller)}`);
 
+  /** The progress lines of a finished burst. */
+  const report = (r: BurstResult, tag: string): void => {
+    out(
+      `${tag}: total ${fmtS(r.totalMs)}, open p50 ${fmtS(r.latencyMs.taintRemovedAfterNodeCreated.p50)} p99 ${fmtS(r.latencyMs.taintRemovedAfterNodeCreated.p99)}, ` +
+        `reaction p99 ${fmtS(r.latencyMs.podCreatedAfterNodeCreated.p99)} (from launchable ${fmtS(r.latencyMs.podCreatedAfterLaunchable.p99)}), open after worker p99 ${fmtS(r.latencyMs.taintRemovedAfterWorkerFinished.p99)}, ` +
+        `launchable to open p50 ${fmtS(r.latencyMs.taintRemovedAfterLaunchable.p50)} p99 ${fmtS(r.latencyMs.taintRemovedAfterLaunchable.p99)}, ` +
+        `${r.api.writesPerNode} writes/node, controller ${r.controller.cpuSeconds} CPU-s, peak RSS ${r.controller.peakRssMiB} MiB`,
+    );
+    const m = r.controllerMetrics;
+    if ((m['reactionLaunchCount'] ?? 0) + (m['reactionOpenCount'] ?? 0) > 0) {
+      const pct = (share: number | undefined) => `${Math.round((share ?? 0) * 1000) / 10} %`;
+      out(
+        `${tag}: the controller's own reaction (its metric, bucket bounds): launch p50 <= ${m['reactionLaunchSecondsP50']}s p99 <= ${m['reactionLaunchSecondsP99']}s, ${pct(m['reactionLaunchShareUnder1s'])} within 1 s (${m['reactionLaunchCount']} nodes); ` +
+          `open p50 <= ${m['reactionOpenSecondsP50']}s p99 <= ${m['reactionOpenSecondsP99']}s, ${pct(m['reactionOpenShareUnder1s'])} within 1 s (${m['reactionOpenCount']} nodes)`,
+      );
+    }
+  };
   const bursts: BurstResult[] = [];
   for (const size of sizes) {
     for (let rep = 1; rep <= reps; rep++) {
       const r = await runBurst(env, size, rep);
       bursts.push(r);
-      out(
-        `burst ${size} (run ${rep}): total ${fmtS(r.totalMs)}, open p50 ${fmtS(r.latencyMs.taintRemovedAfterNodeCreated.p50)} p99 ${fmtS(r.latencyMs.taintRemovedAfterNodeCreated.p99)}, ` +
-          `reaction p99 ${fmtS(r.latencyMs.podCreatedAfterNodeCreated.p99)} (from launchable ${fmtS(r.latencyMs.podCreatedAfterLaunchable.p99)}), open after worker p99 ${fmtS(r.latencyMs.taintRemovedAfterWorkerFinished.p99)}, ` +
-          `launchable to open p50 ${fmtS(r.latencyMs.taintRemovedAfterLaunchable.p50)} p99 ${fmtS(r.latencyMs.taintRemovedAfterLaunchable.p99)}, ` +
-          `${r.api.writesPerNode} writes/node, controller ${r.controller.cpuSeconds} CPU-s, peak RSS ${r.controller.peakRssMiB} MiB`,
-      );
-      const m = r.controllerMetrics;
-      if ((m['reactionLaunchCount'] ?? 0) + (m['reactionOpenCount'] ?? 0) > 0) {
-        const pct = (share: number | undefined) => `${Math.round((share ?? 0) * 1000) / 10} %`;
-        out(
-          `burst ${size} (run ${rep}): the controller's own reaction (its metric, bucket bounds): launch p50 <= ${m['reactionLaunchSecondsP50']}s p99 <= ${m['reactionLaunchSecondsP99']}s, ${pct(m['reactionLaunchShareUnder1s'])} within 1 s (${m['reactionLaunchCount']} nodes); ` +
-            `open p50 <= ${m['reactionOpenSecondsP50']}s p99 <= ${m['reactionOpenSecondsP99']}s, ${pct(m['reactionOpenShareUnder1s'])} within 1 s (${m['reactionOpenCount']} nodes)`,
-        );
-      }
+      report(r, `burst ${size} (run ${rep})`);
     }
+  }
+  // The controller's own cost (issue 15, goal 3): a burst whose worker passes at once, with slots for
+  // all, so that what is measured is the controller, the apiserver and the scheduler, not the checks.
+  const ownCostSize = Number(values['own-cost-size'] ?? (quick || values['instant-worker'] ? 0 : 1000));
+  let ownCost: BurstResult | undefined;
+  if (ownCostSize > 0) {
+    out(`bench: the controller's own cost: a burst of ${ownCostSize} nodes with the instant worker and ${ownCostSize} slots`);
+    ownCost = await runBurst({ ...env, workerImage: INSTANT_WORKER_IMAGE, tuning: { ...tuning, maxConcurrentVerifications: ownCostSize } }, ownCostSize, 1);
+    report(ownCost, `own cost, burst ${ownCostSize}`);
   }
   let steady: SteadyResult | undefined;
   let worker: WorkerResult | undefined;
@@ -309,6 +325,7 @@ async function main(argv: string[]): Promise<number> {
     targets: TARGETS,
     summary: summarize(bursts, steady?.rssMiB.max),
     bursts,
+    ...(ownCost ? { ownCost } : {}),
     steady,
     worker,
   };
@@ -325,7 +342,7 @@ async function main(argv: string[]): Promise<number> {
   const scaleKills = scaleCounts.length > 0 ? await scale() : 0;
   if (runSide) await side();
   else out('bench: side by side with node-readiness-controller skipped in the quick run (make bench runs it; --side-by-side to force)');
-  const oomKills = bursts.reduce((a, b) => a + b.controller.oomKills, 0) + (steady?.oomKills ?? 0) + scaleKills;
+  const oomKills = [...bursts, ...(ownCost ? [ownCost] : [])].reduce((a, b) => a + b.controller.oomKills, 0) + (steady?.oomKills ?? 0) + scaleKills;
   if (oomKills > 0) {
     out(`bench: FAILED: the controller was OOM-killed ${oomKills} times under the chart's memory limit (the per-scenario figures above say where; its logs are in ${env.logDir})`);
     return 1;
@@ -346,6 +363,8 @@ interface Results {
   targets: typeof TARGETS;
   summary: ReturnType<typeof summarize>;
   bursts: BurstResult[];
+  /** The burst of --own-cost-size nodes with the instant worker and slots for all (full runs). */
+  ownCost?: BurstResult;
   steady?: SteadyResult;
   worker?: WorkerResult;
 }
