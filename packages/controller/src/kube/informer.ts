@@ -389,7 +389,8 @@ export class LineSplitter {
   }
 
   private emit(text: string): void {
-    if (text.trim() !== '') this.line(text);
+    // Whitespace only is no line (a test for one non-space character: no trimmed copy of every event).
+    if (/\S/.test(text)) this.line(text);
   }
 }
 
