@@ -200,9 +200,10 @@ export function metricSum(text: string, name: string, filter: (labels: string) =
 /** A histogram's cumulative buckets (upper bound -> count), the label sets `filter` accepts summed. */
 function histogramBuckets(text: string, name: string, filter: (labels: string) => boolean): Array<[number, number]> {
   const buckets = new Map<number, number>();
+  const prefix = `${name}_bucket{`;
   for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}_bucket{`)) continue;
-    const labels = line.slice(name.length + 8, line.lastIndexOf('}'));
+    if (!line.startsWith(prefix)) continue;
+    const labels = line.slice(prefix.length, line.lastIndexOf('}'));
     if (!filter(labels)) continue;
     const le = /le="([^"]+)"/.exec(labels)?.[1];
     if (le === undefined) continue;

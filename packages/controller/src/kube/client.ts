@@ -60,9 +60,9 @@ export class WriteFencedError extends TerminalError {
 const WRITE_OPERATION = /^(create|update|patch|delete|replace)\b/;
 
 /**
- * The signal writes run under, with one abort listener however many writes are in flight. An
- * AbortSignal keeps its listeners in a list: adding and removing one for every write cost time in
- * proportion to the writes in flight, which in a 1000-node burst was 8 % of the controller's CPU.
+ * The signal writes run under, with one abort listener however many writes are in flight: an
+ * AbortSignal keeps its listeners in a list, so adding and removing one per write would cost time in
+ * proportion to the writes in flight.
  */
 class WriteFence {
   private readonly waiters = new Set<() => void>();

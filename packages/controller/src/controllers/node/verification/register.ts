@@ -115,14 +115,19 @@ export function verificationController(s: VerificationSetup): Controller {
   });
   const podEvent = (pod: V1Pod, priority?: QueuePriority): void => {
     const node = workerNodeName(pod);
-    if (!node) return;
-    // A worker that finished starts the open reaction's clock (observed if it passed and the node opens).
-    if (priority === 'high') reactions.start('open', node);
-    queue.add(node, priority);
+    if (node) queue.add(node, priority);
   };
   const podFreed = (pod: V1Pod, priority?: QueuePriority): void => {
     podEvent(pod, priority);
     verification.slotFreed();
+  };
+  // A worker that has finished goes to the front of the queue: in a burst its node opens (or its
+  // failure is recorded) before the queue works through the launches and pod progress of the others.
+  // It starts the open reaction's clock (observed if it passed and the node opens).
+  const workerFinished = (pod: V1Pod): void => {
+    const node = workerNodeName(pod);
+    if (node) reactions.start('open', node);
+    podFreed(pod, 'high');
   };
   // A NodeVerification deleted (`kube-node-ready verify`, or by hand): its node is decided again now,
   // not at the next resync. Its other changes are our own writes, or the agent's. One whose Node is
@@ -135,11 +140,9 @@ export function verificationController(s: VerificationSetup): Controller {
       if (node && nodeUid(node) === nv.spec?.nodeUID) queue.add(nodeName(node));
     },
   });
-  // A worker that has finished goes to the front of the queue: in a burst its node opens (or its
-  // failure is recorded) before the queue works through the launches and pod progress of the others.
   pods.on({
     add: (pod) => podEvent(pod),
-    update: (pod) => (pod.metadata?.deletionTimestamp ? podFreed(pod) : isPodTerminal(pod) ? podFreed(pod, 'high') : podEvent(pod)),
+    update: (pod) => (pod.metadata?.deletionTimestamp ? podFreed(pod) : isPodTerminal(pod) ? workerFinished(pod) : podEvent(pod)),
     delete: (pod) => podFreed(pod),
   });
 
