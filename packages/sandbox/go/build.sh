@@ -6,8 +6,16 @@
 # and one directory of symlinks that gathers them for the sandbox:
 #   $KNR_CACHE_DIR/bin/<hash of the component keys>/{etcd,kube-apiserver,kube-controller-manager,
 #     kube-scheduler,kubectl,helm,karpenter,node-readiness-controller/}
-# Usage: build.sh [component...] (default: all). Prints the bin directory on the last line of stdout.
-# Progress goes to stderr.
+# Usage: build.sh [component...] (default: the sandbox set above). Prints the bin directory on the
+# last line of stdout; progress goes to stderr.
+#
+# Opt-in tools, built only when named and never part of the default set (so the default bin directory
+# and its hash stay as they are): crane (github.com/google/go-containerregistry), registry (the CNCF
+# Distribution registry, github.com/distribution/distribution/v3) and syft (github.com/anchore/syft),
+# each from its own wrapper module and cached under its own key like the components above. Named
+# components get their own view directory keyed by the requested component directories (in the order
+# given), holding a symlink per binary:
+#   build.sh crane registry syft  ->  last stdout line $KNR_CACHE_DIR/bin/<hash>/, with crane, registry, syft
 #
 # node-readiness-controller (sigs.k8s.io/node-readiness-controller, which the Go module proxy here
 # does not serve) is built from its source archive in shared/third_party/ beside the clone (or in
@@ -35,6 +43,9 @@ KUBE_VERSION=$(modver kubernetes k8s.io/kubernetes)
 ETCD_VERSION=$(modver etcd go.etcd.io/etcd/server/v3)
 HELM_VERSION=$(modver helm helm.sh/helm/v3)
 KARPENTER_VERSION=$(modver karpenter sigs.k8s.io/karpenter)
+CRANE_VERSION=$(modver crane github.com/google/go-containerregistry)
+REGISTRY_VERSION=$(modver registry github.com/distribution/distribution/v3)
+SYFT_VERSION=$(modver syft github.com/anchore/syft)
 
 kmajor=${KUBE_VERSION#v}; kmajor=${kmajor%%.*}
 kminor=${KUBE_VERSION#v*.}; kminor=${kminor%%.*}
@@ -47,14 +58,28 @@ for p in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
   hflags+=" -X $p.k8sVersionMajor=$kmajor -X $p.k8sVersionMinor=$kminor"
 done
 
-# component -> "module dir|version|binary=package ...|ldflags"
+# Stamped as the upstream release builds do: crane's cmd.Version (as its doc comment says),
+# Distribution's version package (its Makefile), syft's main vars and build tags (its .goreleaser.yaml;
+# the tags swap the cgo-only gpgme signature mechanism for the pure-Go one, which turns on its
+# containers-storage image source).
+craneflags="-X github.com/google/go-containerregistry/cmd/crane/cmd.Version=$CRANE_VERSION"
+registryflags="-X github.com/distribution/distribution/v3/version.version=$REGISTRY_VERSION"
+syftflags="-X main.version=${SYFT_VERSION#v} -X main.gitDescription=$SYFT_VERSION"
+
+# component -> "module dir|version|binary=package ...|ldflags[|build tags, comma-separated]"
 declare -A spec=(
   [etcd]="etcd|$ETCD_VERSION|etcd=go.etcd.io/etcd/server/v3|-X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
   [kubernetes]="kubernetes|$KUBE_VERSION|kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler kubectl=k8s.io/kubernetes/cmd/kubectl|$kflags"
   [helm]="helm|$HELM_VERSION|helm=helm.sh/helm/v3/cmd/helm|$hflags"
   [karpenter]="karpenter|$KARPENTER_VERSION|karpenter=sigs.k8s.io/karpenter/kwok|"
+  [crane]="crane|$CRANE_VERSION|crane=github.com/google/go-containerregistry/cmd/crane|$craneflags"
+  [registry]="registry|$REGISTRY_VERSION|registry=github.com/distribution/distribution/v3/cmd/registry|$registryflags"
+  [syft]="syft|$SYFT_VERSION|syft=github.com/anchore/syft/cmd/syft|$syftflags|containers_image_openpgp,exclude_graphdriver_btrfs"
 )
+# The default set (and, with node-readiness-controller, the default bin directory's key).
 order=(etcd kubernetes helm karpenter)
+# Built only when named.
+optin=(crane registry syft)
 
 # node-readiness-controller's source archive: $KNR_SHARED_DIR/third_party/, else shared/third_party/
 # in the directory of the clone or any directory above it.
@@ -87,7 +112,7 @@ if [ ${#wanted[@]} -eq 0 ]; then
 fi
 for c in "${wanted[@]}"; do
   [ "$c" = node-readiness-controller ] && continue
-  [ -n "${spec[$c]+x}" ] || { echo "build.sh: unknown component $c (known: ${order[*]} node-readiness-controller)" >&2; exit 2; }
+  [ -n "${spec[$c]+x}" ] || { echo "build.sh: unknown component $c (known: ${order[*]} node-readiness-controller ${optin[*]})" >&2; exit 2; }
 done
 
 component_dir() {
@@ -103,8 +128,8 @@ component_dir() {
 # build_component C: go build each binary of C into its own cache directory, with a package counter as progress.
 step=0
 build_component() {
-  local c=$1 dir version pkgs ldflags out tc bin pkg start n
-  IFS='|' read -r dir version pkgs ldflags <<<"${spec[$c]}"
+  local c=$1 dir version pkgs ldflags tags out tc bin pkg start n
+  IFS='|' read -r dir version pkgs ldflags tags <<<"${spec[$c]}"
   out=$(component_dir "$c")
   tc=$(toolchain "$dir")
   step=$((step + 1))
@@ -114,7 +139,7 @@ build_component() {
     if [ -x "$out/$bin" ]; then echo "[$step/${#wanted[@]}] $bin: cached" >&2; continue; fi
     start=$(date +%s) n=0
     echo "[$step/${#wanted[@]}] building $bin $version from $pkg (Go toolchain: $tc; a first build takes minutes on 2 cores)..." >&2
-    (cd "$here/$dir" && GOTOOLCHAIN=$tc go build -v -trimpath -ldflags "-s -w $ldflags" -o "$out/$bin.tmp" "$pkg" 2>&1) |
+    (cd "$here/$dir" && GOTOOLCHAIN=$tc go build -v -trimpath ${tags:+-tags=$tags} -ldflags "-s -w $ldflags" -o "$out/$bin.tmp" "$pkg" 2>&1) |
       while IFS= read -r line; do
         n=$((n + 1))
         case "$line" in *" "*) echo "    $line" >&2 ;; esac  # package names have no spaces; errors do
