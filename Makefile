@@ -27,7 +27,9 @@ $(STAMP): package.json package-lock.json packages/*/package.json
 .PHONY: system-deps
 # Debian packages: openssl (sandbox certificates), iproute2 (its network namespace), nftables (its
 # Service ClusterIPs, as kube-proxy), procps (pgrep in tests), prometheus (promtool for the alert tests, and the Prometheus server of the live alert
-# and dashboard tests and the demo). chromium only for `make alerts-screenshot`.
+# and dashboard tests and the demo), containerd and runc (the image's tests run it as a container runtime would),
+# qemu-user-static (the arm64 image's Node.js under emulation), debian-archive-keyring (make image checks the
+# Debian archives it assembles the image's base from). chromium only for `make alerts-screenshot`.
 system-deps:
 	@missing=""; \
 	command -v openssl >/dev/null || missing="$$missing openssl"; \
@@ -35,6 +37,10 @@ system-deps:
 	command -v pgrep >/dev/null || missing="$$missing procps"; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	{ command -v nft || test -x /usr/sbin/nft; } >/dev/null || missing="$$missing nftables"; \
+	command -v containerd >/dev/null || missing="$$missing containerd"; \
+	{ command -v runc || test -x /usr/sbin/runc; } >/dev/null || missing="$$missing runc"; \
+	command -v qemu-aarch64-static >/dev/null || missing="$$missing qemu-user-static"; \
+	test -f /usr/share/keyrings/debian-archive-keyring.gpg || missing="$$missing debian-archive-keyring"; \
 	if [ -n "$$missing" ]; then \
 	  echo "==> apt-get install$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
@@ -56,12 +62,31 @@ dist: build ## Assemble dist/image/: exactly what the container image copies
 	node scripts/dist.mjs
 
 IMAGE ?= kube-node-ready:dev
+OCI_TAR := dist/kube-node-ready-oci.tar
+IMAGE_INPUTS := image/image.yaml image/lock.json $(wildcard scripts/image/*.mjs) packages/sandbox/go/build.sh
+.PHONY: image
+image: $(OCI_TAR) ## The multi-arch image (linux/amd64, linux/arm64) without a Docker engine, reproducibly: dist/kube-node-ready-oci.tar (OCI layout), SBOMs beside it; prints the digests (docs/supply-chain.md)
+
+$(OCI_TAR): dist/kube-node-ready.mjs scripts/dist.mjs $(IMAGE_INPUTS)
+	@$(MAKE) --no-print-directory system-deps
+	node scripts/dist.mjs
+	node scripts/image/build.mjs
+
+.PHONY: image-push
+image-push: $(OCI_TAR) ## Push the image built by make image to IMAGE (IMAGE=registry.example.com/knr:1.0.0), digests unchanged
+	@case "$(IMAGE)" in kube-node-ready:dev) echo "image-push: set IMAGE to a registry reference you can push to, e.g. IMAGE=registry.example.com/knr:1.0.0" >&2; exit 2 ;; esac
+	node scripts/image/push.mjs "$(IMAGE)"
+
+.PHONY: image-lock
+image-lock: deps ## Re-resolve image/image.yaml to exact Debian package versions and Node.js hashes in image/lock.json (review, commit, then make image)
+	@$(MAKE) --no-print-directory system-deps
+	node scripts/image/lock.mjs
+
 PLATFORMS ?= linux/amd64,linux/arm64
 # Where docker-build puts the image with its SBOM and provenance attestations, which only an image
 # index can hold (not the classic Docker image store, so no --load): push = --push to IMAGE's
 # registry; oci = an OCI layout tarball, dist/kube-node-ready-oci.tar (docs/supply-chain.md).
 OUTPUT ?= push
-OCI_TAR := dist/kube-node-ready-oci.tar
 DOCKER_OUTPUT_push := --push
 DOCKER_OUTPUT_oci := --output type=oci,dest=$(OCI_TAR)
 .PHONY: docker-build
@@ -70,7 +95,7 @@ docker-build: ## Build the multi-arch image with an SBOM (SPDX) and SLSA provena
 	@mkdir -p $(dir $(OCI_TAR))
 	docker buildx build --platform $(PLATFORMS) --sbom=true --provenance=mode=max \
 	  --build-arg VERSION=$$(node -p "require('./packages/cli/package.json').version") \
-	  --build-arg COMMIT=$$(git rev-parse --short=12 HEAD) -t $(IMAGE) $(DOCKER_OUTPUT_$(OUTPUT)) .
+	  --build-arg COMMIT=$$(git rev-parse HEAD) -t $(IMAGE) $(DOCKER_OUTPUT_$(OUTPUT)) .
 
 .PHONY: pin-base-images
 pin-base-images: ## Re-pin the Dockerfile's base images to the current index digest of their tags (needs crane or docker buildx, and the registries; review the diff, then rebuild)
@@ -91,7 +116,7 @@ unit: deps sandbox-bins ## Fast tests: pure logic, real loopback servers, helm a
 	vitest run --project unit
 
 .PHONY: test
-test: deps sandbox-bins build typecheck lint ## Everything: typecheck, lint, unit and sandbox tests, the short fault suite, a quick bench run
+test: deps sandbox-bins build image typecheck lint ## Everything: typecheck, lint, unit and sandbox tests, the short fault suite, a quick bench run
 	@# The unit tests need only CPU: they run beside the sandbox tests (which wait on their clusters
 	@# much of the time) as a second vitest run; their output follows the sandbox run's.
 	@echo "==> vitest: the unit project in the background (log .test-unit.log), the sandbox projects here"
@@ -120,7 +145,7 @@ chaos: deps sandbox-bins build ## Fault suite: scenarios during node bursts, vio
 	node dist/chaos.mjs $(if $(filter quick,$(CHAOS)),--quick) $(CHAOS_ARGS)
 
 .PHONY: bench
-bench: deps sandbox-bins build ## Benchmarks in the sandbox (docs/benchmarks.md); BENCH=quick for a CI-sized run
+bench: deps sandbox-bins build image ## Benchmarks in the sandbox (docs/benchmarks.md); BENCH=quick for a CI-sized run
 	@command -v gnuplot >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gnuplot-nox; }
 	node bench/build.mjs
 	node dist/bench.mjs $(if $(filter quick,$(BENCH)),--quick)

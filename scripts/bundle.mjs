@@ -5,14 +5,15 @@
 import { build } from 'esbuild';
 import { nodeBundleOptions } from './esbuild-options.mjs';
 import { execFileSync } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const quiet = process.argv.includes('--quiet');
 const pkg = JSON.parse(readFileSync(`${root}/packages/cli/package.json`, 'utf8'));
 const version = process.env.KNR_VERSION || pkg.version;
-let commit = process.env.KNR_COMMIT || '';
+// The commit as --version shows it: 12 characters, however the build names it.
+let commit = (process.env.KNR_COMMIT || '').slice(0, 12);
 if (!commit) {
   try {
     commit = execFileSync('git', ['rev-parse', '--short=12', 'HEAD'], { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] })
@@ -29,7 +30,7 @@ const common = {
   define: { __KNR_VERSION__: JSON.stringify(version), __KNR_COMMIT__: JSON.stringify(commit) },
 };
 rmSync(`${root}/dist/chunks`, { recursive: true, force: true });
-await Promise.all([
+const [product] = await Promise.all([
   // Code splitting: `kube-node-ready worker` loads the worker's chunks only, not the controller's
   // (start-up time and memory of every verification; docs/worker.md#benchmarks).
   build({
@@ -44,7 +45,31 @@ await Promise.all([
     splitting: true,
     chunkNames: 'chunks/[name]-[hash]',
     outExtension: { '.js': '.mjs' },
+    metafile: true,
   }),
   build({ ...common, entryPoints: [`${root}/packages/sandbox/src/main.ts`], outfile: `${root}/dist/sandbox.mjs` }),
 ]);
+// The npm packages the product's bundle holds, for scripts/dist.mjs (the image's SBOM and licences).
+writeFileSync(`${root}/dist/bundled-packages.json`, `${JSON.stringify(bundledPackages(Object.keys(product.metafile.inputs)), null, 2)}\n`);
 if (!quiet) console.log(`bundled dist/kube-node-ready.mjs and dist/sandbox.mjs (${version}, ${commit}) in ${Date.now() - started} ms`);
+
+/**
+ * Each npm package some bundled file came from (its innermost node_modules directory): name,
+ * version, licence and where it is, sorted by name and version.
+ */
+function bundledPackages(inputs) {
+  const dirs = new Set();
+  for (const input of inputs) {
+    const m = /^(.*node_modules\/(?:@[^/]+\/)?[^/]+)\//.exec(input);
+    if (m) dirs.add(m[1]);
+  }
+  const seen = new Map();
+  for (const dir of dirs) {
+    const file = `${root}/${dir}/package.json`;
+    if (!existsSync(file)) continue;
+    const pkg = JSON.parse(readFileSync(file, 'utf8'));
+    const license = typeof pkg.license === 'string' ? pkg.license : (pkg.license?.type ?? 'UNKNOWN');
+    seen.set(`${pkg.name}@${pkg.version}`, { name: pkg.name, version: pkg.version, license, dir });
+  }
+  return [...seen.values()].sort((a, b) => a.name.localeCompare(b.name) || a.version.localeCompare(b.version));
+}
