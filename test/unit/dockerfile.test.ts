@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { expand, instructions } from './dockerfile.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const DOCKERFILE = readFileSync(`${root}/Dockerfile`, 'utf8');
@@ -11,34 +12,6 @@ const MAKEFILE = readFileSync(`${root}/Makefile`, 'utf8');
 
 /** repository[:tag]@sha256:<64 lowercase hex>, nothing left to expand. */
 const PINNED = /^[^\s@$]+@sha256:[0-9a-f]{64}$/;
-
-interface Instruction {
-  line: number;
-  keyword: string;
-  rest: string;
-}
-
-/** The Dockerfile's instructions: continuation lines joined, comments (and parser directives) dropped. */
-function instructions(dockerfile: string): Instruction[] {
-  const out: Instruction[] = [];
-  let text = '';
-  let start = 0;
-  dockerfile.split(/\r?\n/).forEach((raw, i) => {
-    if (/^\s*#/.test(raw)) return; // a comment, also inside a continuation
-    if (text === '') start = i + 1;
-    const continued = /\\\s*$/.test(raw);
-    text += `${continued ? raw.replace(/\\\s*$/, '') : raw} `;
-    if (continued) return;
-    const m = /^\s*(\S+)\s*(.*?)\s*$/.exec(text);
-    if (m) out.push({ line: start, keyword: m[1]!.toUpperCase(), rest: m[2]! });
-    text = '';
-  });
-  return out;
-}
-
-/** `$NAME` and `${NAME}` from args; any other form stays as it is (and so is not pinned). */
-const expand = (value: string, args: Map<string, string | undefined>) =>
-  value.replace(/\$(?:\{(\w+)\}|(\w+))/g, (whole, a?: string, b?: string) => args.get((a ?? b)!) ?? whole);
 
 /**
  * Every image reference the Dockerfile pulls (FROM, COPY --from) with ARG defaults substituted, and
