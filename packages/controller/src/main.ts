@@ -7,6 +7,7 @@ import { realClock, withDeadline } from './clock.js';
 import { loadConfig, type ConfigOverrides } from './config/load.js';
 import type { ControllerConfig } from './config/schema.js';
 import { startController } from './controllers.js';
+import { workerImage } from './controllers/node/verification/pod-spec.js';
 import { KubeClient, loadKubeConfig } from './kube/client.js';
 import { messageOf } from './kube/errors.js';
 
@@ -17,6 +18,8 @@ opens the node (removes the taint, adds the verified label) when it passes.
 
 Options:
   --config PATH                 Controller configuration (YAML; docs/configuration.md)
+  --check-config                Validate the configuration (with the other flags applied), print
+                                the effective settings and exit: 0 valid, 2 not; no API server needed
   --kubeconfig PATH             Kubeconfig (default: KUBECONFIG, ~/.kube/config, in-cluster)
   --dry-run                     Launch workers and report, but write nothing to Nodes
   --log-level LEVEL             trace | debug | info | warn | error | fatal | silent
@@ -58,6 +61,10 @@ export async function runController(argv: readonly string[], env: Readonly<Recor
   } catch (err) {
     stderr(`error: ${errorMessage(err)}`);
     return ExitCode.CONFIG_ERROR;
+  }
+  if (flags.checkConfig) {
+    for (const line of describeConfig(config, flags.config)) stdout(line);
+    return ExitCode.OK;
   }
 
   // 2. Logger and API client.
@@ -117,6 +124,8 @@ export interface Flags {
   config?: string;
   kubeconfig?: string;
   help: boolean;
+  /** Validate the configuration and print it, without connecting to the API server. */
+  checkConfig: boolean;
   overrides: ConfigOverrides;
 }
 
@@ -134,6 +143,7 @@ export function parseFlags(argv: readonly string[], command: 'controller' | 'age
     'metrics-bind-address': { type: 'string' },
     'health-bind-address': { type: 'string' },
     'leader-elect': { type: 'boolean' },
+    'check-config': { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   } as const;
   let parsed;
@@ -144,8 +154,13 @@ export function parseFlags(argv: readonly string[], command: 'controller' | 'age
   }
   const v = parsed.values;
   if (command === 'agent') {
-    for (const flag of ['health-bind-address', 'leader-elect'] as const) {
-      if (v[flag] !== undefined) throw new ConfigError(`--${flag} is a controller flag: the agent has no leader election and serves /healthz on its metrics address (see --help)`);
+    const controllerOnly = {
+      'health-bind-address': 'the agent serves /healthz on its metrics address',
+      'leader-elect': 'the agent has no leader election',
+      'check-config': 'run `kube-node-ready controller --check-config` on the same file',
+    } as const;
+    for (const [flag, why] of Object.entries(controllerOnly)) {
+      if (v[flag as keyof typeof controllerOnly] !== undefined) throw new ConfigError(`--${flag} is a controller flag: ${why} (see --help)`);
     }
   }
   const overrides: ConfigOverrides = {};
@@ -163,8 +178,33 @@ export function parseFlags(argv: readonly string[], command: 'controller' | 'age
     ...(v.config !== undefined ? { config: v.config } : {}),
     ...(v.kubeconfig !== undefined ? { kubeconfig: v.kubeconfig } : {}),
     help: v.help ?? false,
+    checkConfig: v['check-config'] ?? false,
     overrides,
   };
+}
+
+/**
+ * What `--check-config` prints: that the configuration (the file, or the defaults, with the flags
+ * applied) is valid, and the settings an operator most often needs to confirm. worker.checks is
+ * passed to the worker verbatim and validated by the worker when it starts, not here.
+ */
+export function describeConfig(config: Readonly<ControllerConfig>, path: string | undefined): string[] {
+  const nm = config.nodeManagement;
+  const remediation = nm.deleteFailedNodes
+    ? `enabled, dryRun: ${config.dryRun || nm.remediation.dryRun}${config.dryRun && !nm.remediation.dryRun ? ' (implied by dryRun)' : ''}`
+    : 'disabled (nodeManagement.deleteFailedNodes: false)';
+  const rows: [string, string][] = [
+    ['verification taints', nm.taints.map((t) => `${t.key}${t.value ? `=${t.value}` : ''}:${t.effect}`).join(', ')],
+    ['verified label', `${nm.verifiedLabel.key}=${nm.verifiedLabel.value}`],
+    ['node selector', nm.nodeSelector || '(all nodes)'],
+    ['worker namespace', config.worker.namespace],
+    ['worker image', workerImage(config.worker.image, VERSION)],
+    ['max concurrent verifications', String(config.reconciliation.maxConcurrentVerifications)],
+    ['dryRun', String(config.dryRun)],
+    ['remediation', remediation],
+  ];
+  const width = Math.max(...rows.map(([name]) => name.length)) + 1;
+  return [`configuration OK: ${path ?? 'defaults'}`, ...rows.map(([name, value]) => `  ${`${name}:`.padEnd(width)} ${value}`)];
 }
 
 /** An AbortSignal that fires on the first SIGTERM or SIGINT; a second one exits at once. */
