@@ -11,3 +11,5 @@ export { certPaths } from './certs.js';
 export { applyObjects, installNodeReadinessController, nodeReadinessDir, renderNodeReadinessChart, NODE_READINESS_CONTROLLER_VERSION, NODE_READINESS_LEASE, NODE_READINESS_RULES, type NodeReadinessController, type NodeReadinessInstallOptions } from './node-readiness.js';
 export { DAEMON_UNHANDLED } from './daemon.js';
 export { Cgroups, parseQuantity, type ContainerCgroup } from './runtime/cgroups.js';
+export { Containerd, writePodFiles, SERVICE_ACCOUNT_DIR, type Mount, type PodFiles, type RunOptions, type RunResult } from './containerd.js';
+export { startRegistry, freeLoopbackPort, type Registry } from './registry.js';
