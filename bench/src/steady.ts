@@ -17,6 +17,7 @@ import { LimitedController, PeakSampler, type MemoryLimit } from './limited.js';
 import { createRealisticNodes } from './nodes.js';
 import { ProcessSampler, sampleProcess } from './proc.js';
 import { round, sleep } from './util.js';
+import { runImageBench } from './image.js';
 import { runWorkerBench, runWorkerFootprint, type WorkerResult } from './worker.js';
 
 export interface MemoryPhase {
@@ -73,6 +74,8 @@ export async function runSteady(env: BenchEnv, count: number, windowMs: number, 
     const footprint = await runWorkerFootprint(env, workerRuns);
     if (Array.isArray(footprint)) worker.footprint = footprint;
     else env.out(`worker: no footprint: ${footprint.error}`);
+    // The same worker from the container image, under containerd (what a new node pays for it).
+    worker.image = await runImageBench(env, state, kc, workerRuns);
 
     await applyChartRbac(state, BENCH_WORKER_IMAGE);
     // Through the fault proxy: the relist phase has it expire the Node watch.

@@ -7,6 +7,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { BenchEnv } from './burst.js';
+import type { ImageResult } from './image.js';
 
 export interface WorkerResult {
   source: string;
@@ -20,6 +21,8 @@ export interface WorkerResult {
   raw?: unknown;
   /** Where the memory and start-up go: Node.js alone, then each layer the worker loads (footprint.mjs). */
   footprint?: FootprintLayer[];
+  /** The worker from the container image (bench/src/image.ts). */
+  image?: ImageResult;
   error?: string;
 }
 
