@@ -230,5 +230,5 @@ for d in "${dirs[@]}"; do
     ln -sfn "$b" "$view/$(basename "$b")"
   done
 done
-echo "sandbox binaries: $view" >&2
+echo "binaries (${wanted[*]}): $view" >&2
 echo "$view"
