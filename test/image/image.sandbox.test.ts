@@ -112,6 +112,21 @@ describe('the amd64 image run by containerd and runc, read-only root, its own us
     expect(v.stdout.trim()).toBe(`kube-node-ready ${built.version} (commit ${built.revision.slice(0, 12)}, node v${built.node})`);
   });
 
+  it('imports from the OCI layout tarball itself, no registry: ctr image import names the index and runs it', async () => {
+    needsImage();
+    const name = 'docker.io/library/kube-node-ready:imported';
+    await containerd.ctr(['image', 'import', '--index-name', name, '--platform', 'linux/amd64', OCI_TAR], 300_000);
+    // --index-name names the layout's own index.json, whose one entry is the image index make image built.
+    const { stdout } = await containerd.ctr(['image', 'ls']);
+    const top = /sha256:[0-9a-f]{64}/.exec(stdout.split('\n').find((l) => l.startsWith(`${name} `)) ?? '')?.[0];
+    expect(top, stdout).toBeDefined();
+    const layoutIndex = JSON.parse((await containerd.ctr(['content', 'get', top!])).stdout) as { manifests: Array<{ digest: string }> };
+    expect(layoutIndex.manifests.map((m) => m.digest)).toEqual([built.index]);
+    const v = await containerd.run({ image: name, id: uniqueName('knr-imported'), args: [...entrypoint, '--version'], readOnlyRoot: true });
+    expect(v.exitCode, v.stderr).toBe(0);
+    expect(v.stdout).toContain(`kube-node-ready ${built.version}`);
+  });
+
   it('checks a controller configuration without a cluster: --check-config exits 0 for a good file, 2 naming the field for a bad one', async () => {
     needsImage();
     const dir = join(work, 'check-config');
