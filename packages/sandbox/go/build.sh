@@ -5,7 +5,7 @@
 #   $KNR_CACHE_DIR/components/<component>-<version>-<os>-<arch>-<hash>/<binaries>
 # and one directory of symlinks that gathers them for the sandbox:
 #   $KNR_CACHE_DIR/bin/<hash of the component keys>/{etcd,kube-apiserver,kube-controller-manager,
-#     kube-scheduler,kubectl,helm,karpenter,node-readiness-controller/}
+#     kube-scheduler,kubectl,kubelet,kube-proxy,helm,karpenter,node-readiness-controller/}
 # Usage: build.sh [component...] (default: the sandbox set above). Prints the bin directory on the
 # last line of stdout; progress goes to stderr.
 #
@@ -69,7 +69,7 @@ syftflags="-X main.version=${SYFT_VERSION#v} -X main.gitDescription=$SYFT_VERSIO
 # component -> "module dir|version|binary=package ...|ldflags[|build tags, comma-separated]"
 declare -A spec=(
   [etcd]="etcd|$ETCD_VERSION|etcd=go.etcd.io/etcd/server/v3|-X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
-  [kubernetes]="kubernetes|$KUBE_VERSION|kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler kubectl=k8s.io/kubernetes/cmd/kubectl|$kflags"
+  [kubernetes]="kubernetes|$KUBE_VERSION|kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kube-controller-manager=k8s.io/kubernetes/cmd/kube-controller-manager kube-scheduler=k8s.io/kubernetes/cmd/kube-scheduler kubectl=k8s.io/kubernetes/cmd/kubectl kubelet=k8s.io/kubernetes/cmd/kubelet kube-proxy=k8s.io/kubernetes/cmd/kube-proxy|$kflags"
   [helm]="helm|$HELM_VERSION|helm=helm.sh/helm/v3/cmd/helm|$hflags"
   [karpenter]="karpenter|$KARPENTER_VERSION|karpenter=sigs.k8s.io/karpenter/kwok|"
   [crane]="crane|$CRANE_VERSION|crane=github.com/google/go-containerregistry/cmd/crane|$craneflags"
@@ -134,21 +134,38 @@ build_component() {
   tc=$(toolchain "$dir")
   step=$((step + 1))
   mkdir -p "$out"
+  # Every missing binary of the component in one go build: they share most packages, which are
+  # compiled once. Several binaries are written into a directory, each named after its package's
+  # last element; one alone is written under its own name.
+  local missing=() bins=() tmp dest
   for entry in $pkgs; do
     bin=${entry%%=*} pkg=${entry#*=}
-    if [ -x "$out/$bin" ]; then echo "[$step/${#wanted[@]}] $bin: cached" >&2; continue; fi
-    start=$(date +%s) n=0
-    echo "[$step/${#wanted[@]}] building $bin $version from $pkg (Go toolchain: $tc; a first build takes minutes on 2 cores)..." >&2
-    (cd "$here/$dir" && GOTOOLCHAIN=$tc go build -v -trimpath ${tags:+-tags=$tags} -ldflags "-s -w $ldflags" -o "$out/$bin.tmp" "$pkg" 2>&1) |
-      while IFS= read -r line; do
-        n=$((n + 1))
-        case "$line" in *" "*) echo "    $line" >&2 ;; esac  # package names have no spaces; errors do
-        if [ $((n % 200)) -eq 0 ]; then echo "    $bin: $n packages compiled, $(( $(date +%s) - start ))s" >&2; fi
-      done
-    [ -x "$out/$bin.tmp" ] || { echo "build.sh: building $bin failed (see above)" >&2; exit 1; }
-    mv "$out/$bin.tmp" "$out/$bin"
-    echo "    $bin: done in $(( $(date +%s) - start ))s" >&2
+    if [ -x "$out/$bin" ]; then echo "[$step/${#wanted[@]}] $bin: cached" >&2; else missing+=("$pkg"); bins+=("$bin"); fi
   done
+  [ ${#missing[@]} -eq 0 ] && return
+  if [ ${#missing[@]} -gt 1 ]; then
+    for i in "${!missing[@]}"; do
+      [ "${bins[$i]}" = "${missing[$i]##*/}" ] || { echo "build.sh: $c: binary ${bins[$i]} must be named after its package ${missing[$i]}" >&2; exit 2; }
+    done
+  fi
+  start=$(date +%s) n=0
+  # A directory of its own: another checkout may be building the same component.
+  tmp=$(mktemp -d "$out/.build.XXXXXX")
+  dest="$tmp/"
+  [ ${#missing[@]} -eq 1 ] && dest="$tmp/${bins[0]}"
+  echo "[$step/${#wanted[@]}] building ${bins[*]} $version (Go toolchain: $tc; a first build takes minutes on 2 cores)..." >&2
+  (cd "$here/$dir" && GOTOOLCHAIN=$tc go build -v -trimpath ${tags:+-tags=$tags} -ldflags "-s -w $ldflags" -o "$dest" "${missing[@]}" 2>&1) |
+    while IFS= read -r line; do
+      n=$((n + 1))
+      case "$line" in *" "*) echo "    $line" >&2 ;; esac  # package names have no spaces; errors do
+      if [ $((n % 200)) -eq 0 ]; then echo "    $c: $n packages compiled, $(( $(date +%s) - start ))s" >&2; fi
+    done
+  for bin in "${bins[@]}"; do
+    [ -x "$tmp/$bin" ] || { rm -rf "$tmp"; echo "build.sh: building $bin failed (see above)" >&2; exit 1; }
+    mv "$tmp/$bin" "$out/$bin"
+  done
+  rm -rf "$tmp"
+  echo "    ${bins[*]}: done in $(( $(date +%s) - start ))s" >&2
 }
 
 # Karpenter's CRDs (NodePool, NodeClaim, NodeOverlay, KWOKNodeClass, ...) come from the same module
