@@ -13,6 +13,7 @@ import type { SandboxLayout, SandboxState } from './layout.js';
 import { simulatedNode } from './node-registry.js';
 import { sleep } from './proc.js';
 import { ServiceProxy } from './proxy.js';
+import { parseTaint, RealNodes } from './real-node.js';
 
 export interface DaemonOptions {
   binDir: string;
@@ -74,8 +75,11 @@ export async function runDaemon(layout: SandboxLayout, opts: DaemonOptions, log:
     });
     kubelet.start();
     parts.push(kubelet);
+    const realNodes = new RealNodes({ layout, binDir: opts.binDir, certs: cp.certs, log: log.child({ component: 'real-nodes' }) });
+    parts.push(realNodes);
     const control = startControlServer(layout.dir, async (method, path) => {
-      const [, action, arg] = path.split('/');
+      const url = new URL(path, 'http://sandbox');
+      const [, action, arg] = url.pathname.split('/');
       const component = arg as Component;
       const known = COMPONENTS.includes(component);
       if (method === 'POST' && action === 'restart' && known) return cp.restart(component);
@@ -84,6 +88,12 @@ export async function runDaemon(layout: SandboxLayout, opts: DaemonOptions, log:
       if (method === 'POST' && action === 'compact') return { revision: await cp.compact() };
       // A node's kubelet stops (its Lease is no longer renewed) or comes back.
       if (method === 'POST' && (action === 'stop-kubelet' || action === 'start-kubelet') && arg) return kubelet.agent.setKubeletStopped(arg, action === 'stop-kubelet');
+      // Real nodes (real-node.ts): ?taint=KEY=VALUE:EFFECT and ?label=KEY=VALUE, each repeatable.
+      if (method === 'POST' && action === 'add-real-node' && arg) {
+        return realNodes.add({ name: arg, taints: url.searchParams.getAll('taint').map(parseTaint), labels: Object.fromEntries(url.searchParams.getAll('label').map((l) => l.split('=', 2) as [string, string])) });
+      }
+      if (method === 'POST' && action === 'remove-real-node' && arg) return realNodes.remove(arg);
+      if (method === 'GET' && action === 'real-nodes') return { nodes: realNodes.names() };
       if (method === 'GET' && action === 'stats') return { processes: kubelet.runningProcesses(), dnsQueries: dns.queries };
       throw new NotFound(`unknown control action ${method} ${path}`);
     });

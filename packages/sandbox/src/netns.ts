@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import type { SandboxLayout } from './layout.js';
 import { run, runOk } from './proc.js';
 import { removeRecordedCgroups } from './runtime/cgroups.js';
+import { REAL_NODE_GATEWAY, REAL_NODE_RANGE, realNodeBridge, removeRealNodeNamespaces } from './real-node.js';
 import { cidrsExcept, NETNS_DIR, podCidr, POD_GATEWAY, removePodNetworks } from './runtime/pod-network.js';
 
 /**
@@ -29,8 +30,13 @@ export async function createNetns(layout: SandboxLayout): Promise<void> {
   const hostLink = `${layout.hostVethIp.replace(/\.\d+$/, '.0')}/30`;
   const lines = [
     'link set lo up',
-    ...cidrsExcept('10.0.0.0/8', podCidr(layout)).map((cidr) => `route add local ${cidr} dev lo`),
+    ...localCidrs(layout).map((cidr) => `route add local ${cidr} dev lo`),
     `route add unreachable ${podCidr(layout)}`,
+    // The real nodes' range: their bridge, and a route per node to its pod CIDR (real-node.ts).
+    `route add unreachable ${REAL_NODE_RANGE}`,
+    `link add ${realNodeBridge(layout.slot)} type bridge`,
+    `addr add ${REAL_NODE_GATEWAY}/24 dev ${realNodeBridge(layout.slot)}`,
+    `link set ${realNodeBridge(layout.slot)} up`,
     `route add local ${POD_GATEWAY}/32 dev lo`,
     `addr add ${layout.apiHost}/30 dev ${layout.nsVeth}`,
     `link set ${layout.nsVeth} up`,
@@ -43,12 +49,27 @@ export async function createNetns(layout: SandboxLayout): Promise<void> {
   await runOk('nsenter', [`--net=${join(NETNS_DIR, ns)}`, '--', 'sh', '-c', 'echo 1 > /proc/sys/net/ipv4/ip_forward && echo 1 > /proc/sys/net/ipv4/conf/all/rp_filter']);
 }
 
+/** 10.0.0.0/8 less the pod CIDR and the real nodes' range: the addresses local to the namespace. */
+function localCidrs(layout: SandboxLayout): string[] {
+  return cidrsExcept('10.0.0.0/8', podCidr(layout)).flatMap((cidr) => (cidrContains(cidr, REAL_NODE_RANGE) ? cidrsExcept(cidr, REAL_NODE_RANGE) : [cidr]));
+}
+
+function cidrContains(outer: string, inner: string): boolean {
+  try {
+    cidrsExcept(outer, inner);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Removes the namespace (and with it the veth pair), the slot's pod namespaces and the sandbox's
  * cgroups, killing processes still in them. No error when they do not exist.
  */
 export async function deleteNetns(layout: SandboxLayout): Promise<void> {
   await removePodNetworks(layout.slot);
+  await removeRealNodeNamespaces(layout.slot);
   await removeRecordedCgroups(layout.dir);
   await run('ip', ['netns', 'del', layout.netns]);
   await run('ip', ['link', 'del', layout.hostVeth]);

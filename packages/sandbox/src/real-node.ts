@@ -1,0 +1,386 @@
+// Real nodes: a real kubelet (built with the other Kubernetes binaries), Debian's containerd and
+// runc, and the CNI bridge plugin, each node in a network namespace of its own as its host network.
+// The node's InternalIP is on a bridge in the sandbox's namespace shared by every real node; its
+// pods get addresses from its own pod CIDR (host-local IPAM) and reach the other nodes' pods, the
+// apiserver and the Service addresses through the sandbox's namespace. Images come from a real
+// registry (CNCF Distribution) in the sandbox's namespace: the product's image as `make image` built
+// it, and a pause image made from the Kubernetes module's own pause.c.
+//
+// What a real node still borrows from the sandbox: Service ClusterIPs are translated by the
+// sandbox's nftables rules (its stand-in for kube-proxy, in the sandbox's namespace, which every pod
+// packet crosses) and the cluster DNS is the sandbox's (docs/sandbox.md).
+import { execFile, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import type { Logger } from '@kube-node-ready/core';
+import { kubeconfigYaml, type SandboxCerts } from './certs.js';
+import type { SandboxLayout } from './layout.js';
+import { run, runOk, sleep, startLogged, stopProcess } from './proc.js';
+import { NETNS_DIR } from './runtime/pod-network.js';
+
+const exec = promisify(execFile);
+
+/** Addresses of the real nodes, outside every other range of the sandbox (layout.ts). */
+export const REAL_NODE_RANGE = '10.248.0.0/14';
+export const REAL_NODE_GATEWAY = '10.248.0.1';
+/** The registry's address in the sandbox's namespace, where real nodes pull images from. */
+export const REAL_NODE_REGISTRY = '10.0.0.5:5000';
+export const PAUSE_IMAGE = `${REAL_NODE_REGISTRY}/pause:3.10`;
+/** Labels a real node carries (the simulated kubelet leaves it alone: it has no simulated label). */
+export const REAL_NODE_LABEL = 'sandbox.kube-node-ready.io/real';
+
+export function realNodeBridge(slot: number): string {
+  return `knr${slot}br`;
+}
+
+export function realNodeNetnsPrefix(slot: number): string {
+  return `knr${slot}-n`;
+}
+
+/** KEY[=VALUE]:EFFECT, as kubectl taint and the kubelet's --register-with-taints write it. */
+export function parseTaint(text: string): { key: string; value?: string; effect: string } {
+  const m = /^([^=:]+)(?:=([^:]*))?:(NoSchedule|PreferNoSchedule|NoExecute)$/.exec(text);
+  if (!m) throw new Error(`taint ${JSON.stringify(text)}: expected KEY[=VALUE]:EFFECT with EFFECT NoSchedule, PreferNoSchedule or NoExecute`);
+  return { key: m[1]!, ...(m[2] !== undefined ? { value: m[2] } : {}), effect: m[3]! };
+}
+
+export interface RealNodeOptions {
+  name: string;
+  /** Taints the kubelet registers the node with (--register-with-taints), as a cloud node's does. */
+  taints?: Array<{ key: string; value?: string; effect: string }>;
+  labels?: Record<string, string>;
+}
+
+interface RunningNode {
+  name: string;
+  index: number;
+  dir: string;
+  netns: string;
+  ip: string;
+  podCidr: string;
+  containerd: ChildProcess;
+  kubelet: ChildProcess;
+}
+
+export interface RealNodesDeps {
+  layout: SandboxLayout;
+  binDir: string;
+  certs: SandboxCerts;
+  log: Logger;
+}
+
+/**
+ * The sandbox's real nodes. `add` starts one (its namespace, containerd, kubelet) and returns once
+ * its kubelet has registered; `remove` stops one and removes everything it made; `stop` all of them
+ * and the registry.
+ */
+export class RealNodes {
+  private readonly nodes = new Map<string, RunningNode>();
+  private registry: ChildProcess | undefined;
+  private ready: Promise<void> | undefined;
+  private readonly dir: string;
+
+  constructor(private readonly deps: RealNodesDeps) {
+    this.dir = join(deps.layout.dir, 'real-nodes');
+  }
+
+  names(): string[] {
+    return [...this.nodes.keys()];
+  }
+
+  async add(opts: RealNodeOptions): Promise<{ name: string; ip: string; podCidr: string }> {
+    if (this.nodes.has(opts.name)) throw new Error(`real node ${opts.name} exists`);
+    this.ready ??= this.startRegistry();
+    await this.ready;
+    const index = this.freeIndex();
+    const { layout, binDir, certs, log } = this.deps;
+    const dir = join(this.dir, opts.name);
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    const netns = `${realNodeNetnsPrefix(layout.slot)}${index}`;
+    const ip = `10.248.0.${10 + index}`;
+    const podCidr = `10.249.${index}.0/24`;
+    const sandboxNs = join(NETNS_DIR, layout.netns);
+    const veth = `knr${layout.slot}n${index}`;
+
+    // 1. The node's host network: a namespace on the sandbox's bridge, forwarding for its pods.
+    await run('ip', ['netns', 'del', netns]);
+    await runOk('ip', ['netns', 'add', netns]);
+    await runOk('ip', ['link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', netns]);
+    await runOk('ip', ['link', 'set', veth, 'netns', layout.netns]);
+    await runOk('ip', ['-n', layout.netns, '-b', '-'], { input: `link set ${veth} master ${realNodeBridge(layout.slot)} up\nroute replace ${podCidr} via ${ip}\n` });
+    await runOk('ip', ['-n', netns, '-b', '-'], { input: `link set lo up\naddr add ${ip}/24 dev eth0\nlink set eth0 up\nroute add default via ${REAL_NODE_GATEWAY}\n` });
+    await runOk('nsenter', [`--net=${join(NETNS_DIR, netns)}`, '--', 'sh', '-c', 'echo 1 > /proc/sys/net/ipv4/ip_forward']);
+
+    // 2. containerd with the CRI plugin, its CNI configuration and the registry (plain HTTP).
+    const hosts = join(dir, 'certs.d', REAL_NODE_REGISTRY);
+    mkdirSync(hosts, { recursive: true });
+    writeFileSync(join(hosts, 'hosts.toml'), `server = "http://${REAL_NODE_REGISTRY}"\n[host."http://${REAL_NODE_REGISTRY}"]\n  capabilities = ["pull", "resolve"]\n`);
+    mkdirSync(join(dir, 'cni', 'net.d'), { recursive: true });
+    writeFileSync(
+      join(dir, 'cni', 'net.d', '10-sandbox.conflist'),
+      `${JSON.stringify({
+        cniVersion: '0.4.0',
+        name: 'sandbox',
+        plugins: [
+          { type: 'bridge', bridge: 'cni0', isGateway: true, ipMasq: false, ipam: { type: 'host-local', ranges: [[{ subnet: podCidr }]], routes: [{ dst: '0.0.0.0/0' }], dataDir: join(dir, 'cni', 'ipam') } },
+          { type: 'loopback' },
+        ],
+      })}\n`,
+    );
+    const sock = join(dir, 'containerd.sock');
+    writeFileSync(
+      join(dir, 'containerd.toml'),
+      [
+        'version = 2',
+        `root = "${dir}/containerd"`,
+        `state = "${dir}/containerd-state"`,
+        '[grpc]',
+        `  address = "${sock}"`,
+        '[ttrpc]',
+        `  address = "${sock}.ttrpc"`,
+        '[plugins."io.containerd.internal.v1.opt"]',
+        `  path = "${dir}/containerd-opt"`,
+        '[plugins."io.containerd.grpc.v1.cri"]',
+        `  sandbox_image = "${PAUSE_IMAGE}"`,
+        // Without CAP_SYS_RESOURCE runc cannot lower a process's oom_score_adj (PITFALLS, "Real nodes").
+        '  restrict_oom_score_adj = true',
+        '  [plugins."io.containerd.grpc.v1.cri".cni]',
+        '    bin_dir = "/usr/lib/cni"',
+        `    conf_dir = "${dir}/cni/net.d"`,
+        '  [plugins."io.containerd.grpc.v1.cri".containerd]',
+        '    snapshotter = "overlayfs"',
+        '    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]',
+        '      runtime_type = "io.containerd.runc.v2"',
+        '  [plugins."io.containerd.grpc.v1.cri".registry]',
+        `    config_path = "${dir}/certs.d"`,
+        '',
+      ].join('\n'),
+    );
+    const inNode = (argv: string[]) => ['nsenter', `--net=${join(NETNS_DIR, netns)}`, '--', ...argv];
+    const [cCmd, ...cArgs] = inNode(['containerd', '--config', join(dir, 'containerd.toml')]);
+    const containerd = startLogged(cCmd!, cArgs, join(dir, 'containerd.log'));
+    await waitFor(async () => (await run('ctr', ['--address', sock, 'version'])).code === 0, `containerd of ${opts.name}`, 30_000);
+
+    // 3. The kubelet: its own cgroup root in every hierarchy, client certificate, configuration.
+    const cgroupRoot = `/knr${layout.slot}-${opts.name}`;
+    for (const h of cgroupHierarchies()) mkdirSync(join(h, cgroupRoot), { recursive: true });
+    const cert = join(dir, 'kubelet.crt');
+    const key = join(dir, 'kubelet.key');
+    await issueNodeCert(certs, opts.name, cert, key, dir);
+    writeFileSync(join(dir, 'kubeconfig'), kubeconfigYaml(`https://${layout.advertiseAddress}:${layout.apiPort}`, certs.caCert, cert, key, `system:node:${opts.name}`));
+    writeFileSync(join(dir, 'resolv.conf'), `nameserver ${layout.clusterDnsIp}\n`);
+    writeFileSync(
+      join(dir, 'kubelet.yaml'),
+      [
+        'apiVersion: kubelet.config.k8s.io/v1beta1',
+        'kind: KubeletConfiguration',
+        // This machine is cgroup v1 with cgroupfs (PITFALLS, "Real nodes").
+        'failCgroupV1: false',
+        'cgroupDriver: cgroupfs',
+        `cgroupRoot: ${cgroupRoot}`,
+        'enforceNodeAllocatable: []',
+        'failSwapOn: false',
+        `containerRuntimeEndpoint: unix://${sock}`,
+        'authentication: {anonymous: {enabled: false}, webhook: {enabled: false}, x509: {clientCAFile: ' + certs.caCert + '}}',
+        // The apiserver (logs, exec) is the only client: it presents the sandbox admin's certificate.
+        'authorization: {mode: AlwaysAllow}',
+        `clusterDNS: [${layout.clusterDnsIp}]`,
+        `clusterDomain: ${layout.clusterDomain}`,
+        `address: ${ip}`,
+        'port: 10250',
+        'readOnlyPort: 0',
+        'healthzBindAddress: 127.0.0.1',
+        'healthzPort: 10248',
+        `podLogsDir: ${dir}/pod-logs`,
+        `resolvConf: ${dir}/resolv.conf`,
+        // The machine's disk and memory are shared by every sandbox: no eviction, no image GC.
+        'evictionHard: {memory.available: "1Mi", nodefs.available: "1%", imagefs.available: "1%"}',
+        'imageGCHighThresholdPercent: 100',
+        'imageGCLowThresholdPercent: 99',
+        `registerWithTaints: ${JSON.stringify(opts.taints ?? [])}`,
+        '',
+      ].join('\n'),
+    );
+    const labels = { [REAL_NODE_LABEL]: 'true', ...opts.labels };
+    const [kCmd, ...kArgs] = inNode([
+      join(binDir, 'kubelet'),
+      '--config', join(dir, 'kubelet.yaml'),
+      '--kubeconfig', join(dir, 'kubeconfig'),
+      '--root-dir', join(dir, 'kubelet'),
+      '--hostname-override', opts.name,
+      '--node-ip', ip,
+      '--node-labels', Object.entries(labels).map(([k, v]) => `${k}=${v}`).join(','),
+      '--v=1',
+    ]);
+    const kubelet = startLogged(kCmd!, kArgs, join(dir, 'kubelet.log'));
+    const node: RunningNode = { name: opts.name, index, dir, netns, ip, podCidr, containerd, kubelet };
+    this.nodes.set(opts.name, node);
+    log.info({ node: opts.name, ip, podCidr, netns, sandboxNs }, 'real node started');
+    return { name: opts.name, ip, podCidr };
+  }
+
+  /** Stops the node's kubelet, its pods and containerd, and removes its namespace, mounts, cgroups and files. */
+  async remove(name: string): Promise<void> {
+    const node = this.nodes.get(name);
+    if (!node) throw new Error(`no real node ${name}`);
+    this.nodes.delete(name);
+    await stopProcess(node.kubelet, 10_000);
+    const sock = join(node.dir, 'containerd.sock');
+    const ctr = (args: string[]) => run('ctr', ['--address', sock, '--namespace', 'k8s.io', ...args]);
+    // The pods' network namespaces (containerd's CRI makes one per pod sandbox under /run/netns).
+    const podNetns = new Set<string>();
+    const containers = (await ctr(['containers', 'ls', '-q'])).stdout.split('\n').filter(Boolean);
+    for (const id of containers) {
+      const info = await ctr(['containers', 'info', id]);
+      for (const m of info.stdout.matchAll(/"path":\s*"(\/(?:var\/)?run\/netns\/[^"]+)"/g)) podNetns.add(m[1]!);
+    }
+    for (const id of (await ctr(['tasks', 'ls', '-q'])).stdout.split('\n').filter(Boolean)) await ctr(['tasks', 'kill', '--signal', 'SIGKILL', id]);
+    for (let i = 0; i < 50 && (await ctr(['tasks', 'ls', '-q'])).stdout.split('\n').some((l) => l.trim() && !/STOPPED/.test(l)); i++) await sleep(100);
+    for (const id of containers) {
+      await ctr(['tasks', 'delete', '--force', id]);
+      await ctr(['containers', 'delete', id]);
+    }
+    await stopProcess(node.containerd, 10_000);
+    await run('pkill', ['-KILL', '-f', `containerd-shim-runc-v2 .*-address ${sock}`]);
+    for (const p of podNetns) {
+      await run('umount', [p]);
+      rmSync(p, { force: true });
+    }
+    await unmountUnder(node.dir);
+    await run('ip', ['netns', 'del', node.netns]);
+    await run('ip', ['-n', this.deps.layout.netns, 'route', 'del', node.podCidr]);
+    for (const h of cgroupHierarchies()) removeCgroupTree(join(h, `/knr${this.deps.layout.slot}-${name}`));
+    rmSync(node.dir, { recursive: true, force: true });
+  }
+
+  async stop(): Promise<void> {
+    for (const name of this.names()) await this.remove(name).catch((err: unknown) => this.deps.log.warn({ node: name, err: String(err) }, 'removing a real node failed'));
+    if (this.registry) await stopProcess(this.registry);
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+
+  private freeIndex(): number {
+    const used = new Set([...this.nodes.values()].map((n) => n.index));
+    for (let i = 1; i <= 200; i++) if (!used.has(i)) return i;
+    throw new Error('at most 200 real nodes');
+  }
+
+  /** The registry in the sandbox's namespace, with the pause image and the product's image (make image). */
+  private async startRegistry(): Promise<void> {
+    const { log } = this.deps;
+    const root = repoRootOf(this.deps.layout);
+    const build = join(root, 'packages', 'sandbox', 'go', 'build.sh');
+    const tools = (await runOk('bash', [build, 'crane', 'registry'])).trim().split('\n').pop()!;
+    const dir = join(this.dir, 'registry');
+    mkdirSync(join(dir, 'data'), { recursive: true });
+    writeFileSync(join(dir, 'config.yml'), `version: 0.1\nlog: { level: warn, formatter: text }\nstorage: { filesystem: { rootdirectory: ${join(dir, 'data')} } }\nhttp: { addr: "${REAL_NODE_REGISTRY}" }\n`);
+    // The daemon runs inside the sandbox's namespace, so this listens there.
+    this.registry = startLogged(join(tools, 'registry'), ['serve', join(dir, 'config.yml')], join(dir, 'registry.log'), { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', OTEL_TRACES_EXPORTER: 'none' } });
+    await waitFor(async () => (await fetch(`http://${REAL_NODE_REGISTRY}/v2/`).then((r) => r.ok, () => false)), 'the real nodes\' registry', 30_000);
+    const crane = (args: string[]) => runOk(join(tools, 'crane'), ['--insecure', ...args]);
+
+    // pause: the Kubernetes module's pause.c, static, as registry.k8s.io/pause is made.
+    const kdir = join(root, 'packages', 'sandbox', 'go', 'kubernetes');
+    const version = /k8s\.io\/kubernetes (v[\d.]+)/.exec(readFileSync(join(kdir, 'go.mod'), 'utf8'))?.[1];
+    const mod = JSON.parse(await runOk('go', ['mod', 'download', '-json', `k8s.io/kubernetes@${version}`], { cwd: kdir })) as { Dir: string };
+    const pause = join(dir, 'pause-root');
+    mkdirSync(pause, { recursive: true });
+    await runOk('gcc', ['-static', '-Os', '-DVERSION=3.10', '-o', join(pause, 'pause'), join(mod.Dir, 'build', 'pause', 'linux', 'pause.c')]);
+    await runOk('tar', ['--owner=0', '--group=0', '--numeric-owner', '-C', pause, '-cf', join(dir, 'pause.tar'), 'pause']);
+    const appended = (await crane(['append', '--oci-empty-base', '-f', join(dir, 'pause.tar'), '-t', PAUSE_IMAGE])).trim().split('\n').pop()!;
+    await crane(['mutate', appended, '--entrypoint', '/pause', '--user', '65535:65535', '--set-platform', 'linux/amd64', '-t', PAUSE_IMAGE]);
+
+    // The product's image, as make image wrote it.
+    const tar = join(root, 'dist', 'kube-node-ready-oci.tar');
+    if (existsSync(tar)) {
+      const layout = join(dir, 'product-layout');
+      mkdirSync(layout, { recursive: true });
+      await runOk('tar', ['-xf', tar, '-C', layout]);
+      await crane(['push', layout, `${REAL_NODE_REGISTRY}/kube-node-ready:dev`]);
+      rmSync(layout, { recursive: true, force: true });
+    } else log.warn({ tar }, 'no image to push for the real nodes: run make image');
+    log.info({ registry: REAL_NODE_REGISTRY }, 'real nodes\' registry ready');
+  }
+}
+
+/**
+ * Kills what still runs in the slot's real-node namespaces and removes them (a daemon that did not
+ * stop cleanly); `stop()` is the orderly way.
+ */
+export async function removeRealNodeNamespaces(slot: number): Promise<void> {
+  const prefix = realNodeNetnsPrefix(slot);
+  let names: string[];
+  try {
+    names = readdirSync(NETNS_DIR).filter((n) => n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length)));
+  } catch {
+    return;
+  }
+  for (const n of names) {
+    const pids = (await run('ip', ['netns', 'pids', n])).stdout.split('\n').filter(Boolean);
+    if (pids.length) await run('kill', ['-KILL', ...pids]);
+    await run('ip', ['netns', 'del', n]);
+  }
+}
+
+/** The image reference of the product on real nodes: the index `make image` built, by digest. */
+export function realNodeProductImage(root: string): { repository: string; digest: string } {
+  const meta = JSON.parse(readFileSync(join(root, 'dist', 'kube-node-ready-oci.json'), 'utf8')) as { index: string };
+  return { repository: `${REAL_NODE_REGISTRY}/kube-node-ready`, digest: meta.index };
+}
+
+function repoRootOf(layout: SandboxLayout): string {
+  let dir = layout.dir;
+  for (;;) {
+    if (existsSync(join(dir, 'packages', 'sandbox', 'go', 'build.sh'))) return dir;
+    const up = join(dir, '..');
+    if (up === dir || dir === '/') break;
+    dir = up;
+  }
+  return process.cwd();
+}
+
+async function issueNodeCert(certs: SandboxCerts, name: string, cert: string, key: string, dir: string): Promise<void> {
+  const ext = join(dir, 'client.ext');
+  writeFileSync(ext, 'keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n');
+  await runOk('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', `${cert}.csr`, '-subj', `/O=system:nodes/CN=system:node:${name}`]);
+  await runOk('openssl', ['x509', '-req', '-in', `${cert}.csr`, '-CA', certs.caCert, '-CAkey', certs.caKey, '-CAcreateserial', '-out', cert, '-days', '30', '-extfile', ext]);
+}
+
+function cgroupHierarchies(): string[] {
+  const root = '/sys/fs/cgroup';
+  if (existsSync(join(root, 'cgroup.controllers'))) return [root];
+  return readdirSync(root)
+    .map((h) => join(root, h))
+    .filter((h) => existsSync(join(h, 'cgroup.procs')));
+}
+
+/** rmdir a cgroup and its children, deepest first (a cgroup directory holds only its children and control files). */
+function removeCgroupTree(dir: string): void {
+  if (!existsSync(dir)) return;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) if (entry.isDirectory()) removeCgroupTree(join(dir, entry.name));
+  try {
+    rmdirSync(dir);
+  } catch {
+    // Still in use: the caller reports what is left.
+  }
+}
+
+async function unmountUnder(dir: string): Promise<void> {
+  const mounts = readFileSync('/proc/self/mounts', 'utf8')
+    .split('\n')
+    .map((l) => l.split(' ')[1]?.replace(/\\040/g, ' '))
+    .filter((m): m is string => !!m && m.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
+  for (const m of mounts) await exec('umount', ['-l', m]).catch(() => undefined);
+}
+
+async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check().catch(() => false)) return;
+    await sleep(200);
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}

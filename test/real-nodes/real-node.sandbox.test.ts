@@ -1,0 +1,101 @@
+// A real node under the worker: a real kubelet (v1.36.3, built with the sandbox's other Kubernetes
+// binaries), Debian's containerd and runc, the CNI bridge plugin with host-local IPAM, in a network
+// namespace of its own; the worker pod runs from the image `make image` built, pulled by the
+// kubelet through containerd from the registry in the sandbox's namespace. The controller runs in
+// this process (test harness) with its worker image pointed at that registry by digest.
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { repoRoot, sandboxControl } from '@kube-node-ready/sandbox';
+import { harness, readNode, type Harness } from '../../packages/controller/test/harness.js';
+import { realNodeNetnsPrefix, realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
+import { core, deleteNode, readVerification, sandbox, uniqueName, waitFor } from '../sandbox.js';
+
+let h: Harness;
+const added: string[] = [];
+
+beforeAll(async () => {
+  h = await harness('real');
+}, 120_000);
+
+afterAll(async () => {
+  await h?.stopAll();
+  for (const n of added.splice(0)) {
+    await sandboxControl(sandbox().state.dir, 'POST', `/remove-real-node/${n}`).catch(() => undefined);
+    await deleteNode(n);
+  }
+  await h?.cleanup();
+});
+
+async function addRealNode(prefix: string): Promise<string> {
+  const name = uniqueName(prefix);
+  const t = h.taint;
+  const query = new URLSearchParams([
+    ['taint', `${t.key}=${t.value}:${t.effect}`],
+    ['label', `${h.selector.key}=${h.selector.value}`],
+  ]);
+  await sandboxControl(sandbox().state.dir, 'POST', `/add-real-node/${name}?${query.toString()}`, 300_000);
+  added.push(name);
+  return name;
+}
+
+/** What a real node leaves on the machine: processes, mounts, network namespaces and cgroups naming it. */
+function leftovers(name: string, dir: string): string[] {
+  const left: string[] = [];
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    let cmd: string;
+    try {
+      cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+    } catch {
+      continue;
+    }
+    if (cmd.includes(dir)) left.push(`process ${pid}: ${cmd.slice(0, 120)}`);
+  }
+  for (const line of readFileSync('/proc/self/mounts', 'utf8').split('\n')) if (line.split(' ')[1]?.startsWith(dir)) left.push(`mount ${line.split(' ')[1]}`);
+  const cgroups = readdirSync('/sys/fs/cgroup').map((hier) => join('/sys/fs/cgroup', hier, `knr${sandbox().layout.slot}-${name}`));
+  for (const c of cgroups) if (existsSync(c)) left.push(`cgroup ${c}`);
+  if (existsSync(dir)) left.push(`directory ${dir}`);
+  return left;
+}
+
+describe('a real node', () => {
+  it('registers with its startup taint, runs the worker from the image and is opened at attempt 1; removed, it leaves nothing behind', async () => {
+    const image = realNodeProductImage(repoRoot());
+    await h.start({ worker: { image: { repository: image.repository, digest: image.digest } } });
+    const name = await addRealNode('real');
+
+    // The kubelet registered the node itself, with the taint, containerd as its runtime and its version.
+    const node = await waitFor(async () => (await readNode(name)) ?? undefined, `real node ${name} to register`, 120_000);
+    expect(node.status?.nodeInfo?.containerRuntimeVersion).toMatch(/^containerd:\/\//);
+    expect(node.status?.nodeInfo?.kubeletVersion).toBe(sandbox().state.kubernetesVersion);
+
+    await h.waitForOpen([name], `real node ${name} to be verified and opened`, 240_000);
+    const nv = await readVerification(name);
+    expect(nv?.status?.phase).toBe('Passed');
+    expect(nv?.status?.attempt).toBe(1);
+    const opened = await readNode(name);
+    expect((opened?.spec?.taints ?? []).map((t) => t.key)).not.toContain(h.taint.key);
+
+    // The worker ran on the real node from the registry's image: its kubelet reported pulling and
+    // starting it (Events of the worker pod, from that node).
+    const events = await waitFor(
+      async () => {
+        const list = await core().listNamespacedEvent({ namespace: h.namespace, fieldSelector: 'involvedObject.kind=Pod' });
+        const fromNode = list.items.filter((e) => e.source?.host === name || e.reportingInstance === name);
+        return fromNode.some((e) => e.reason === 'Started') ? fromNode : undefined;
+      },
+      `the kubelet of ${name} to report the worker pod's container started`,
+      30_000,
+    );
+    const pulled = events.find((e) => e.reason === 'Pulled' || e.reason === 'Pulling');
+    expect(pulled?.message, JSON.stringify(events.map((e) => `${e.reason}: ${e.message}`))).toContain(`${image.repository}@${image.digest}`);
+
+    const dir = join(sandbox().layout.dir, 'real-nodes', name);
+    await sandboxControl(sandbox().state.dir, 'POST', `/remove-real-node/${name}`, 120_000);
+    added.splice(added.indexOf(name), 1);
+    expect(leftovers(name, dir)).toEqual([]);
+    const namespaces = readdirSync('/run/netns').filter((n) => n.startsWith(realNodeNetnsPrefix(sandbox().layout.slot)));
+    expect(namespaces).toEqual([]);
+    await deleteNode(name);
+  });
+});
