@@ -27,12 +27,13 @@ afterAll(async () => {
   await h?.cleanup();
 });
 
-async function addRealNode(prefix: string): Promise<string> {
+async function addRealNode(prefix: string, faults: string[] = []): Promise<string> {
   const name = uniqueName(prefix);
   const t = h.taint;
   const query = new URLSearchParams([
     ['taint', `${t.key}=${t.value}:${t.effect}`],
     ['label', `${h.selector.key}=${h.selector.value}`],
+    ...faults.map((f): [string, string] => ['fault', f]),
   ]);
   await sandboxControl(sandbox().state.dir, 'POST', `/add-real-node/${name}?${query.toString()}`, 300_000);
   added.push(name);
@@ -98,4 +99,34 @@ describe('a real node', () => {
     expect(namespaces).toEqual([]);
     await deleteNode(name);
   });
+
+  it('registering while its CNI configuration is missing, it is NotReady (cni plugin not initialized) and uses no attempt until the configuration appears; then it opens at attempt 1', async () => {
+    const image = realNodeProductImage(repoRoot());
+    await h.start({ worker: { image: { repository: image.repository, digest: image.digest } } });
+    const name = await addRealNode('real-nocni', ['cni-config-missing']);
+
+    // containerd reports the network not ready and the kubelet says why, as on a node whose CNI agent has not written its configuration.
+    const ready = await waitFor(
+      async () => {
+        const c = (await readNode(name))?.status?.conditions?.find((x) => x.type === 'Ready');
+        return c?.status === 'False' && /cni plugin not initialized/.test(c.message ?? '') ? c : undefined;
+      },
+      `real node ${name} to report NotReady for its missing CNI configuration`,
+      120_000,
+    );
+    expect(ready.message).toMatch(/NetworkPluginNotReady|network plugin/i);
+    // The controller, leading and reacting within a second to a launchable node, waits: in 15 s
+    // no attempt is recorded and no worker pod is made for the node (one would stay Pending there).
+    await new Promise((r) => setTimeout(r, 15_000));
+    expect((await readVerification(name))?.status?.attempt ?? 0).toBe(0);
+    const pods = await core().listNamespacedPod({ namespace: h.namespace, fieldSelector: `spec.nodeName=${name}` });
+    expect(pods.items.map((p) => p.metadata?.name)).toEqual([]);
+
+    // The CNI agent writes its configuration: the node goes Ready, is verified and opened at attempt 1.
+    await sandboxControl(sandbox().state.dir, 'POST', `/real-node-fault/${name}?fault=cni-config-missing&on=false`);
+    await h.waitForOpen([name], `real node ${name} to open once its CNI configuration is in place`, 240_000);
+    const nv = await readVerification(name);
+    expect(nv?.status?.phase).toBe('Passed');
+    expect(nv?.status?.attempt).toBe(1);
+  }, 420_000);
 });

@@ -13,7 +13,7 @@ import type { SandboxLayout, SandboxState } from './layout.js';
 import { simulatedNode } from './node-registry.js';
 import { sleep } from './proc.js';
 import { ServiceProxy } from './proxy.js';
-import { parseTaint, RealNodes } from './real-node.js';
+import { parseRealNodeFault, parseTaint, RealNodes } from './real-node.js';
 
 export interface DaemonOptions {
   binDir: string;
@@ -90,8 +90,15 @@ export async function runDaemon(layout: SandboxLayout, opts: DaemonOptions, log:
       if (method === 'POST' && (action === 'stop-kubelet' || action === 'start-kubelet') && arg) return kubelet.agent.setKubeletStopped(arg, action === 'stop-kubelet');
       // Real nodes (real-node.ts): ?taint=KEY=VALUE:EFFECT and ?label=KEY=VALUE, each repeatable.
       if (method === 'POST' && action === 'add-real-node' && arg) {
-        return realNodes.add({ name: arg, taints: url.searchParams.getAll('taint').map(parseTaint), labels: Object.fromEntries(url.searchParams.getAll('label').map((l) => l.split('=', 2) as [string, string])) });
+        return realNodes.add({
+          name: arg,
+          taints: url.searchParams.getAll('taint').map(parseTaint),
+          labels: Object.fromEntries(url.searchParams.getAll('label').map((l) => l.split('=', 2) as [string, string])),
+          faults: url.searchParams.getAll('fault').map(parseRealNodeFault),
+        });
       }
+      // POST /real-node-fault/<node>?fault=F&on=true|false
+      if (method === 'POST' && action === 'real-node-fault' && arg) return realNodes.setFault(arg, parseRealNodeFault(url.searchParams.get('fault') ?? ''), url.searchParams.get('on') !== 'false');
       if (method === 'POST' && action === 'remove-real-node' && arg) return realNodes.remove(arg);
       if (method === 'GET' && action === 'real-nodes') return { nodes: realNodes.names() };
       if (method === 'GET' && action === 'stats') return { processes: kubelet.runningProcesses(), dnsQueries: dns.queries };

@@ -50,7 +50,25 @@ export interface RealNodeOptions {
   /** Taints the kubelet registers the node with (--register-with-taints), as a cloud node's does. */
   taints?: Array<{ key: string; value?: string; effect: string }>;
   labels?: Record<string, string>;
+  /** Faults the node starts with (REAL_NODE_FAULTS). */
+  faults?: RealNodeFault[];
 }
+
+/**
+ * Faults of a real node's own components:
+ *   cni-config-missing  the node's CNI configuration directory is empty: containerd reports the
+ *                       network not ready ("cni plugin not initialized"), the kubelet NotReady
+ *                       (NetworkPluginNotReady), and no pod sandbox can be made.
+ */
+export const REAL_NODE_FAULTS = ['cni-config-missing'] as const;
+export type RealNodeFault = (typeof REAL_NODE_FAULTS)[number];
+
+export function parseRealNodeFault(text: string): RealNodeFault {
+  if (!(REAL_NODE_FAULTS as readonly string[]).includes(text)) throw new Error(`unknown real-node fault ${JSON.stringify(text)}: known are ${REAL_NODE_FAULTS.join(', ')}`);
+  return text as RealNodeFault;
+}
+
+const CNI_CONFIG = '10-sandbox.conflist';
 
 interface RunningNode {
   name: string;
@@ -118,8 +136,10 @@ export class RealNodes {
     mkdirSync(hosts, { recursive: true });
     writeFileSync(join(hosts, 'hosts.toml'), `server = "http://${REAL_NODE_REGISTRY}"\n[host."http://${REAL_NODE_REGISTRY}"]\n  capabilities = ["pull", "resolve"]\n`);
     mkdirSync(join(dir, 'cni', 'net.d'), { recursive: true });
+    mkdirSync(join(dir, 'cni', 'held'), { recursive: true });
+    // The configuration is kept in cni/held/ and written into net.d/ unless the node starts without it.
     writeFileSync(
-      join(dir, 'cni', 'net.d', '10-sandbox.conflist'),
+      join(dir, 'cni', 'held', CNI_CONFIG),
       `${JSON.stringify({
         cniVersion: '0.4.0',
         name: 'sandbox',
@@ -129,6 +149,7 @@ export class RealNodes {
         ],
       })}\n`,
     );
+    if (!opts.faults?.includes('cni-config-missing')) writeFileSync(join(dir, 'cni', 'net.d', CNI_CONFIG), readFileSync(join(dir, 'cni', 'held', CNI_CONFIG)));
     const sock = join(dir, 'containerd.sock');
     writeFileSync(
       join(dir, 'containerd.toml'),
@@ -219,6 +240,20 @@ export class RealNodes {
     this.nodes.set(opts.name, node);
     log.info({ node: opts.name, ip, podCidr, netns, sandboxNs }, 'real node started');
     return { name: opts.name, ip, podCidr };
+  }
+
+  /** Breaks (on) or repairs (off) one of the node's components. */
+  setFault(name: string, fault: RealNodeFault, on: boolean): { node: string; fault: RealNodeFault; on: boolean } {
+    const node = this.nodes.get(name);
+    if (!node) throw new Error(`no real node ${name}`);
+    const held = join(node.dir, 'cni', 'held', CNI_CONFIG);
+    const live = join(node.dir, 'cni', 'net.d', CNI_CONFIG);
+    // containerd watches its CNI configuration directory and reloads when a file there is written
+    // or removed (a file renamed into it went unnoticed by containerd 1.6): as a CNI agent does.
+    if (on) rmSync(live, { force: true });
+    else writeFileSync(live, readFileSync(held));
+    this.deps.log.info({ node: name, fault, on }, 'real node fault');
+    return { node: name, fault, on };
   }
 
   /** Stops the node's kubelet, its pods and containerd, and removes its namespace, mounts, cgroups and files. */
