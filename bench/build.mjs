@@ -8,6 +8,6 @@ import { fileURLToPath } from 'node:url';
 const root = fileURLToPath(new URL('..', import.meta.url));
 await build({
   ...nodeBundleOptions,
-  entryPoints: [`${root}/bench/src/main.ts`],
+  entryPoints: [`${root}/bench/src/entry.ts`],
   outfile: `${root}/dist/bench.mjs`,
 });

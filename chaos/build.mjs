@@ -8,6 +8,6 @@ import { fileURLToPath } from 'node:url';
 const root = fileURLToPath(new URL('..', import.meta.url));
 await build({
   ...nodeBundleOptions,
-  entryPoints: [`${root}/chaos/src/main.ts`],
+  entryPoints: [`${root}/chaos/src/entry.ts`],
   outfile: `${root}/dist/chaos.mjs`,
 });

@@ -40,14 +40,14 @@ const [product] = await Promise.all([
     // of it is not Latin-1 (a comment's "’" was enough): the controller's largest chunk went from
     // 17 MiB held to 5 MiB (docs/benchmarks.md). Names stay, so stack traces still read.
     minifyWhitespace: true,
-    entryPoints: { 'kube-node-ready': `${root}/packages/cli/src/main.ts` },
+    entryPoints: { 'kube-node-ready': `${root}/packages/cli/src/entry.ts` },
     outdir: `${root}/dist`,
     splitting: true,
     chunkNames: 'chunks/[name]-[hash]',
     outExtension: { '.js': '.mjs' },
     metafile: true,
   }),
-  build({ ...common, entryPoints: [`${root}/packages/sandbox/src/main.ts`], outfile: `${root}/dist/sandbox.mjs` }),
+  build({ ...common, entryPoints: [`${root}/packages/sandbox/src/entry.ts`], outfile: `${root}/dist/sandbox.mjs` }),
 ]);
 // The npm packages the product's bundle holds, for scripts/dist.mjs (the image's SBOM and licences).
 writeFileSync(`${root}/dist/bundled-packages.json`, `${JSON.stringify(bundledPackages(Object.keys(product.metafile.inputs)), null, 2)}\n`);

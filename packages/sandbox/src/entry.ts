@@ -1,0 +1,6 @@
+// The entry point of dist/sandbox.mjs: the Node.js version first (a single line instead of a
+// dependency's stack trace on an older Node.js), then the command line, loaded only once it passed.
+import { exitUnlessSupportedNode } from '@kube-node-ready/core/node-version';
+
+exitUnlessSupportedNode('sandbox');
+await import('./main.js');
