@@ -6,10 +6,11 @@
 //   sandbox exec -- CMD...                                run a command inside the sandbox network namespace
 //   sandbox demo [--dir D] [--slot N]                     the `make demo` scenario (KEEP=1 leaves the sandbox up)
 //   sandbox daemon ...                                    (internal) runs inside the namespace
+//   sandbox <command> --help                              its usage (args.ts)
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { createLogger } from '@kube-node-ready/core';
+import { parseCommandLine } from './args.js';
 import { runDaemon } from './daemon.js';
 import { runDemo } from './demo.js';
 import { createIgnoreExists, k8s } from './kube.js';
@@ -17,32 +18,17 @@ import { sandboxLayout } from './layout.js';
 import { simulatedNode } from './node-registry.js';
 import { connectSandbox, execInSandbox, startSandbox, stopSandbox } from './sandbox.js';
 
-const USAGE = `usage: sandbox <up|down|status|add-nodes|exec> [options]
-  up         --dir DIR (default .sandbox) --slot N (0..99) --nodes N
-  down       --dir DIR --slot N
-  status     --dir DIR
-  add-nodes  COUNT --prefix P --taint key=value:Effect --label k=v --dns ok|dead|blackhole|lying --never-start
-  exec       -- COMMAND [ARGS...]`;
-
 async function main(argv: string[]): Promise<number> {
-  const [cmd, ...rest] = argv;
-  const { values, positionals } = parseArgs({
-    args: rest,
-    allowPositionals: true,
-    options: {
-      dir: { type: 'string', default: process.env.KNR_SANDBOX_DIR ?? '.sandbox' },
-      slot: { type: 'string', default: '0' },
-      nodes: { type: 'string', default: '0' },
-      'bin-dir': { type: 'string' },
-      'lease-renew-ms': { type: 'string' },
-      prefix: { type: 'string', default: 'node' },
-      taint: { type: 'string', multiple: true },
-      label: { type: 'string', multiple: true },
-      dns: { type: 'string' },
-      'never-start': { type: 'boolean' },
-      'log-level': { type: 'string', default: 'info' },
-    },
-  });
+  const line = parseCommandLine(argv, process.env);
+  if (line.kind === 'help') {
+    console.log(line.text);
+    return 0;
+  }
+  if (line.kind === 'usage-error') {
+    console.error(line.text);
+    return 2;
+  }
+  const { command: cmd, values, positionals } = line;
   const slot = Number(values.slot);
   switch (cmd) {
     case 'up': {
@@ -125,9 +111,6 @@ async function main(argv: string[]): Promise<number> {
       );
       return -1; // keep running
     }
-    default:
-      console.error(USAGE);
-      return 2;
   }
 }
 
