@@ -14,6 +14,7 @@ import { Remediator } from './controllers/node/remediation/remediator.js';
 import { ApiEndpoints } from './controllers/node/verification/api-endpoints.js';
 import { ClusterWideFailures } from './controllers/node/verification/cluster-wide.js';
 import { configHash, WORKER_POD_SELECTOR, workerConfigDocument, workerImage, workerNodeName } from './controllers/node/verification/pod-spec.js';
+import { checkWorkerPrerequisites } from './controllers/node/verification/prerequisites.js';
 import { verificationController } from './controllers/node/verification/register.js';
 import { VerificationSlots } from './controllers/node/verification/slots.js';
 import { MemoryProgressStore, NodeVerificationStore } from './controllers/node/verification/store.js';
@@ -112,6 +113,10 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     onRestart: () => metrics.watchRestartsTotal.inc({ resource: 'pods' }),
     ...listHooks('pods'),
   });
+  // What the worker pods need and the controller does not create, reported in one line before
+  // anything stops on it (the CRD check below) and before the first pod is refused. Not required:
+  // the objects may appear a moment later (prerequisites.ts).
+  await checkWorkerPrerequisites(kube, config, log);
   // Verification progress (none in dry run, which writes nothing and keeps progress in memory).
   if (!config.dryRun) await kube.requireNodeVerifications();
   const verifications = config.dryRun

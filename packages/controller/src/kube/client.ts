@@ -26,7 +26,7 @@ import { NodeVerificationApi, type NodeVerification } from '../api/nodeverificat
 import { FIELD_MANAGER } from '../api/well-known.js';
 import type { Clock } from '../clock.js';
 import { isAlreadyExists, isConflict, isNotFound, isTransient, messageOf } from './errors.js';
-import { apiPath, LeanRequests } from './lean.js';
+import { apiPath, LeanRequests, type LeanRequest } from './lean.js';
 import { Priority, PriorityTokenBucket } from './throttle.js';
 
 /**
@@ -202,6 +202,23 @@ export class KubeClient {
       token = result.metadata?._continue ?? result.metadata?.continue;
       yield result;
     } while (token);
+  }
+
+  // -- Any object ----------------------------------------------------------------------------
+
+  /**
+   * Whether the API server has the object, or serves the collection, at `path` (apiPath()): a GET,
+   * false on 404; any other failure (a 403 too) is thrown. The start-up check of the worker's
+   * prerequisites (controllers/node/verification/prerequisites.ts).
+   */
+  async exists(operation: string, path: string, query?: LeanRequest['query']): Promise<boolean> {
+    try {
+      await this.call(operation, () => this.lean.send({ method: 'GET', path, ...(query ? { query } : {}) }));
+      return true;
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      throw err;
+    }
   }
 
   // -- Nodes ---------------------------------------------------------------------------------
