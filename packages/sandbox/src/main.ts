@@ -3,6 +3,8 @@
 //   sandbox down [--dir .sandbox] [--slot 0]              stop it; nothing is left running
 //   sandbox status [--dir .sandbox]
 //   sandbox add-nodes N [--prefix P] [--taint key=value:Effect] [--label k=v] [--dns dead|blackhole|lying] [--never-start]
+//   sandbox add-nodes N --real [--taint ...] [--fault F]    real nodes (real-node.ts)
+//   sandbox fault NODE FAULT | NODE --clear [FAULT]       break or repair a real node's component
 //   sandbox exec -- CMD...                                run a command inside the sandbox network namespace
 //   sandbox demo [--dir D] [--slot N]                     the `make demo` scenario (KEEP=1 leaves the sandbox up)
 //   sandbox daemon ...                                    (internal) runs inside the namespace
@@ -12,10 +14,12 @@ import { fileURLToPath } from 'node:url';
 import { createLogger } from '@kube-node-ready/core';
 import { parseCommandLine } from './args.js';
 import { runDaemon } from './daemon.js';
+import { sandboxControl } from './control.js';
 import { runDemo } from './demo.js';
 import { createIgnoreExists, k8s } from './kube.js';
 import { sandboxLayout } from './layout.js';
 import { simulatedNode } from './node-registry.js';
+import { parseRealNodeFault, REAL_NODE_FAULTS } from './real-node.js';
 import { connectSandbox, execInSandbox, startSandbox, stopSandbox } from './sandbox.js';
 
 async function main(argv: string[]): Promise<number> {
@@ -47,6 +51,17 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'add-nodes': {
+      if (values.real) {
+        const { state } = connectSandbox(values.dir);
+        const count = Number(positionals[0] ?? '1');
+        for (let i = 1; i <= count; i++) {
+          const name = `${values.prefix}-${Date.now().toString(36)}-${i}`;
+          const query = new URLSearchParams([...(values.taint ?? []).map((t): [string, string] => ['taint', t]), ...(values.label ?? []).map((l): [string, string] => ['label', l]), ...(values.fault ?? []).map((f): [string, string] => ['fault', f])]);
+          await sandboxControl(state.dir, 'POST', `/add-real-node/${name}?${query.toString()}`, 300_000);
+          console.log(name);
+        }
+        return 0;
+      }
       const { kc } = connectSandbox(values.dir);
       const core = kc.makeApiClient(k8s.CoreV1Api);
       const count = Number(positionals[0] ?? '1');
@@ -58,6 +73,19 @@ async function main(argv: string[]): Promise<number> {
           core.createNode({ body: simulatedNode({ name, taints, labels, faults: { dns: values.dns, neverStart: values['never-start'] } }) }),
         );
         console.log(name);
+      }
+      return 0;
+    }
+    case 'fault': {
+      const [node, named] = positionals;
+      if (!node || (!named && !values.clear)) {
+        console.error('usage: sandbox fault NODE FAULT | sandbox fault NODE --clear [FAULT] (see sandbox fault --help)');
+        return 2;
+      }
+      const { state } = connectSandbox(values.dir);
+      for (const fault of named ? [parseRealNodeFault(named)] : REAL_NODE_FAULTS) {
+        await sandboxControl(state.dir, 'POST', `/real-node-fault/${node}?fault=${fault}&on=${values.clear ? 'false' : 'true'}`);
+        console.log(`${node}: ${fault} ${values.clear ? 'cleared' : 'set'}`);
       }
       return 0;
     }
