@@ -3,14 +3,17 @@
 // namespace of its own; the worker pod runs from the image `make image` built, pulled by the
 // kubelet through containerd from the registry in the sandbox's namespace. The controller runs in
 // this process (test harness) with its worker image pointed at that registry by digest.
+import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot, sandboxControl } from '@kube-node-ready/sandbox';
 import { harness, readNode, type Harness } from '../../packages/controller/test/harness.js';
 import { realNodeNetnsPrefix, realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
 import { core, deleteNode, readVerification, sandbox, uniqueName, waitFor } from '../sandbox.js';
 
+const exec = promisify(execFile);
 let h: Harness;
 const added: string[] = [];
 
@@ -129,4 +132,29 @@ describe('a real node', () => {
     expect(nv?.status?.phase).toBe('Passed');
     expect(nv?.status?.attempt).toBe(1);
   }, 420_000);
+
+  it('kubectl logs and kubectl exec reach a pod on a real node through its kubelet', async () => {
+    const image = realNodeProductImage(repoRoot());
+    const name = await addRealNode('real-exec');
+    await waitFor(async () => (await readNode(name))?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'), `real node ${name} to be Ready`, 120_000);
+    const pod = uniqueName('exec');
+    await core().createNamespacedPod({
+      namespace: h.namespace,
+      body: {
+        metadata: { name: pod },
+        spec: {
+          nodeName: name,
+          restartPolicy: 'Never',
+          tolerations: [{ operator: 'Exists' }],
+          containers: [{ name: 'main', image: `${image.repository}@${image.digest}`, command: ['/nodejs/bin/node', '-e', "console.log('hello from the image'); setTimeout(() => {}, 300000)"] }],
+        },
+      },
+    });
+    await waitFor(async () => (await core().readNamespacedPod({ namespace: h.namespace, name: pod })).status?.phase === 'Running', `pod ${pod} to run on ${name}`, 120_000);
+    const kubectl = (args: string[]) => exec(join(sandbox().state.binDir, 'kubectl'), ['--kubeconfig', sandbox().state.kubeconfig, '-n', h.namespace, ...args], { timeout: 60_000 }).then((r) => r.stdout);
+    expect(await waitFor(async () => ((await kubectl(['logs', pod])).includes('hello from the image') ? true : undefined), `kubectl logs ${pod}`, 30_000)).toBe(true);
+    // The image's user, through exec.
+    expect((await kubectl(['exec', pod, '--', '/nodejs/bin/node', '-e', 'console.log(process.getuid())'])).trim()).toBe('65532');
+    await core().deleteNamespacedPod({ namespace: h.namespace, name: pod, gracePeriodSeconds: 0 });
+  }, 300_000);
 });
