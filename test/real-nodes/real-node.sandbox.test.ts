@@ -157,4 +157,26 @@ describe('a real node', () => {
     expect((await kubectl(['exec', pod, '--', '/nodejs/bin/node', '-e', 'console.log(process.getuid())'])).trim()).toBe('65532');
     await core().deleteNamespacedPod({ namespace: h.namespace, name: pod, gracePeriodSeconds: 0 });
   }, 300_000);
+
+  it('a node whose kube-proxy is stopped fails the checks that need Service routing, with a message naming kube-proxy, while a healthy node beside it opens', async () => {
+    const image = realNodeProductImage(repoRoot());
+    await h.start({ worker: { image: { repository: image.repository, digest: image.digest } } });
+    const [broken, healthy] = [await addRealNode('real-noproxy', ['kube-proxy-stopped']), await addRealNode('real-proxy')];
+
+    await h.waitForOpen([healthy], `the healthy real node ${healthy} to open`, 240_000);
+    const failed = await waitFor(
+      async () => {
+        const nv = await readVerification(broken);
+        return nv?.status?.phase === 'Failed' ? nv : undefined;
+      },
+      `the real node without kube-proxy, ${broken}, to fail its verification`,
+      240_000,
+    );
+    const last = failed.status?.lastAttempt;
+    expect(last?.reason, JSON.stringify(failed.status)).toBe('ChecksFailed');
+    expect(last?.message).toMatch(/kube-proxy \(Service routing\) on this node/);
+    // The API server answers directly from that node's pods: it is the Service path that is broken.
+    expect(last?.message).toMatch(/the API server answers directly/);
+    expect((await readNode(broken))?.spec?.taints?.map((t) => t.key)).toContain(h.taint.key);
+  }, 420_000);
 });

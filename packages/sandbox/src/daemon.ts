@@ -98,7 +98,7 @@ export async function runDaemon(layout: SandboxLayout, opts: DaemonOptions, log:
         });
       }
       // POST /real-node-fault/<node>?fault=F&on=true|false
-      if (method === 'POST' && action === 'real-node-fault' && arg) return realNodes.setFault(arg, parseRealNodeFault(url.searchParams.get('fault') ?? ''), url.searchParams.get('on') !== 'false');
+      if (method === 'POST' && action === 'real-node-fault' && arg) return await realNodes.setFault(arg, parseRealNodeFault(url.searchParams.get('fault') ?? ''), url.searchParams.get('on') !== 'false');
       if (method === 'POST' && action === 'remove-real-node' && arg) return realNodes.remove(arg);
       if (method === 'GET' && action === 'real-nodes') return { nodes: realNodes.names() };
       if (method === 'GET' && action === 'stats') return { processes: kubelet.runningProcesses(), dnsQueries: dns.queries };

@@ -3,7 +3,7 @@ import type { SandboxLayout } from './layout.js';
 import { run, runOk } from './proc.js';
 import { removeRecordedCgroups } from './runtime/cgroups.js';
 import { REAL_NODE_GATEWAY, REAL_NODE_RANGE, realNodeBridge, removeRealNodeNamespaces } from './real-node.js';
-import { cidrsExcept, NETNS_DIR, podCidr, POD_GATEWAY, removePodNetworks } from './runtime/pod-network.js';
+import { cidrsExcept, NETNS_DIR, NFT, podCidr, POD_GATEWAY, removePodNetworks } from './runtime/pod-network.js';
 
 /**
  * Creates the sandbox's network namespace: loopback up, all of 10.0.0.0/8 except the pod CIDR
@@ -45,6 +45,11 @@ export async function createNetns(layout: SandboxLayout): Promise<void> {
     `rule add to ${hostLink} prohibit pref 91`,
   ];
   await runOk('ip', ['-n', ns, '-b', '-'], { input: lines.join('\n') + '\n' });
+  // Service addresses from the real nodes' bridge are dropped before the sandbox's own translation:
+  // a real node's kube-proxy translates them on the node, and without it they lead nowhere.
+  await runOk('nsenter', [`--net=${join(NETNS_DIR, ns)}`, '--', NFT, '-f', '-'], {
+    input: `table ip knr-real-nodes {\n  chain prerouting {\n    type filter hook prerouting priority -150; policy accept;\n    iifname "${realNodeBridge(layout.slot)}" ip daddr ${layout.serviceCidr} drop\n  }\n}\n`,
+  });
   // Per-namespace sysctls: written from inside the namespace.
   await runOk('nsenter', [`--net=${join(NETNS_DIR, ns)}`, '--', 'sh', '-c', 'echo 1 > /proc/sys/net/ipv4/ip_forward && echo 1 > /proc/sys/net/ipv4/conf/all/rp_filter']);
 }

@@ -6,9 +6,10 @@
 // registry (CNCF Distribution) in the sandbox's namespace: the product's image as `make image` built
 // it, and a pause image made from the Kubernetes module's own pause.c.
 //
-// What a real node still borrows from the sandbox: Service ClusterIPs are translated by the
-// sandbox's nftables rules (its stand-in for kube-proxy, in the sandbox's namespace, which every pod
-// packet crosses) and the cluster DNS is the sandbox's (docs/sandbox.md).
+// Each node runs a real kube-proxy (nftables mode) in its namespace; the sandbox drops Service
+// addresses arriving from the real nodes' bridge before its own translation (a network has no route
+// to them), so a node whose kube-proxy is not running cannot reach a Service. What a real node still
+// borrows from the sandbox: the cluster DNS (docs/sandbox.md).
 import { execFile, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,13 +18,15 @@ import type { Logger } from '@kube-node-ready/core';
 import { kubeconfigYaml, type SandboxCerts } from './certs.js';
 import type { SandboxLayout } from './layout.js';
 import { run, runOk, sleep, startLogged, stopProcess } from './proc.js';
-import { NETNS_DIR } from './runtime/pod-network.js';
+import { NETNS_DIR, NFT } from './runtime/pod-network.js';
 
 const exec = promisify(execFile);
 
 /** Addresses of the real nodes, outside every other range of the sandbox (layout.ts). */
 export const REAL_NODE_RANGE = '10.248.0.0/14';
 export const REAL_NODE_GATEWAY = '10.248.0.1';
+/** Every real node's pod CIDR (10.249.N.0/24) is inside it: kube-proxy's cluster CIDR. */
+export const REAL_NODE_POD_RANGE = '10.249.0.0/16';
 /** The registry's address in the sandbox's namespace, where real nodes pull images from. */
 export const REAL_NODE_REGISTRY = '10.0.0.5:5000';
 export const PAUSE_IMAGE = `${REAL_NODE_REGISTRY}/pause:3.10`;
@@ -59,8 +62,11 @@ export interface RealNodeOptions {
  *   cni-config-missing  the node's CNI configuration directory is empty: containerd reports the
  *                       network not ready ("cni plugin not initialized"), the kubelet NotReady
  *                       (NetworkPluginNotReady), and no pod sandbox can be made.
+ *   kube-proxy-stopped  the node's kube-proxy is stopped and its nftables rules are gone: Service
+ *                       ClusterIPs do not connect from the node's pods (the sandbox drops them,
+ *                       as a network without a route to them would), pod and node addresses do.
  */
-export const REAL_NODE_FAULTS = ['cni-config-missing'] as const;
+export const REAL_NODE_FAULTS = ['cni-config-missing', 'kube-proxy-stopped'] as const;
 export type RealNodeFault = (typeof REAL_NODE_FAULTS)[number];
 
 export function parseRealNodeFault(text: string): RealNodeFault {
@@ -79,6 +85,8 @@ interface RunningNode {
   podCidr: string;
   containerd: ChildProcess;
   kubelet: ChildProcess;
+  kubeProxy: ChildProcess | undefined;
+  startKubeProxy: () => ChildProcess;
 }
 
 export interface RealNodesDeps {
@@ -236,16 +244,62 @@ export class RealNodes {
       '--v=1',
     ]);
     const kubelet = startLogged(kCmd!, kArgs, join(dir, 'kubelet.log'));
-    const node: RunningNode = { name: opts.name, index, dir, netns, ip, podCidr, containerd, kubelet };
+
+    // 4. kube-proxy, nftables mode, programming the node's namespace.
+    const proxyCert = join(dir, 'kube-proxy.crt');
+    const proxyKey = join(dir, 'kube-proxy.key');
+    await issueClientCert(certs, '/CN=system:kube-proxy', proxyCert, proxyKey, dir);
+    writeFileSync(join(dir, 'kube-proxy.kubeconfig'), kubeconfigYaml(`https://${layout.advertiseAddress}:${layout.apiPort}`, certs.caCert, proxyCert, proxyKey, 'system:kube-proxy'));
+    writeFileSync(
+      join(dir, 'kube-proxy.yaml'),
+      [
+        'apiVersion: kubeproxy.config.k8s.io/v1alpha1',
+        'kind: KubeProxyConfiguration',
+        'mode: nftables',
+        `clientConnection: {kubeconfig: ${join(dir, 'kube-proxy.kubeconfig')}}`,
+        `hostnameOverride: ${opts.name}`,
+        'healthzBindAddress: 127.0.0.1:10256',
+        'metricsBindAddress: 127.0.0.1:10249',
+        `clusterCIDR: ${REAL_NODE_POD_RANGE}`,
+        // The conntrack table size and timeouts are the machine's, shared with everything else: left as they are.
+        'conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}',
+        '',
+      ].join('\n'),
+    );
+    const [pCmd, ...pArgs] = inNode([join(binDir, 'kube-proxy'), '--config', join(dir, 'kube-proxy.yaml'), '--v=1']);
+    const startKubeProxy = () => startLogged(pCmd!, pArgs, join(dir, 'kube-proxy.log'));
+    const node: RunningNode = {
+      name: opts.name,
+      index,
+      dir,
+      netns,
+      ip,
+      podCidr,
+      containerd,
+      kubelet,
+      kubeProxy: opts.faults?.includes('kube-proxy-stopped') ? undefined : startKubeProxy(),
+      startKubeProxy,
+    };
     this.nodes.set(opts.name, node);
     log.info({ node: opts.name, ip, podCidr, netns, sandboxNs }, 'real node started');
     return { name: opts.name, ip, podCidr };
   }
 
   /** Breaks (on) or repairs (off) one of the node's components. */
-  setFault(name: string, fault: RealNodeFault, on: boolean): { node: string; fault: RealNodeFault; on: boolean } {
+  async setFault(name: string, fault: RealNodeFault, on: boolean): Promise<{ node: string; fault: RealNodeFault; on: boolean }> {
     const node = this.nodes.get(name);
     if (!node) throw new Error(`no real node ${name}`);
+    if (fault === 'kube-proxy-stopped') {
+      if (on && node.kubeProxy) {
+        await stopProcess(node.kubeProxy);
+        node.kubeProxy = undefined;
+        // Its rules go with it: the node's Service translation is gone, as on a node whose kube-proxy never ran.
+        for (const family of ['ip', 'ip6']) await run('nsenter', [`--net=${join(NETNS_DIR, node.netns)}`, '--', NFT, 'delete', 'table', family, 'kube-proxy']);
+      }
+      if (!on && !node.kubeProxy) node.kubeProxy = node.startKubeProxy();
+      this.deps.log.info({ node: name, fault, on }, 'real node fault');
+      return { node: name, fault, on };
+    }
     const held = join(node.dir, 'cni', 'held', CNI_CONFIG);
     const live = join(node.dir, 'cni', 'net.d', CNI_CONFIG);
     // containerd watches its CNI configuration directory and reloads when a file there is written
@@ -261,6 +315,7 @@ export class RealNodes {
     const node = this.nodes.get(name);
     if (!node) throw new Error(`no real node ${name}`);
     this.nodes.delete(name);
+    if (node.kubeProxy) await stopProcess(node.kubeProxy);
     await stopProcess(node.kubelet, 10_000);
     const sock = join(node.dir, 'containerd.sock');
     const ctr = (args: string[]) => run('ctr', ['--address', sock, '--namespace', 'k8s.io', ...args]);
@@ -377,9 +432,13 @@ function repoRootOf(layout: SandboxLayout): string {
 }
 
 async function issueNodeCert(certs: SandboxCerts, name: string, cert: string, key: string, dir: string): Promise<void> {
+  await issueClientCert(certs, `/O=system:nodes/CN=system:node:${name}`, cert, key, dir);
+}
+
+async function issueClientCert(certs: SandboxCerts, subject: string, cert: string, key: string, dir: string): Promise<void> {
   const ext = join(dir, 'client.ext');
   writeFileSync(ext, 'keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n');
-  await runOk('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', `${cert}.csr`, '-subj', `/O=system:nodes/CN=system:node:${name}`]);
+  await runOk('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', `${cert}.csr`, '-subj', subject]);
   await runOk('openssl', ['x509', '-req', '-in', `${cert}.csr`, '-CA', certs.caCert, '-CAkey', certs.caKey, '-CAcreateserial', '-out', cert, '-days', '30', '-extfile', ext]);
 }
 
