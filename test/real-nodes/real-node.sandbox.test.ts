@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot, sandboxControl } from '@kube-node-ready/sandbox';
 import { harness, readNode, type Harness } from '../../packages/controller/test/harness.js';
 import { realNodeNetnsPrefix, realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
@@ -21,6 +21,11 @@ beforeAll(async () => {
   h = await harness('real');
 }, 120_000);
 
+// One controller per test: each test starts its own.
+afterEach(async () => {
+  await h?.stopAll();
+});
+
 afterAll(async () => {
   await h?.stopAll();
   for (const n of added.splice(0)) {
@@ -29,6 +34,16 @@ afterAll(async () => {
   }
   await h?.cleanup();
 });
+
+/**
+ * A controller whose workers run the image from the registry, with the start-up timeouts of a real
+ * cluster rather than the harness's short ones: a node's first pod waits for its image pull.
+ */
+async function startController(): Promise<{ repository: string; digest: string }> {
+  const image = realNodeProductImage(repoRoot());
+  await h.start({ worker: { image: { repository: image.repository, digest: image.digest }, scheduleTimeout: '60s', startTimeout: '120s' } });
+  return image;
+}
 
 async function addRealNode(prefix: string, faults: string[] = []): Promise<string> {
   const name = uniqueName(prefix);
@@ -64,8 +79,7 @@ function leftovers(name: string, dir: string): string[] {
 
 describe('a real node', () => {
   it('registers with its startup taint, runs the worker from the image and is opened at attempt 1; removed, it leaves nothing behind', async () => {
-    const image = realNodeProductImage(repoRoot());
-    await h.start({ worker: { image: { repository: image.repository, digest: image.digest } } });
+    const image = await startController();
     const name = await addRealNode('real');
 
     // The kubelet registered the node itself, with the taint, containerd as its runtime and its version.
@@ -104,8 +118,7 @@ describe('a real node', () => {
   });
 
   it('registering while its CNI configuration is missing, it is NotReady (cni plugin not initialized) and uses no attempt until the configuration appears; then it opens at attempt 1', async () => {
-    const image = realNodeProductImage(repoRoot());
-    await h.start({ worker: { image: { repository: image.repository, digest: image.digest } } });
+    await startController();
     const name = await addRealNode('real-nocni', ['cni-config-missing']);
 
     // containerd reports the network not ready and the kubelet says why, as on a node whose CNI agent has not written its configuration.
@@ -130,7 +143,7 @@ describe('a real node', () => {
     await h.waitForOpen([name], `real node ${name} to open once its CNI configuration is in place`, 240_000);
     const nv = await readVerification(name);
     expect(nv?.status?.phase).toBe('Passed');
-    expect(nv?.status?.attempt).toBe(1);
+    expect(nv?.status?.attempt, JSON.stringify(nv?.status)).toBe(1);
   }, 420_000);
 
   it('kubectl logs and kubectl exec reach a pod on a real node through its kubelet', async () => {
@@ -159,8 +172,7 @@ describe('a real node', () => {
   }, 300_000);
 
   it('a node whose kube-proxy is stopped fails the checks that need Service routing, with a message naming kube-proxy, while a healthy node beside it opens', async () => {
-    const image = realNodeProductImage(repoRoot());
-    await h.start({ worker: { image: { repository: image.repository, digest: image.digest } } });
+    await startController();
     const [broken, healthy] = [await addRealNode('real-noproxy', ['kube-proxy-stopped']), await addRealNode('real-proxy')];
 
     await h.waitForOpen([healthy], `the healthy real node ${healthy} to open`, 240_000);
@@ -178,5 +190,24 @@ describe('a real node', () => {
     // The API server answers directly from that node's pods: it is the Service path that is broken.
     expect(last?.message).toMatch(/the API server answers directly/);
     expect((await readNode(broken))?.spec?.taints?.map((t) => t.key)).toContain(h.taint.key);
+  }, 420_000);
+
+  it('a node that drops its pods\' DNS traffic fails dns, naming the cluster DNS address it asked, and no check that needs no DNS', async () => {
+    await startController();
+    const broken = await addRealNode('real-nodns', ['dns-blocked']);
+    const failed = await waitFor(
+      async () => {
+        const nv = await readVerification(broken);
+        return nv?.status?.phase === 'Failed' ? nv : undefined;
+      },
+      `the real node whose DNS is blocked, ${broken}, to fail its verification`,
+      240_000,
+    );
+    const checks = new Map((failed.status?.lastAttempt?.checks ?? []).map((c) => [c.name, c]));
+    expect(checks.get('dns')?.ok, JSON.stringify(failed.status)).toBe(false);
+    expect(checks.get('dns')?.error).toContain(`@${sandbox().layout.clusterDnsIp}:53`);
+    // The API through its Service and TCP need no DNS: they pass.
+    expect(checks.get('api')?.ok).toBe(true);
+    expect(checks.get('tcp')?.ok).toBe(true);
   }, 420_000);
 });

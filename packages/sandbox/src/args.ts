@@ -36,6 +36,7 @@ export const COMMAND_USAGE = {
     DIR,
     '  FAULT                 cni-config-missing: the node\'s CNI configuration directory emptied (containerd: cni plugin not initialized; the kubelet: NotReady)',
     '                        kube-proxy-stopped: the node\'s kube-proxy stopped and its rules deleted (no Service ClusterIP connects from its pods)',
+    '                        dns-blocked: the node drops its pods\' DNS traffic (port 53) on its way out',
   ],
   exec: ['usage: sandbox exec [--dir DIR] [--slot N] -- COMMAND [ARGS...]', 'Run a command inside the sandbox\'s network namespace.', DIR, SLOT],
   demo: ['usage: sandbox demo [--dir DIR] [--slot N]', 'The `make demo` scenario (KEEP=1 leaves the sandbox up).', DIR, SLOT],

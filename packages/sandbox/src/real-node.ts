@@ -65,8 +65,10 @@ export interface RealNodeOptions {
  *   kube-proxy-stopped  the node's kube-proxy is stopped and its nftables rules are gone: Service
  *                       ClusterIPs do not connect from the node's pods (the sandbox drops them,
  *                       as a network without a route to them would), pod and node addresses do.
+ *   dns-blocked         the node drops its pods' DNS traffic (port 53, UDP and TCP) on its way out,
+ *                       after kube-proxy's translation: nothing reaches the cluster DNS from them.
  */
-export const REAL_NODE_FAULTS = ['cni-config-missing', 'kube-proxy-stopped'] as const;
+export const REAL_NODE_FAULTS = ['cni-config-missing', 'kube-proxy-stopped', 'dns-blocked'] as const;
 export type RealNodeFault = (typeof REAL_NODE_FAULTS)[number];
 
 export function parseRealNodeFault(text: string): RealNodeFault {
@@ -281,6 +283,7 @@ export class RealNodes {
       startKubeProxy,
     };
     this.nodes.set(opts.name, node);
+    if (opts.faults?.includes('dns-blocked')) await this.setFault(opts.name, 'dns-blocked', true);
     log.info({ node: opts.name, ip, podCidr, netns, sandboxNs }, 'real node started');
     return { name: opts.name, ip, podCidr };
   }
@@ -289,6 +292,13 @@ export class RealNodes {
   async setFault(name: string, fault: RealNodeFault, on: boolean): Promise<{ node: string; fault: RealNodeFault; on: boolean }> {
     const node = this.nodes.get(name);
     if (!node) throw new Error(`no real node ${name}`);
+    if (fault === 'dns-blocked') {
+      const nft = (input: string) => run('nsenter', [`--net=${join(NETNS_DIR, node.netns)}`, '--', NFT, '-f', '-'], { input });
+      if (on) await nft('table inet knr-fault-dns {\n  chain forward {\n    type filter hook forward priority 0; policy accept;\n    meta l4proto { tcp, udp } th dport 53 drop\n  }\n}\n');
+      else await nft('delete table inet knr-fault-dns\n');
+      this.deps.log.info({ node: name, fault, on }, 'real node fault');
+      return { node: name, fault, on };
+    }
     if (fault === 'kube-proxy-stopped') {
       if (on && node.kubeProxy) {
         await stopProcess(node.kubeProxy);
@@ -416,7 +426,9 @@ export async function removeRealNodeNamespaces(slot: number): Promise<void> {
 
 /** The image reference of the product on real nodes: the index `make image` built, by digest. */
 export function realNodeProductImage(root: string): { repository: string; digest: string } {
-  const meta = JSON.parse(readFileSync(join(root, 'dist', 'kube-node-ready-oci.json'), 'utf8')) as { index: string };
+  const file = join(root, 'dist', 'kube-node-ready-oci.json');
+  if (!existsSync(file)) throw new Error(`${file} is missing: real nodes run the image make image builds (run make image, then start the sandbox)`);
+  const meta = JSON.parse(readFileSync(file, 'utf8')) as { index: string };
   return { repository: `${REAL_NODE_REGISTRY}/kube-node-ready`, digest: meta.index };
 }
 
