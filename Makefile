@@ -68,7 +68,8 @@ IMAGE_INPUTS := image/image.yaml image/lock.json $(wildcard scripts/image/*.mjs)
 image: $(OCI_TAR) ## The multi-arch image (linux/amd64, linux/arm64) without a Docker engine, reproducibly: dist/kube-node-ready-oci.tar (OCI layout), SBOMs beside it; prints the digests (docs/supply-chain.md)
 
 # Bundled again here: the bundle's commit (--version) and the image's revision label are both HEAD's.
-$(OCI_TAR): dist/kube-node-ready.mjs scripts/dist.mjs $(IMAGE_INPUTS)
+# It depends on the sources rather than on dist/kube-node-ready.mjs, which the tests bundle again.
+$(OCI_TAR): $(STAMP) $(SRC) scripts/bundle.mjs scripts/dist.mjs $(IMAGE_INPUTS)
 	@$(MAKE) --no-print-directory system-deps
 	node scripts/bundle.mjs --quiet
 	node scripts/dist.mjs
