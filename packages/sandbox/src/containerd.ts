@@ -3,7 +3,8 @@
 // (tasks, shims, the snapshotter's mounts) is gone after stop().
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cgroupHierarchyRoots, removeTree } from './runtime/cgroups.js';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -104,26 +105,11 @@ export class Containerd {
       if (!(await exec('which', [bin]).then(() => true, () => false))) throw new Error(`${bin} is not installed: apt-get install containerd runc (make system-deps does)`);
     }
     const c = new Containerd(dir);
-    await c.unmountUnder(dir);
+    await unmountUnder(dir);
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(dir, { recursive: true });
     // The CRI plugin is for a kubelet; ctr needs none of it.
-    writeFileSync(
-      join(dir, 'config.toml'),
-      [
-        'version = 2',
-        `root = "${dir}/root"`,
-        `state = "${dir}/state"`,
-        'disabled_plugins = ["io.containerd.grpc.v1.cri"]',
-        '[grpc]',
-        `  address = "${c.socket}"`,
-        '[ttrpc]',
-        `  address = "${c.socket}.ttrpc"`,
-        '[plugins."io.containerd.internal.v1.opt"]',
-        `  path = "${dir}/opt"`,
-        '',
-      ].join('\n'),
-    );
+    writeFileSync(join(dir, 'config.toml'), containerdConfig(dir, c.socket, ['disabled_plugins = ["io.containerd.grpc.v1.cri"]']));
     c.proc = spawn('containerd', ['--config', join(dir, 'config.toml')], { stdio: ['ignore', 'ignore', 'pipe'] });
     let log = '';
     c.proc.stderr!.on('data', (b: Buffer) => {
@@ -233,43 +219,56 @@ export class Containerd {
     });
     // A shim outlives containerd by design; ours serve only this directory's containers.
     await exec('pkill', ['-KILL', '-f', `containerd-shim-runc-v2 -namespace ${this.namespace} .*-address ${this.socket}`]).catch(() => undefined);
-    await this.unmountUnder(this.dir);
+    await unmountUnder(this.dir);
     // runc removes each container's cgroups; the namespace's parent group is containerd's to leave.
-    for (const group of cgroupDirs(this.namespace)) rmdirQuiet(group);
+    for (const group of cgroupDirs(this.namespace)) await removeTree(group).catch(() => undefined);
     rmSync(this.dir, { recursive: true, force: true });
     const left = [
-      ...(await this.mountsUnder(this.dir)).map((m) => `mount ${m}`),
+      ...mountsUnder(this.dir).map((m) => `mount ${m}`),
       ...cgroupDirs(this.namespace).map((g) => `cgroup ${g}`),
       ...(await exec('pgrep', ['-f', `containerd-shim-runc-v2 -namespace ${this.namespace} .*-address ${this.socket}`]).then((r) => r.stdout.split('\n').filter(Boolean).map((p) => `shim process ${p}`), () => [])),
     ];
     if (left.length) throw new Error(`containerd in ${this.dir} left behind: ${left.join(', ')}`);
   }
-
-  /** Mounts under `dir` (overlay snapshots, rootfs of tasks), deepest first. */
-  async mountsUnder(dir: string): Promise<string[]> {
-    const mounts = readFileSync('/proc/self/mounts', 'utf8')
-      .split('\n')
-      .map((l) => l.split(' ')[1]?.replace(/\\040/g, ' '))
-      .filter((m): m is string => !!m && (m === dir || m.startsWith(`${dir}/`)));
-    return mounts.sort((a, b) => b.length - a.length);
-  }
-
-  private async unmountUnder(dir: string): Promise<void> {
-    for (const m of await this.mountsUnder(dir)) await exec('umount', ['-l', m]).catch(() => undefined);
-  }
 }
 
-/** The namespace's cgroup directories in every hierarchy (cgroup v1) or the unified one. */
+/** The namespace's cgroup directory in every hierarchy where it exists. */
 function cgroupDirs(namespace: string): string[] {
-  const root = '/sys/fs/cgroup';
-  const candidates = [join(root, namespace), ...(existsSync(root) ? readdirSync(root).map((h) => join(root, h, namespace)) : [])];
-  return candidates.filter((d) => existsSync(d));
+  return cgroupHierarchyRoots()
+    .map((h) => join(h, namespace))
+    .filter((d) => existsSync(d));
 }
 
-function rmdirQuiet(dir: string): void {
-  try {
-    rmdirSync(dir);
-  } catch {
-    // Still in use or already gone: stop() reports what is left.
-  }
+/**
+ * containerd's configuration (version 2) with its root, state directory, sockets and opt directory
+ * under `dir`, and `extra` lines after them (plugins, their settings).
+ */
+export function containerdConfig(dir: string, socket: string, extra: string[]): string {
+  return [
+    'version = 2',
+    `root = "${dir}/root"`,
+    `state = "${dir}/state"`,
+    '[grpc]',
+    `  address = "${socket}"`,
+    '[ttrpc]',
+    `  address = "${socket}.ttrpc"`,
+    '[plugins."io.containerd.internal.v1.opt"]',
+    `  path = "${dir}/opt"`,
+    ...extra,
+    '',
+  ].join('\n');
+}
+
+/** Mount points under `dir`, deepest first. */
+export function mountsUnder(dir: string): string[] {
+  return readFileSync('/proc/self/mounts', 'utf8')
+    .split('\n')
+    .map((l) => l.split(' ')[1]?.replace(/\\040/g, ' '))
+    .filter((m): m is string => !!m && (m === dir || m.startsWith(`${dir}/`)))
+    .sort((a, b) => b.length - a.length);
+}
+
+/** Unmounts (lazily) everything mounted under `dir`, deepest first. */
+export async function unmountUnder(dir: string): Promise<void> {
+  for (const m of mountsUnder(dir)) await exec('umount', ['-l', m]).catch(() => undefined);
 }

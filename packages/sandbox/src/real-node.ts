@@ -10,17 +10,18 @@
 // addresses arriving from the real nodes' bridge before its own translation (a network has no route
 // to them), so a node whose kube-proxy is not running cannot reach a Service. What a real node still
 // borrows from the sandbox: the cluster DNS (docs/sandbox.md).
-import { execFile, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import type { Logger } from '@kube-node-ready/core';
 import { kubeconfigYaml, type SandboxCerts } from './certs.js';
+import { containerdConfig, unmountUnder } from './containerd.js';
 import type { SandboxLayout } from './layout.js';
 import { run, runOk, sleep, startLogged, stopProcess } from './proc.js';
-import { NETNS_DIR, NFT } from './runtime/pod-network.js';
-
-const exec = promisify(execFile);
+import { startRegistry, type Registry } from './registry.js';
+import { cgroupHierarchyRoots, removeTree } from './runtime/cgroups.js';
+import { NETNS_DIR, NFT, removeNamespaces } from './runtime/pod-network.js';
+import { repoRoot } from './sandbox.js';
 
 /** Addresses of the real nodes, outside every other range of the sandbox (layout.ts). */
 export const REAL_NODE_RANGE = '10.248.0.0/14';
@@ -105,7 +106,7 @@ export interface RealNodesDeps {
  */
 export class RealNodes {
   private readonly nodes = new Map<string, RunningNode>();
-  private registry: ChildProcess | undefined;
+  private registry: Registry | undefined;
   private ready: Promise<void> | undefined;
   private readonly dir: string;
 
@@ -163,16 +164,7 @@ export class RealNodes {
     const sock = join(dir, 'containerd.sock');
     writeFileSync(
       join(dir, 'containerd.toml'),
-      [
-        'version = 2',
-        `root = "${dir}/containerd"`,
-        `state = "${dir}/containerd-state"`,
-        '[grpc]',
-        `  address = "${sock}"`,
-        '[ttrpc]',
-        `  address = "${sock}.ttrpc"`,
-        '[plugins."io.containerd.internal.v1.opt"]',
-        `  path = "${dir}/containerd-opt"`,
+      containerdConfig(join(dir, 'containerd'), sock, [
         '[plugins."io.containerd.grpc.v1.cri"]',
         `  sandbox_image = "${PAUSE_IMAGE}"`,
         // Without CAP_SYS_RESOURCE runc cannot lower a process's oom_score_adj (PITFALLS, "Real nodes").
@@ -186,8 +178,7 @@ export class RealNodes {
         '      runtime_type = "io.containerd.runc.v2"',
         '  [plugins."io.containerd.grpc.v1.cri".registry]',
         `    config_path = "${dir}/certs.d"`,
-        '',
-      ].join('\n'),
+      ]),
     );
     const inNode = (argv: string[]) => ['nsenter', `--net=${join(NETNS_DIR, netns)}`, '--', ...argv];
     const [cCmd, ...cArgs] = inNode(['containerd', '--config', join(dir, 'containerd.toml')]);
@@ -196,7 +187,7 @@ export class RealNodes {
 
     // 3. The kubelet: its own cgroup root in every hierarchy, client certificate, configuration.
     const cgroupRoot = `/knr${layout.slot}-${opts.name}`;
-    for (const h of cgroupHierarchies()) mkdirSync(join(h, cgroupRoot), { recursive: true });
+    for (const h of cgroupHierarchyRoots()) mkdirSync(join(h, cgroupRoot), { recursive: true });
     const cert = join(dir, 'kubelet.crt');
     const key = join(dir, 'kubelet.key');
     await issueNodeCert(certs, opts.name, cert, key, dir);
@@ -351,13 +342,13 @@ export class RealNodes {
     await unmountUnder(node.dir);
     await run('ip', ['netns', 'del', node.netns]);
     await run('ip', ['-n', this.deps.layout.netns, 'route', 'del', node.podCidr]);
-    for (const h of cgroupHierarchies()) removeCgroupTree(join(h, `/knr${this.deps.layout.slot}-${name}`));
+    for (const h of cgroupHierarchyRoots()) await removeTree(join(h, `/knr${this.deps.layout.slot}-${name}`));
     rmSync(node.dir, { recursive: true, force: true });
   }
 
   async stop(): Promise<void> {
     for (const name of this.names()) await this.remove(name).catch((err: unknown) => this.deps.log.warn({ node: name, err: String(err) }, 'removing a real node failed'));
-    if (this.registry) await stopProcess(this.registry);
+    await this.registry?.stop();
     rmSync(this.dir, { recursive: true, force: true });
   }
 
@@ -370,32 +361,29 @@ export class RealNodes {
   /** The registry in the sandbox's namespace, with the pause image and the product's image (make image). */
   private async startRegistry(): Promise<void> {
     const { log } = this.deps;
-    const root = repoRootOf(this.deps.layout);
+    const root = repoRoot();
     const build = join(root, 'packages', 'sandbox', 'go', 'build.sh');
     const tools = (await runOk('bash', [build, 'crane', 'registry'])).trim().split('\n').pop()!;
     const dir = join(this.dir, 'registry');
-    mkdirSync(join(dir, 'data'), { recursive: true });
-    writeFileSync(join(dir, 'config.yml'), `version: 0.1\nlog: { level: warn, formatter: text }\nstorage: { filesystem: { rootdirectory: ${join(dir, 'data')} } }\nhttp: { addr: "${REAL_NODE_REGISTRY}" }\n`);
     // The daemon runs inside the sandbox's namespace, so this listens there.
-    this.registry = startLogged(join(tools, 'registry'), ['serve', join(dir, 'config.yml')], join(dir, 'registry.log'), { env: { PATH: process.env.PATH ?? '/usr/bin:/bin', OTEL_TRACES_EXPORTER: 'none' } });
-    await waitFor(async () => (await fetch(`http://${REAL_NODE_REGISTRY}/v2/`).then((r) => r.ok, () => false)), 'the real nodes\' registry', 30_000);
+    this.registry = await startRegistry(join(tools, 'registry'), dir, REAL_NODE_REGISTRY);
     const crane = (args: string[]) => runOk(join(tools, 'crane'), ['--insecure', ...args]);
 
     // pause: the Kubernetes module's pause.c, static, as registry.k8s.io/pause is made.
     const kdir = join(root, 'packages', 'sandbox', 'go', 'kubernetes');
     const version = /k8s\.io\/kubernetes (v[\d.]+)/.exec(readFileSync(join(kdir, 'go.mod'), 'utf8'))?.[1];
     const mod = JSON.parse(await runOk('go', ['mod', 'download', '-json', `k8s.io/kubernetes@${version}`], { cwd: kdir })) as { Dir: string };
-    const pause = join(dir, 'pause-root');
+    const pause = join(this.dir, 'pause', 'root');
     mkdirSync(pause, { recursive: true });
     await runOk('gcc', ['-static', '-Os', '-DVERSION=3.10', '-o', join(pause, 'pause'), join(mod.Dir, 'build', 'pause', 'linux', 'pause.c')]);
-    await runOk('tar', ['--owner=0', '--group=0', '--numeric-owner', '-C', pause, '-cf', join(dir, 'pause.tar'), 'pause']);
-    const appended = (await crane(['append', '--oci-empty-base', '-f', join(dir, 'pause.tar'), '-t', PAUSE_IMAGE])).trim().split('\n').pop()!;
+    await runOk('tar', ['--owner=0', '--group=0', '--numeric-owner', '-C', pause, '-cf', join(this.dir, 'pause', 'pause.tar'), 'pause']);
+    const appended = (await crane(['append', '--oci-empty-base', '-f', join(this.dir, 'pause', 'pause.tar'), '-t', PAUSE_IMAGE])).trim().split('\n').pop()!;
     await crane(['mutate', appended, '--entrypoint', '/pause', '--user', '65535:65535', '--set-platform', 'linux/amd64', '-t', PAUSE_IMAGE]);
 
     // The product's image, as make image wrote it.
     const tar = join(root, 'dist', 'kube-node-ready-oci.tar');
     if (existsSync(tar)) {
-      const layout = join(dir, 'product-layout');
+      const layout = join(this.dir, 'product-layout');
       mkdirSync(layout, { recursive: true });
       await runOk('tar', ['-xf', tar, '-C', layout]);
       await crane(['push', layout, `${REAL_NODE_REGISTRY}/kube-node-ready:dev`]);
@@ -410,18 +398,7 @@ export class RealNodes {
  * stop cleanly); `stop()` is the orderly way.
  */
 export async function removeRealNodeNamespaces(slot: number): Promise<void> {
-  const prefix = realNodeNetnsPrefix(slot);
-  let names: string[];
-  try {
-    names = readdirSync(NETNS_DIR).filter((n) => n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length)));
-  } catch {
-    return;
-  }
-  for (const n of names) {
-    const pids = (await run('ip', ['netns', 'pids', n])).stdout.split('\n').filter(Boolean);
-    if (pids.length) await run('kill', ['-KILL', ...pids]);
-    await run('ip', ['netns', 'del', n]);
-  }
+  await removeNamespaces(realNodeNetnsPrefix(slot));
 }
 
 /** The image reference of the product on real nodes: the index `make image` built, by digest. */
@@ -430,17 +407,6 @@ export function realNodeProductImage(root: string): { repository: string; digest
   if (!existsSync(file)) throw new Error(`${file} is missing: real nodes run the image make image builds (run make image, then start the sandbox)`);
   const meta = JSON.parse(readFileSync(file, 'utf8')) as { index: string };
   return { repository: `${REAL_NODE_REGISTRY}/kube-node-ready`, digest: meta.index };
-}
-
-function repoRootOf(layout: SandboxLayout): string {
-  let dir = layout.dir;
-  for (;;) {
-    if (existsSync(join(dir, 'packages', 'sandbox', 'go', 'build.sh'))) return dir;
-    const up = join(dir, '..');
-    if (up === dir || dir === '/') break;
-    dir = up;
-  }
-  return process.cwd();
 }
 
 async function issueNodeCert(certs: SandboxCerts, name: string, cert: string, key: string, dir: string): Promise<void> {
@@ -452,34 +418,6 @@ async function issueClientCert(certs: SandboxCerts, subject: string, cert: strin
   writeFileSync(ext, 'keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n');
   await runOk('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', `${cert}.csr`, '-subj', subject]);
   await runOk('openssl', ['x509', '-req', '-in', `${cert}.csr`, '-CA', certs.caCert, '-CAkey', certs.caKey, '-CAcreateserial', '-out', cert, '-days', '30', '-extfile', ext]);
-}
-
-function cgroupHierarchies(): string[] {
-  const root = '/sys/fs/cgroup';
-  if (existsSync(join(root, 'cgroup.controllers'))) return [root];
-  return readdirSync(root)
-    .map((h) => join(root, h))
-    .filter((h) => existsSync(join(h, 'cgroup.procs')));
-}
-
-/** rmdir a cgroup and its children, deepest first (a cgroup directory holds only its children and control files). */
-function removeCgroupTree(dir: string): void {
-  if (!existsSync(dir)) return;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) if (entry.isDirectory()) removeCgroupTree(join(dir, entry.name));
-  try {
-    rmdirSync(dir);
-  } catch {
-    // Still in use: the caller reports what is left.
-  }
-}
-
-async function unmountUnder(dir: string): Promise<void> {
-  const mounts = readFileSync('/proc/self/mounts', 'utf8')
-    .split('\n')
-    .map((l) => l.split(' ')[1]?.replace(/\\040/g, ' '))
-    .filter((m): m is string => !!m && m.startsWith(`${dir}/`))
-    .sort((a, b) => b.length - a.length);
-  for (const m of mounts) await exec('umount', ['-l', m]).catch(() => undefined);
 }
 
 async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs: number): Promise<void> {

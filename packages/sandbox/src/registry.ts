@@ -23,13 +23,15 @@ export async function freeLoopbackPort(): Promise<number> {
   });
 }
 
-/** Starts `registryBin` on 127.0.0.1 with its storage in `dir`; resolves once /v2/ answers. */
-export async function startRegistry(registryBin: string, dir: string): Promise<Registry> {
+/**
+ * Starts `registryBin` with its storage in `dir`, on `address` (default: a free loopback port);
+ * resolves once /v2/ answers.
+ */
+export async function startRegistry(registryBin: string, dir: string, address?: string): Promise<Registry> {
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(join(dir, 'data'), { recursive: true });
-  const port = await freeLoopbackPort();
-  const address = `127.0.0.1:${port}`;
-  // Its debug server and metrics stay off; nothing listens beyond this one loopback address.
+  address ??= `127.0.0.1:${await freeLoopbackPort()}`;
+  // Its debug server and metrics stay off; nothing listens beyond this one address.
   writeFileSync(
     join(dir, 'config.yml'),
     [

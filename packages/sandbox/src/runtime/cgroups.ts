@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, type Dirent } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync, type Dirent } from 'node:fs';
 import { readdir, rmdir } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import type { Logger } from '@kube-node-ready/core';
@@ -272,8 +272,17 @@ function tryWrite(file: string, value: string): void {
   }
 }
 
+/** Every cgroup hierarchy's root: the unified one on cgroup v2, each mounted v1 hierarchy otherwise. */
+export function cgroupHierarchyRoots(): string[] {
+  const root = '/sys/fs/cgroup';
+  if (existsSync(join(root, 'cgroup.controllers'))) return [root];
+  return readdirSync(root)
+    .map((h) => join(root, h))
+    .filter((h) => existsSync(join(h, 'cgroup.procs')));
+}
+
 /** Removes a cgroup and its children, depth first; SIGKILLs processes still in them. */
-async function removeTree(dir: string): Promise<void> {
+export async function removeTree(dir: string): Promise<void> {
   let entries: Dirent[];
   try {
     entries = await readdir(dir, { withFileTypes: true });

@@ -159,7 +159,11 @@ export function podIndex(layout: SandboxLayout, ip: string): number {
  * daemon's pods). Used when the sandbox stops and before it starts.
  */
 export async function removePodNetworks(slot: number): Promise<void> {
-  const prefix = podNetnsPrefix(slot);
+  await removeNamespaces(podNetnsPrefix(slot));
+}
+
+/** Removes every network namespace named `prefix` and a number, after killing the processes still in them. */
+export async function removeNamespaces(prefix: string): Promise<void> {
   let names: string[];
   try {
     names = readdirSync(NETNS_DIR).filter((n) => n.startsWith(prefix) && /^\d+$/.test(n.slice(prefix.length)));
