@@ -93,6 +93,17 @@ export async function readVerification(name: string): Promise<NodeVerification |
   }
 }
 
+/**
+ * Waits until the node's NodeVerification is in `phase` and returns it. The controller writes the
+ * Node before the NodeVerification, so a node seen opened can still show the earlier phase.
+ */
+export async function verificationInPhase(name: string, phase: string, timeoutMs = 30_000): Promise<NodeVerification> {
+  return waitFor(async () => {
+    const nv = await readVerification(name);
+    return nv?.status?.phase === phase ? nv : undefined;
+  }, `the NodeVerification of ${name} to be ${phase}`, timeoutMs);
+}
+
 /** The progress in a node's NodeVerification, one line: `phase=... attempt=... failures=... last=Outcome: message Verified=status/reason`. */
 function progressText(node: k8s.V1Node, nv: NodeVerification | undefined): string {
   if (!nv) return 'none';

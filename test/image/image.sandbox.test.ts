@@ -221,8 +221,11 @@ describe('the amd64 image run by containerd and runc, read-only root, its own us
       await withLog(h.waitForOpen([node], `the controller run from the image to open ${node}`, 120_000), 'controller', ctl.logs);
       const opened = await readNode(node);
       expect((opened?.spec?.taints ?? []).map((t) => t.key)).not.toContain(h.taint.key);
-      // The controller in the container did it: its log names the node it opened.
-      expect(ctl.logs()).toMatch(new RegExp(`"node":"${node}".*"msg":"node passed and was opened"`));
+      // The controller in the container did it: its log names the node it opened (the line may reach the log file just after the write).
+      const opener = new RegExp(`"node":"${node}".*"msg":"node passed and was opened"`);
+      await waitFor(async () => opener.test(ctl.logs()), `the controller's log to say it opened ${node}`, 10_000).catch((err: Error) => {
+        throw new Error(`${err.message}\ncontroller log (last 20 lines):\n${ctl.logs().split('\n').slice(-20).join('\n')}`, { cause: err });
+      });
     }
 
     it('the agent (DaemonSet mode) runs the checks in its own process and opens the node it runs on', async () => {

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot, sandboxControl } from '@kube-node-ready/sandbox';
 import { realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
 import { CHART_DIR, helm } from '../chart/helm.js';
-import { core, createNamespace, deleteNode, readVerification, sandbox, uniqueName, waitFor } from '../sandbox.js';
+import { core, createNamespace, deleteNode, sandbox, uniqueName, verificationInPhase, waitFor } from '../sandbox.js';
 
 let namespace = '';
 let release = '';
@@ -74,8 +74,7 @@ describe('DaemonSet mode on a real node', () => {
     });
     const node = await core().readNode({ name });
     expect((node.spec?.taints ?? []).map((x) => x.key)).not.toContain(t.key);
-    const nv = await readVerification(name);
-    expect(nv?.status?.phase).toBe('Passed');
-    expect(nv?.status?.attempt).toBe(1);
+    const nv = await verificationInPhase(name, 'Passed');
+    expect(nv.status?.attempt).toBe(1);
   }, 300_000);
 });

@@ -11,7 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot, sandboxControl } from '@kube-node-ready/sandbox';
 import { harness, readNode, type Harness } from '../../packages/controller/test/harness.js';
 import { realNodeNetnsPrefix, realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
-import { core, deleteNode, readVerification, sandbox, uniqueName, waitFor } from '../sandbox.js';
+import { core, deleteNode, readVerification, sandbox, uniqueName, verificationInPhase, waitFor } from '../sandbox.js';
 
 const exec = promisify(execFile);
 let h: Harness;
@@ -88,9 +88,8 @@ describe('a real node', () => {
     expect(node.status?.nodeInfo?.kubeletVersion).toBe(sandbox().state.kubernetesVersion);
 
     await h.waitForOpen([name], `real node ${name} to be verified and opened`, 240_000);
-    const nv = await readVerification(name);
-    expect(nv?.status?.phase).toBe('Passed');
-    expect(nv?.status?.attempt).toBe(1);
+    const nv = await verificationInPhase(name, 'Passed');
+    expect(nv.status?.attempt).toBe(1);
     const opened = await readNode(name);
     expect((opened?.spec?.taints ?? []).map((t) => t.key)).not.toContain(h.taint.key);
 
@@ -141,9 +140,8 @@ describe('a real node', () => {
     // The CNI agent writes its configuration: the node goes Ready, is verified and opened at attempt 1.
     await sandboxControl(sandbox().state.dir, 'POST', `/real-node-fault/${name}?fault=cni-config-missing&on=false`);
     await h.waitForOpen([name], `real node ${name} to open once its CNI configuration is in place`, 240_000);
-    const nv = await readVerification(name);
-    expect(nv?.status?.phase).toBe('Passed');
-    expect(nv?.status?.attempt, JSON.stringify(nv?.status)).toBe(1);
+    const nv = await verificationInPhase(name, 'Passed');
+    expect(nv.status?.attempt, JSON.stringify(nv.status)).toBe(1);
   }, 420_000);
 
   it('kubectl logs and kubectl exec reach a pod on a real node through its kubelet', async () => {
@@ -176,14 +174,7 @@ describe('a real node', () => {
     const [broken, healthy] = [await addRealNode('real-noproxy', ['kube-proxy-stopped']), await addRealNode('real-proxy')];
 
     await h.waitForOpen([healthy], `the healthy real node ${healthy} to open`, 240_000);
-    const failed = await waitFor(
-      async () => {
-        const nv = await readVerification(broken);
-        return nv?.status?.phase === 'Failed' ? nv : undefined;
-      },
-      `the real node without kube-proxy, ${broken}, to fail its verification`,
-      240_000,
-    );
+    const failed = await verificationInPhase(broken, 'Failed', 240_000);
     const last = failed.status?.lastAttempt;
     expect(last?.reason, JSON.stringify(failed.status)).toBe('ChecksFailed');
     expect(last?.message).toMatch(/kube-proxy \(Service routing\) on this node/);
@@ -195,14 +186,7 @@ describe('a real node', () => {
   it('a node that drops its pods\' DNS traffic fails dns, naming the cluster DNS address it asked, and no check that needs no DNS', async () => {
     await startController();
     const broken = await addRealNode('real-nodns', ['dns-blocked']);
-    const failed = await waitFor(
-      async () => {
-        const nv = await readVerification(broken);
-        return nv?.status?.phase === 'Failed' ? nv : undefined;
-      },
-      `the real node whose DNS is blocked, ${broken}, to fail its verification`,
-      240_000,
-    );
+    const failed = await verificationInPhase(broken, 'Failed', 240_000);
     const checks = new Map((failed.status?.lastAttempt?.checks ?? []).map((c) => [c.name, c]));
     expect(checks.get('dns')?.ok, JSON.stringify(failed.status)).toBe(false);
     expect(checks.get('dns')?.error).toContain(`@${sandbox().layout.clusterDnsIp}:53`);
