@@ -20,7 +20,7 @@ import { VerificationSlots } from './controllers/node/verification/slots.js';
 import { MemoryProgressStore, NodeVerificationStore } from './controllers/node/verification/store.js';
 import { KubeEventRecorder, type EventSink } from './events/recorder.js';
 import { buildServer, parseBindAddress, type Probe } from './http/server.js';
-import type { KubeClient } from './kube/client.js';
+import { WriteFencedError, type KubeClient } from './kube/client.js';
 import { HeapCompactor } from './kube/heap.js';
 import { SelfHealingInformer, slimNode, stripObject } from './kube/informer.js';
 import { LeaderElector, type RunResult } from './leader/elector.js';
@@ -60,6 +60,8 @@ export interface RunningController {
 
 /** Interval of the housekeeping tick (health gauge, active-verification gauge, the controllers' ticks). */
 const TICK_MS = 5_000;
+/** How long stop() waits for the start of leadership and the reconciles in progress before it gives up the Lease. */
+const STOP_DRAIN_MS = 25_000;
 
 export async function startController(opts: ControllerOptions): Promise<RunningController> {
   const { config, kube, clock, log, registry } = opts;
@@ -220,8 +222,16 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   let finished: Promise<RunResult>;
   let leadFailure: ((err: unknown) => void) | undefined;
   const leadFailed = new Promise<RunResult>((_, reject) => (leadFailure = reject));
-  const startLeading = (): void => {
-    lead().catch((err: unknown) => {
+  /** The start of the current leadership (each controller's startLeading), until it has run. */
+  let leading: Promise<void> = Promise.resolve();
+  const startLeading = (leadership?: AbortSignal): void => {
+    leading = lead().catch((err: unknown) => {
+      // Leadership ended (lost, or given up by stop()) while it was starting: its writes were
+      // refused, which is the fence doing its job, not a failure to start.
+      if (err instanceof WriteFencedError && leadership?.aborted) {
+        log.info({ err: errorMessage(err) }, 'leadership ended while starting to lead');
+        return;
+      }
       log.error({ err: errorMessage(err) }, 'could not start leading');
       leadFailure?.(err);
     });
@@ -245,7 +255,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       releaseOnCancel: true,
       onStartedLeading: (signal) => {
         kube.fenceWrites(signal);
-        startLeading();
+        startLeading(signal);
         // Leadership ended. Lost: the writes are fenced already; drop the queued work and let the
         // caller exit (client-go behaviour). Given up by stop(): the queues were drained before.
         signal.addEventListener(
@@ -281,8 +291,14 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
           log.info({ err: errorMessage(err) }, 'stopping without waiting for the reconciles of the lost leadership'),
         );
       } else {
-        // Finish the reconciles in progress before giving up the lease, so two leaders never act.
-        await manager.drain(30_000);
+        // Finish the start of leadership and the reconciles in progress before giving up the lease,
+        // so two leaders never act.
+        // One budget for both, within the Deployment's 30 s grace period.
+        const deadline = clock.now() + STOP_DRAIN_MS;
+        await withDeadline(clock, leading, STOP_DRAIN_MS, 'start of leadership still running').catch((err: unknown) =>
+          log.warn({ err: errorMessage(err) }, 'stopping before the start of leadership finished'),
+        );
+        await manager.drain(Math.max(0, deadline - clock.now()));
       }
       stopElection.abort();
       await finished.catch(() => undefined);

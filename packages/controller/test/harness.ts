@@ -153,7 +153,9 @@ export async function harness(prefix = 'ctl'): Promise<Harness> {
       const instances = [current];
       let stopped = false;
       const restartOnLoss = (instance: typeof current): void => {
-        void instance.running.finished.then(async (result) => {
+        // A controller that failed to start leading ends `finished` with that error; the test that
+        // started it sees it in the logs and in running.finished, so here it only ends the watch.
+        void instance.running.finished.catch(() => 'failed' as const).then(async (result) => {
           if (result !== 'lost' || stopped) return;
           const restart = opts.restartOnLoss !== false;
           process.stderr.write(`harness: controller ${name} lost its leadership${restart ? '; starting it again, as its Deployment would' : ' and stopped working'}\n`);

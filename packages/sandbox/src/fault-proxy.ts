@@ -13,6 +13,11 @@ import { readFileSync } from 'node:fs';
 export interface Faults {
   /** Added before forwarding each request. */
   latencyMs?: number;
+  /**
+   * Added before forwarding each request to these resources, named as requestKind() names them
+   * (`configmaps`), instead of latencyMs.
+   */
+  slowResources?: Readonly<Record<string, number>>;
   /** Probability [0,1] that a request's connection is reset instead of answered. */
   resetRate?: number;
   /** Probability that a request is answered 429 Too Many Requests (with Retry-After: 1). */
@@ -145,7 +150,8 @@ export async function startFaultProxy(opts: FaultProxyOptions): Promise<FaultPro
       up.on('error', () => req.socket.destroy());
       req.pipe(up);
     };
-    if (f.latencyMs) setTimeout(forward, f.latencyMs);
+    const latency = f.slowResources?.[resource] ?? f.latencyMs;
+    if (latency) setTimeout(forward, latency);
     else forward();
   };
 

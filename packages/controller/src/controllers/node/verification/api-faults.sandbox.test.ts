@@ -99,3 +99,30 @@ describe('a leader that can no longer renew its Lease', () => {
     expect(ctl.logs.some((l) => l.msg === 'lost leadership')).toBe(true);
   });
 });
+
+describe('a leader stopped while it starts leading', () => {
+  it('finishes the start (the worker ConfigMap written) before it gives up its Lease, and stops cleanly', async () => {
+    // The start of leadership writes the worker ConfigMap first: slowed to 3 s, the stop below comes
+    // while that write is in flight.
+    proxy.set({ slowResources: { configmaps: 3_000 } });
+    const ctl = await h.start({}, undefined, { kubeConfig, restartOnLoss: false });
+    let ended: string | undefined;
+    void ctl.running.finished.then(
+      (result) => (ended = result),
+      (err: unknown) => (ended = `failed: ${String(err)}`),
+    );
+    await waitFor(async () => ctl.logs.some((l) => l.msg === 'became leader'), 'the controller to lead', 30_000, 50);
+    expect(ctl.logs.some((l) => l.msg === 'worker configuration in place; starting to reconcile')).toBe(false);
+    await ctl.stop();
+    await waitFor(async () => ended, 'running.finished to settle', 10_000, 50);
+    const msgs = ctl.logs.map((l) => l.msg);
+    const context = `log: ${JSON.stringify(msgs)}`;
+    expect(ended, context).toBe('stopped');
+    expect(msgs, context).not.toContain('could not start leading');
+    expect(msgs, context).not.toContain('stopping before the start of leadership finished');
+    // The start finished before the Lease was given up.
+    const started = msgs.indexOf('worker configuration in place; starting to reconcile');
+    expect(started, context).toBeGreaterThan(msgs.indexOf('stopping'));
+    expect(started, context).toBeLessThan(msgs.indexOf('stopped'));
+  });
+});
