@@ -13,7 +13,8 @@ import type { SandboxLayout, SandboxState } from './layout.js';
 import { simulatedNode } from './node-registry.js';
 import { sleep } from './proc.js';
 import { ServiceProxy } from './proxy.js';
-import { parseRealNodeFault, parseTaint, RealNodes } from './real-node.js';
+import { parseTaint, RealNodes } from './real-node.js';
+import { parseFaultSpec, parseRealNodeFault } from './real-node-faults.js';
 
 export interface DaemonOptions {
   binDir: string;
@@ -94,11 +95,13 @@ export async function runDaemon(layout: SandboxLayout, opts: DaemonOptions, log:
           name: arg,
           taints: url.searchParams.getAll('taint').map(parseTaint),
           labels: Object.fromEntries(url.searchParams.getAll('label').map((l) => l.split('=', 2) as [string, string])),
-          faults: url.searchParams.getAll('fault').map(parseRealNodeFault),
+          faults: url.searchParams.getAll('fault').map(parseFaultSpec),
         });
       }
-      // POST /real-node-fault/<node>?fault=F&on=true|false
-      if (method === 'POST' && action === 'real-node-fault' && arg) return await realNodes.setFault(arg, parseRealNodeFault(url.searchParams.get('fault') ?? ''), url.searchParams.get('on') !== 'false');
+      // POST /real-node-fault/<node>?fault=F&on=true|false[&value=V]
+      if (method === 'POST' && action === 'real-node-fault' && arg) {
+        return await realNodes.setFault(arg, parseRealNodeFault(url.searchParams.get('fault') ?? ''), url.searchParams.get('on') !== 'false', url.searchParams.get('value') ?? undefined);
+      }
       if (method === 'POST' && action === 'remove-real-node' && arg) return realNodes.remove(arg);
       if (method === 'GET' && action === 'real-nodes') return { nodes: realNodes.names() };
       if (method === 'GET' && action === 'stats') return { processes: kubelet.runningProcesses(), dnsQueries: dns.queries };

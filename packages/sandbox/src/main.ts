@@ -19,7 +19,7 @@ import { runDemo } from './demo.js';
 import { createIgnoreExists, k8s } from './kube.js';
 import { sandboxLayout } from './layout.js';
 import { simulatedNode } from './node-registry.js';
-import { parseRealNodeFault, REAL_NODE_FAULTS } from './real-node.js';
+import { parseFaultSpec, parseRealNodeFault, REAL_NODE_FAULTS } from './real-node-faults.js';
 import { connectSandbox, execInSandbox, startSandbox, stopSandbox } from './sandbox.js';
 
 async function main(argv: string[]): Promise<number> {
@@ -38,7 +38,12 @@ async function main(argv: string[]): Promise<number> {
     case 'up': {
       const state = await startSandbox({ dir: values.dir, slot, nodes: Number(values.nodes), binDir: values['bin-dir'], logLevel: values['log-level'] === 'debug' ? 'debug' : 'info' });
       console.log(`sandbox is up: ${state.kubernetesVersion}, apiserver ${state.apiServer}`);
-      console.log(`  kubectl --kubeconfig ${state.kubeconfig} get nodes`);
+      const realNodes = Number(values['real-nodes'] ?? '0');
+      for (let i = 1; i <= realNodes; i++) {
+        console.log(`starting real node real-node-${i} (${i}/${realNodes}): containerd, kubelet, kube-proxy...`);
+        await sandboxControl(state.dir, 'POST', `/add-real-node/real-node-${i}`, 300_000);
+      }
+      console.log(`  kubectl --kubeconfig ${state.kubeconfig} get nodes -o wide`);
       console.log(`  stop it with: make sandbox-down`);
       return 0;
     }
@@ -54,6 +59,7 @@ async function main(argv: string[]): Promise<number> {
       if (values.real) {
         const { state } = connectSandbox(values.dir);
         const count = Number(positionals[0] ?? '1');
+        for (const f of values.fault ?? []) parseFaultSpec(f);
         for (let i = 1; i <= count; i++) {
           const name = `${values.prefix}-${Date.now().toString(36)}-${i}`;
           const query = new URLSearchParams([...(values.taint ?? []).map((t): [string, string] => ['taint', t]), ...(values.label ?? []).map((l): [string, string] => ['label', l]), ...(values.fault ?? []).map((f): [string, string] => ['fault', f])]);
@@ -77,15 +83,22 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'fault': {
-      const [node, named] = positionals;
+      const [node, named, value] = positionals;
       if (!node || (!named && !values.clear)) {
-        console.error('usage: sandbox fault NODE FAULT | sandbox fault NODE --clear [FAULT] (see sandbox fault --help)');
+        console.error('usage: sandbox fault NODE FAULT [VALUE] | sandbox fault NODE --clear [FAULT] (see sandbox fault --help)');
         return 2;
       }
       const { state } = connectSandbox(values.dir);
+      if (!values.clear) {
+        const spec = parseFaultSpec(value === undefined ? named! : `${named}=${value}`);
+        const query = new URLSearchParams({ fault: spec.fault, on: 'true', ...(spec.value !== undefined ? { value: spec.value } : {}) });
+        await sandboxControl(state.dir, 'POST', `/real-node-fault/${node}?${query.toString()}`);
+        console.log(`${node}: ${spec.fault}${spec.value !== undefined ? ` ${spec.value}` : ''} set`);
+        return 0;
+      }
       for (const fault of named ? [parseRealNodeFault(named)] : REAL_NODE_FAULTS) {
-        await sandboxControl(state.dir, 'POST', `/real-node-fault/${node}?fault=${fault}&on=${values.clear ? 'false' : 'true'}`);
-        console.log(`${node}: ${fault} ${values.clear ? 'cleared' : 'set'}`);
+        await sandboxControl(state.dir, 'POST', `/real-node-fault/${node}?fault=${fault}&on=false`);
+        console.log(`${node}: ${fault} cleared`);
       }
       return 0;
     }

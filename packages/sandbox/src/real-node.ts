@@ -20,7 +20,8 @@ import type { SandboxLayout } from './layout.js';
 import { run, runOk, sleep, startLogged, stopProcess } from './proc.js';
 import { startRegistry, type Registry } from './registry.js';
 import { cgroupHierarchyRoots, removeTree } from './runtime/cgroups.js';
-import { NETNS_DIR, NFT, removeNamespaces } from './runtime/pod-network.js';
+import { NETNS_DIR, removeNamespaces } from './runtime/pod-network.js';
+import { type RealNodeFault, setRealNodeFault } from './real-node-faults.js';
 import { repoRoot } from './sandbox.js';
 
 /** Addresses of the real nodes, outside every other range of the sandbox (layout.ts). */
@@ -54,42 +55,30 @@ export interface RealNodeOptions {
   /** Taints the kubelet registers the node with (--register-with-taints), as a cloud node's does. */
   taints?: Array<{ key: string; value?: string; effect: string }>;
   labels?: Record<string, string>;
-  /** Faults the node starts with (REAL_NODE_FAULTS). */
-  faults?: RealNodeFault[];
+  /** Faults the node starts with (REAL_NODE_FAULTS), each with its value if it takes one. */
+  faults?: Array<{ fault: RealNodeFault; value?: string }>;
 }
 
-/**
- * Faults of a real node's own components:
- *   cni-config-missing  the node's CNI configuration directory is empty: containerd reports the
- *                       network not ready ("cni plugin not initialized"), the kubelet NotReady
- *                       (NetworkPluginNotReady), and no pod sandbox can be made.
- *   kube-proxy-stopped  the node's kube-proxy is stopped and its nftables rules are gone: Service
- *                       ClusterIPs do not connect from the node's pods (the sandbox drops them,
- *                       as a network without a route to them would), pod and node addresses do.
- *   dns-blocked         the node drops its pods' DNS traffic (port 53, UDP and TCP) on its way out,
- *                       after kube-proxy's translation: nothing reaches the cluster DNS from them.
- */
-export const REAL_NODE_FAULTS = ['cni-config-missing', 'kube-proxy-stopped', 'dns-blocked'] as const;
-export type RealNodeFault = (typeof REAL_NODE_FAULTS)[number];
+export const CNI_CONFIG = '10-sandbox.conflist';
 
-export function parseRealNodeFault(text: string): RealNodeFault {
-  if (!(REAL_NODE_FAULTS as readonly string[]).includes(text)) throw new Error(`unknown real-node fault ${JSON.stringify(text)}: known are ${REAL_NODE_FAULTS.join(', ')}`);
-  return text as RealNodeFault;
-}
-
-const CNI_CONFIG = '10-sandbox.conflist';
-
-interface RunningNode {
+/** A running real node, as its faults (real-node-faults.ts) reach into it. */
+export interface RunningNode {
   name: string;
   index: number;
   dir: string;
   netns: string;
+  /** The node's end of its link to the sandbox's bridge is `eth0` in `netns`; this is the other end, in `sandboxNetns`. */
+  veth: string;
+  sandboxNetns: string;
   ip: string;
   podCidr: string;
   containerd: ChildProcess;
-  kubelet: ChildProcess;
+  kubelet: ChildProcess | undefined;
+  startKubelet: () => ChildProcess;
   kubeProxy: ChildProcess | undefined;
   startKubeProxy: () => ChildProcess;
+  /** The faults in effect, with their values (pod-mtu's bytes). */
+  faults: Map<RealNodeFault, string | undefined>;
 }
 
 export interface RealNodesDeps {
@@ -160,7 +149,7 @@ export class RealNodes {
         ],
       })}\n`,
     );
-    if (!opts.faults?.includes('cni-config-missing')) writeFileSync(join(dir, 'cni', 'net.d', CNI_CONFIG), readFileSync(join(dir, 'cni', 'held', CNI_CONFIG)));
+    if (!opts.faults?.some((f) => f.fault === 'cni-config-missing')) writeFileSync(join(dir, 'cni', 'net.d', CNI_CONFIG), readFileSync(join(dir, 'cni', 'held', CNI_CONFIG)));
     const sock = join(dir, 'containerd.sock');
     writeFileSync(
       join(dir, 'containerd.toml'),
@@ -236,7 +225,7 @@ export class RealNodes {
       '--node-labels', Object.entries(labels).map(([k, v]) => `${k}=${v}`).join(','),
       '--v=1',
     ]);
-    const kubelet = startLogged(kCmd!, kArgs, join(dir, 'kubelet.log'));
+    const startKubelet = () => startLogged(kCmd!, kArgs, join(dir, 'kubelet.log'));
 
     // 4. kube-proxy, nftables mode, programming the node's namespace.
     const proxyCert = join(dir, 'kube-proxy.crt');
@@ -266,49 +255,31 @@ export class RealNodes {
       index,
       dir,
       netns,
+      veth,
+      sandboxNetns: layout.netns,
       ip,
       podCidr,
       containerd,
-      kubelet,
-      kubeProxy: opts.faults?.includes('kube-proxy-stopped') ? undefined : startKubeProxy(),
+      kubelet: undefined,
+      startKubelet,
+      kubeProxy: undefined,
       startKubeProxy,
+      faults: new Map(),
     };
     this.nodes.set(opts.name, node);
-    if (opts.faults?.includes('dns-blocked')) await this.setFault(opts.name, 'dns-blocked', true);
+    // The faults it starts with are in place before its kubelet and kube-proxy start.
+    for (const { fault, value } of opts.faults ?? []) await setRealNodeFault(node, fault, true, value, log);
+    if (!node.faults.has('kubelet-stopped')) node.kubelet = startKubelet();
+    if (!node.faults.has('kube-proxy-stopped')) node.kubeProxy = startKubeProxy();
     log.info({ node: opts.name, ip, podCidr, netns, sandboxNs }, 'real node started');
     return { name: opts.name, ip, podCidr };
   }
 
-  /** Breaks (on) or repairs (off) one of the node's components. */
-  async setFault(name: string, fault: RealNodeFault, on: boolean): Promise<{ node: string; fault: RealNodeFault; on: boolean }> {
+  /** Breaks (on) or repairs (off) one of the node's components (real-node-faults.ts). */
+  async setFault(name: string, fault: RealNodeFault, on: boolean, value?: string): Promise<{ node: string; fault: RealNodeFault; on: boolean; value?: string }> {
     const node = this.nodes.get(name);
-    if (!node) throw new Error(`no real node ${name}`);
-    if (fault === 'dns-blocked') {
-      const nft = (input: string) => run('nsenter', [`--net=${join(NETNS_DIR, node.netns)}`, '--', NFT, '-f', '-'], { input });
-      if (on) await nft('table inet knr-fault-dns {\n  chain forward {\n    type filter hook forward priority 0; policy accept;\n    meta l4proto { tcp, udp } th dport 53 drop\n  }\n}\n');
-      else await nft('delete table inet knr-fault-dns\n');
-      this.deps.log.info({ node: name, fault, on }, 'real node fault');
-      return { node: name, fault, on };
-    }
-    if (fault === 'kube-proxy-stopped') {
-      if (on && node.kubeProxy) {
-        await stopProcess(node.kubeProxy);
-        node.kubeProxy = undefined;
-        // Its rules go with it: the node's Service translation is gone, as on a node whose kube-proxy never ran.
-        for (const family of ['ip', 'ip6']) await run('nsenter', [`--net=${join(NETNS_DIR, node.netns)}`, '--', NFT, 'delete', 'table', family, 'kube-proxy']);
-      }
-      if (!on && !node.kubeProxy) node.kubeProxy = node.startKubeProxy();
-      this.deps.log.info({ node: name, fault, on }, 'real node fault');
-      return { node: name, fault, on };
-    }
-    const held = join(node.dir, 'cni', 'held', CNI_CONFIG);
-    const live = join(node.dir, 'cni', 'net.d', CNI_CONFIG);
-    // containerd watches its CNI configuration directory and reloads when a file there is written
-    // or removed (a file renamed into it went unnoticed by containerd 1.6): as a CNI agent does.
-    if (on) rmSync(live, { force: true });
-    else writeFileSync(live, readFileSync(held));
-    this.deps.log.info({ node: name, fault, on }, 'real node fault');
-    return { node: name, fault, on };
+    if (!node) throw new Error(`no real node ${name}: the real nodes are ${this.names().join(', ') || 'none'}`);
+    return setRealNodeFault(node, fault, on, value, this.deps.log);
   }
 
   /** Stops the node's kubelet, its pods and containerd, and removes its namespace, mounts, cgroups and files. */
@@ -317,7 +288,7 @@ export class RealNodes {
     if (!node) throw new Error(`no real node ${name}`);
     this.nodes.delete(name);
     if (node.kubeProxy) await stopProcess(node.kubeProxy);
-    await stopProcess(node.kubelet, 10_000);
+    if (node.kubelet) await stopProcess(node.kubelet, 10_000);
     const sock = join(node.dir, 'containerd.sock');
     const ctr = (args: string[]) => run('ctr', ['--address', sock, '--namespace', 'k8s.io', ...args]);
     // The pods' network namespaces (containerd's CRI makes one per pod sandbox under /run/netns).
