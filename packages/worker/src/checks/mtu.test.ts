@@ -93,6 +93,19 @@ describe('mtu check in network namespaces', () => {
     expect(error).toMatch(/replies to: a small query \(\d+ bytes\), a 1472-byte query \(1500-byte packets, the pod MTU\) \(1472 bytes\)$/);
   }, 30_000);
 
+  it('fails saying that large DNS answers are lost when only large UDP answers to the pod are dropped while small ones and TCP get through', async () => {
+    const { summary } = await verify({ podMtu: 1500, nodeMtu: 1500, podDropsUdpOver: 1100 });
+    expect(check(summary, 'dns')).toMatchObject({ ok: true });
+    const error = check(summary, 'mtu')?.error ?? '';
+    expect(error).toMatch(
+      /^nameserver 10\.216\.16\.2:53: large DNS answers \(1232 bytes over UDP\) are lost between the DNS server and this pod while small ones, and the same answer over TCP, arrive \(likely a path MTU smaller than the pod MTU of 1500 bytes, as when an overlay MTU is larger than the underlay carries: TCP adapts its segments to the path, UDP answers do not\): /,
+    );
+    expect(error).toContain('no reply to a query for the large answer over udp (1232-byte EDNS buffer), a query for the large answer over udp (1472-byte EDNS buffer) (timeout: no answer over udp within 5s (mtu check timeout))');
+    // What did arrive, with its size: the TCP answer carries every record.
+    expect(error).toMatch(/replies to: a small query \(\d+ bytes\), a 1472-byte query \(1500-byte packets, the pod MTU\) \(1472 bytes\), a query for the large answer over tcp \((\d+) bytes\)$/);
+    expect(Number(/over tcp \((\d+) bytes\)$/.exec(error)?.[1])).toBeGreaterThan(1500);
+  }, 30_000);
+
   it('when /sys belongs to another network namespace, tests 1500-byte packets and warns that the pod MTU was not read', async () => {
     const { summary, logs } = await verify({ podMtu: 1500, nodeMtu: 1500 }, [], { hostSysfs: true });
     expect(check(summary, 'mtu')).toMatchObject({ ok: true });

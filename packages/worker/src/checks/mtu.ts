@@ -23,10 +23,14 @@ interface Target {
 interface Probe {
   /** What was sent, as the message says it: "a 1472-byte query", "a large answer over udp (1232-byte buffer)". */
   what: string;
+  /** small: the baseline; padded: the MTU-sized query; large-udp, large-tcp: the answer for mtu.largeName. */
+  kind: 'small' | 'padded' | 'large-udp' | 'large-tcp';
   /** Which direction a loss points to. */
   direction: 'from this pod' | 'to this pod';
   /** The size that must get through, in bytes of IP packet, for the message. */
   packetBytes?: number;
+  /** large-udp: the EDNS buffer offered, which the server fills: the size of the answer that must arrive. */
+  answerBytes?: number;
   ok: boolean;
   answer?: DnsAnswer;
   error?: string;
@@ -76,7 +80,7 @@ export const mtuCheck: Check = async (ctx) => {
       continue;
     }
     const lost = probes.filter((p) => !p.ok);
-    if (lost.length > 0) problems.push(describeLoss(target, small, probes, lost));
+    if (lost.length > 0) problems.push(describeLoss(target, small, probes, lost, link.mtu));
     for (const p of probes) {
       if (p.ok && p.direction === 'to this pod' && p.answer?.transport === 'tcp' && p.answer.answerSize <= LARGE_ANSWER_BYTES) {
         warnings.push(`mtu.largeName ${config.mtu.largeName ?? ''} answers with only ${p.answer.answerSize} bytes over tcp: too small to test large answers (it needs more than ${LARGE_ANSWER_BYTES})`);
@@ -125,17 +129,22 @@ async function probeTarget(target: Target, question: string, largeName: string |
     }
   };
   const udpOnly = { transport: 'udp-only' } as const;
-  const small = send(question, { what: 'a small query', direction: 'from this pod' }, { ...udpOnly, ednsBufferSize: MIN_EDNS_BUFFER });
+  const small = send(question, { what: 'a small query', kind: 'small', direction: 'from this pod' }, { ...udpOnly, ednsBufferSize: MIN_EDNS_BUFFER });
   const probes: Array<Promise<Probe>> = [
-    send(question, { what: `a ${payload}-byte query (${mtu}-byte packets, the pod MTU)`, direction: 'from this pod', packetBytes: mtu }, { ...udpOnly, ednsBufferSize: MIN_EDNS_BUFFER, padTo: payload }),
+    send(
+      question,
+      { what: `a ${payload}-byte query (${mtu}-byte packets, the pod MTU)`, kind: 'padded', direction: 'from this pod', packetBytes: mtu },
+      { ...udpOnly, ednsBufferSize: MIN_EDNS_BUFFER, padTo: payload },
+    ),
   ];
   if (largeName) {
     const buffers = payload > MIN_EDNS_BUFFER ? [MIN_EDNS_BUFFER, payload] : [payload];
     for (const size of buffers) {
       const packetBytes = size + IP_HEADER[family] + UDP_HEADER;
-      probes.push(send(largeName, { what: `a query for the large answer over udp (${size}-byte EDNS buffer)`, direction: 'to this pod', packetBytes }, { ...udpOnly, ednsBufferSize: size }));
+      const what = `a query for the large answer over udp (${size}-byte EDNS buffer)`;
+      probes.push(send(largeName, { what, kind: 'large-udp', direction: 'to this pod', packetBytes, answerBytes: size }, { ...udpOnly, ednsBufferSize: size }));
     }
-    probes.push(send(largeName, { what: 'a query for the large answer over tcp', direction: 'to this pod' }, { transport: 'tcp' }));
+    probes.push(send(largeName, { what: 'a query for the large answer over tcp', kind: 'large-tcp', direction: 'to this pod' }, { transport: 'tcp' }));
   }
   return { target, small: await small, probes: await Promise.all(probes) };
 }
@@ -144,20 +153,36 @@ async function probeTarget(target: Target, question: string, largeName: string |
  * "nameserver 10.96.0.10:53: 1500-byte packets from this pod are lost (an overlay MTU larger than
  * the path carries, or a path-MTU blackhole): no reply to a 1472-byte query (...) (timeout: ...);
  * replies to: a small query (65 bytes), ..." (sizes: of the query sent from the pod, of the reply
- * sent to it).
+ * sent to it). When only the large answers over UDP are lost: "large DNS answers (1232 bytes over
+ * UDP) are lost between the DNS server and this pod while small ones, and the same answer over
+ * TCP, arrive (likely a path MTU smaller than the pod MTU ...)".
  */
-function describeLoss(target: Target, small: Probe, probes: Probe[], lost: Probe[]): string {
-  const directions = [...new Set(lost.map((p) => p.direction))].join(' and ');
-  const largest = Math.max(...lost.map((p) => p.packetBytes ?? 0));
-  const cause = lost.some((p) => p.tooLarge)
-    ? `the path MTU is smaller than the pod MTU (packets ${directions})`
-    : `${largest > 0 ? `${largest}-byte` : 'large'} packets ${directions} are lost (an overlay MTU larger than the path carries, or a path-MTU blackhole)`;
+function describeLoss(target: Target, small: Probe, probes: Probe[], lost: Probe[], mtu: number): string {
   const errors = [...new Set(lost.map((p) => p.error ?? 'no answer'))].join('; ');
   const through = [small, ...probes]
     .filter((p) => p.ok && p.answer)
     .map((p) => `${p.what} (${p.direction === 'from this pod' ? p.answer?.querySize : p.answer?.answerSize} bytes)`)
     .join(', ');
-  return `${target.label}: ${cause}: no reply to ${lost.map((p) => p.what).join(', ')} (${errors}); replies to: ${through}`;
+  return `${target.label}: ${lossCause(probes, lost, mtu)}: no reply to ${lost.map((p) => p.what).join(', ')} (${errors}); replies to: ${through}`;
+}
+
+function lossCause(probes: Probe[], lost: Probe[], mtu: number): string {
+  // Only the large answers over UDP are lost: what applications see (a lookup of a name with many
+  // records times out), said in those terms. TCP getting through points at the packet size, not
+  // the server: TCP adapts its segments to the path (path-MTU discovery, MSS clamping), a UDP
+  // answer is sent whole.
+  const tcpArrived = probes.some((p) => p.kind === 'large-tcp' && p.ok);
+  if (tcpArrived && lost.every((p) => p.kind === 'large-udp')) {
+    const bytes = Math.min(...lost.map((p) => p.answerBytes ?? 0));
+    return (
+      `large DNS answers (${bytes} bytes over UDP) are lost between the DNS server and this pod while small ones, and the same answer over TCP, arrive ` +
+      `(likely a path MTU smaller than the pod MTU of ${mtu} bytes, as when an overlay MTU is larger than the underlay carries: TCP adapts its segments to the path, UDP answers do not)`
+    );
+  }
+  const directions = [...new Set(lost.map((p) => p.direction))].join(' and ');
+  if (lost.some((p) => p.tooLarge)) return `the path MTU is smaller than the pod MTU (packets ${directions})`;
+  const largest = Math.max(...lost.map((p) => p.packetBytes ?? 0));
+  return `${largest > 0 ? `${largest}-byte` : 'large'} packets ${directions} are lost (an overlay MTU larger than the path carries, or a path-MTU blackhole)`;
 }
 
 function report(p: Probe): Record<string, unknown> {

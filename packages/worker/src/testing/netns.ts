@@ -34,6 +34,12 @@ export interface PairOptions {
   nodeMtu: number;
   /** Packets larger than this (IP bytes) leaving the node namespace towards the pod are dropped (tc tbf). */
   nodeToPodMaxPacket?: number;
+  /**
+   * UDP packets larger than this (IP bytes) arriving in the pod namespace are dropped (nft, before
+   * delivery, so the sender sees no error); TCP passes: a path that loses large UDP answers while
+   * TCP gets through (as with MSS clamping on an overlay).
+   */
+  podDropsUdpOver?: number;
 }
 
 let pairs = 0;
@@ -75,6 +81,10 @@ export function createPair(bundle: string, options: PairOptions): NetnsPair {
       // tbf drops every packet larger than its bucket (the size counts the 14-byte Ethernet header).
       const burst = String(options.nodeToPodMaxPacket + 14);
       exec(node, ['tc', 'qdisc', 'add', 'dev', 'eth0', 'root', 'tbf', 'rate', '1gbit', 'burst', burst, 'mtu', burst, 'limit', '1000000']);
+    }
+    if (options.podDropsUdpOver !== undefined) {
+      const rules = `table inet knr { chain in { type filter hook prerouting priority raw; meta l4proto udp meta length > ${options.podDropsUdpOver} drop; }; }`;
+      exec(pod, ['nft', rules]);
     }
   } catch (err) {
     cleanup();
