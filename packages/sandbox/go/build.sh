@@ -11,7 +11,8 @@
 #
 # Opt-in tools, built only when named and never part of the default set (so the default bin directory
 # and its hash stay as they are): crane (github.com/google/go-containerregistry), registry (the CNCF
-# Distribution registry, github.com/distribution/distribution/v3) and syft (github.com/anchore/syft),
+# Distribution registry, github.com/distribution/distribution/v3), syft (github.com/anchore/syft) and
+# coredns (github.com/coredns/coredns, with every plugin of its plugin.cfg, as its releases ship),
 # each from its own wrapper module and cached under its own key like the components above. Named
 # components get their own view directory keyed by the requested component directories (in the order
 # given), holding a symlink per binary:
@@ -46,6 +47,7 @@ KARPENTER_VERSION=$(modver karpenter sigs.k8s.io/karpenter)
 CRANE_VERSION=$(modver crane github.com/google/go-containerregistry)
 REGISTRY_VERSION=$(modver registry github.com/distribution/distribution/v3)
 SYFT_VERSION=$(modver syft github.com/anchore/syft)
+COREDNS_VERSION=$(modver coredns github.com/coredns/coredns)
 
 kmajor=${KUBE_VERSION#v}; kmajor=${kmajor%%.*}
 kminor=${KUBE_VERSION#v*.}; kminor=${kminor%%.*}
@@ -61,10 +63,12 @@ done
 # Stamped as the upstream release builds do: crane's cmd.Version (as its doc comment says),
 # Distribution's version package (its Makefile), syft's main vars and build tags (its .goreleaser.yaml;
 # the tags swap the cgo-only gpgme signature mechanism for the pure-Go one, which turns on its
-# containers-storage image source).
+# containers-storage image source), CoreDNS's commit variable and build tag (its Makefile: `git
+# describe` of a release is its tag, the only name the module proxy gives).
 craneflags="-X github.com/google/go-containerregistry/cmd/crane/cmd.Version=$CRANE_VERSION"
 registryflags="-X github.com/distribution/distribution/v3/version.version=$REGISTRY_VERSION"
 syftflags="-X main.version=${SYFT_VERSION#v} -X main.gitDescription=$SYFT_VERSION"
+corednsflags="-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"
 
 # component -> "module dir|version|binary=package ...|ldflags[|build tags, comma-separated]"
 declare -A spec=(
@@ -75,11 +79,12 @@ declare -A spec=(
   [crane]="crane|$CRANE_VERSION|crane=github.com/google/go-containerregistry/cmd/crane|$craneflags"
   [registry]="registry|$REGISTRY_VERSION|registry=github.com/distribution/distribution/v3/cmd/registry|$registryflags"
   [syft]="syft|$SYFT_VERSION|syft=github.com/anchore/syft/cmd/syft|$syftflags|containers_image_openpgp,exclude_graphdriver_btrfs"
+  [coredns]="coredns|$COREDNS_VERSION|coredns=github.com/coredns/coredns|$corednsflags|grpcnotrace"
 )
 # The default set (and, with node-readiness-controller, the default bin directory's key).
 order=(etcd kubernetes helm karpenter)
 # Built only when named.
-optin=(crane registry syft)
+optin=(crane registry syft coredns)
 
 # node-readiness-controller's source archive: $KNR_SHARED_DIR/third_party/, else shared/third_party/
 # in the directory of the clone or any directory above it.
