@@ -7,6 +7,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { loadConfig, parseConfig } from '../../packages/controller/src/config/load.js';
 import { ledgerLocation } from '../../packages/controller/src/controllers/node/remediation/ledger.js';
+import { LARGE_ANSWER_BYTES } from '../../packages/worker/src/checks/mtu.js';
+import { workerConfigSchema } from '../../packages/worker/src/config.js';
 import { ALL_FEATURES, CHART_DIR, NAMESPACE, find, findAll, helm, kubeVersion, template, tryTemplate, type KubeObject } from './helm.js';
 
 // Helm runs take ~100 ms each; building the binaries the first time takes minutes.
@@ -42,6 +44,9 @@ interface Rule {
   verbs: string[];
   resourceNames?: string[];
 }
+
+/** The default release's large-DNS-answer name (largeDnsAnswer): its Service, in the worker namespace, in the cluster DNS. */
+const LARGE_DNS_NAME = 'kube-node-ready-large-dns.kube-node-ready-worker.svc.cluster.local';
 
 const deploymentOf = (objects: KubeObject[]) => find(objects, 'Deployment') as Deployment;
 const controllerOf = (objects: KubeObject[]) => deploymentOf(objects).spec.template.spec.containers[0] as Container;
@@ -155,6 +160,8 @@ describe('helm template: what is created', () => {
         'ConfigMap/kube-node-ready-config',
         'ConfigMap/kube-node-ready-worker',
         'Deployment/kube-node-ready-controller',
+        // The name whose DNS answer is larger than one packet, for the mtu check (largeDnsAnswer).
+        'EndpointSlice/kube-node-ready-large-dns',
         'Namespace/kube-node-ready-worker',
         'PodDisruptionBudget/kube-node-ready-controller',
         'PriorityClass/kube-node-ready-worker',
@@ -171,6 +178,7 @@ describe('helm template: what is created', () => {
         'Role/kube-node-ready-worker',
         'RoleBinding/kube-node-ready-worker',
         'RoleBinding/kube-node-ready-worker',
+        'Service/kube-node-ready-large-dns',
         'Service/kube-node-ready-metrics',
         'ServiceAccount/kube-node-ready-controller',
         'ServiceAccount/kube-node-ready-worker',
@@ -198,10 +206,13 @@ describe('helm template: what is created', () => {
   it('renders the worker ConfigMap (config.worker.checks) so the release owns it and uninstall removes it', async () => {
     const worker = find(defaults, 'ConfigMap', 'kube-node-ready-worker');
     expect(worker.metadata.labels?.['app.kubernetes.io/component']).toBe('worker');
-    expect(parseYaml((worker.data as Record<string, string>)['worker.yaml'] ?? '')).toEqual({});
+    // Empty values: only what the chart fills in (largeDnsAnswer).
+    expect(parseYaml((worker.data as Record<string, string>)['worker.yaml'] ?? '')).toEqual({ mtu: { largeName: LARGE_DNS_NAME } });
     const checks = { enabled: ['dns', 'api'], dns: { names: ['kubernetes.default.svc.cluster.local'] } };
     const custom = find(await template({ config: { worker: { checks } } }), 'ConfigMap', 'kube-node-ready-worker');
-    expect(parseYaml((custom.data as Record<string, string>)['worker.yaml'] ?? '')).toEqual(checks);
+    expect(parseYaml((custom.data as Record<string, string>)['worker.yaml'] ?? '')).toEqual({ ...checks, mtu: { largeName: LARGE_DNS_NAME } });
+    const plain = find(await template({ config: { worker: { checks } }, largeDnsAnswer: { enabled: false } }), 'ConfigMap', 'kube-node-ready-worker');
+    expect(parseYaml((plain.data as Record<string, string>)['worker.yaml'] ?? '')).toEqual(checks);
   });
 
   it('passes the mtu, egress and slowness keys to the worker ConfigMap, and the schema rejects bad ones', async () => {
@@ -238,8 +249,11 @@ describe('helm template: what is created', () => {
     const spec = monitor.spec as { selector: { matchLabels: Record<string, string> }; endpoints: Array<{ port: string; path: string }> };
     expect(spec.endpoints).toEqual([expect.objectContaining({ port: 'http-metrics', path: '/metrics' })]);
     // The ServiceMonitor selects the metrics Service (and only it).
-    const service = find(everything, 'Service');
+    const service = find(everything, 'Service', 'kube-node-ready-metrics');
     for (const [k, v] of Object.entries(spec.selector.matchLabels)) expect(service.metadata.labels?.[k], k).toBe(v);
+    for (const other of findAll(everything, 'Service').filter((s) => s !== service)) {
+      expect(Object.entries(spec.selector.matchLabels).every(([k, v]) => other.metadata.labels?.[k] === v), other.metadata.name).toBe(false);
+    }
     expect(find(everything, 'PrometheusRule').apiVersion).toBe('monitoring.coreos.com/v1');
   });
 
@@ -256,7 +270,15 @@ describe('helm template: what is created', () => {
       // The API server endpoints are the EndpointSlices of default/kubernetes: that Role lives beside them.
       // The cluster DNS Service's, in kube-system: the release namespace here. The worker's reads:
       // in default and kube-system. The worker's own objects: in the worker namespace.
-      const worker = ['ServiceAccount/kube-node-ready-worker', 'ConfigMap/kube-node-ready-worker', 'ConfigMap/kube-node-ready-controller-remediation', 'Role/kube-node-ready-controller', 'RoleBinding/kube-node-ready-controller'];
+      const worker = [
+        'ServiceAccount/kube-node-ready-worker',
+        'ConfigMap/kube-node-ready-worker',
+        'ConfigMap/kube-node-ready-controller-remediation',
+        'Role/kube-node-ready-controller',
+        'RoleBinding/kube-node-ready-controller',
+        'Service/kube-node-ready-large-dns',
+        'EndpointSlice/kube-node-ready-large-dns',
+      ];
       const namespace =
         o.metadata.name === 'kube-node-ready-api-endpoints' ? 'default'
         : worker.includes(`${o.kind}/${o.metadata.name}`) ? 'kube-node-ready-worker'
@@ -279,7 +301,14 @@ describe('helm template: what is created', () => {
     const inNamespace = (objects: KubeObject[], namespace: string) =>
       objects.filter((o) => o.metadata.namespace === namespace).map((o) => `${o.kind}/${o.metadata.name}`).sort();
     // Only the worker's objects and the controller's Role for them.
-    expect(inNamespace(defaults, 'kube-node-ready-worker')).toEqual(['ConfigMap/kube-node-ready-worker', 'Role/kube-node-ready-controller', 'RoleBinding/kube-node-ready-controller', 'ServiceAccount/kube-node-ready-worker']);
+    expect(inNamespace(defaults, 'kube-node-ready-worker')).toEqual([
+      'ConfigMap/kube-node-ready-worker',
+      'EndpointSlice/kube-node-ready-large-dns',
+      'Role/kube-node-ready-controller',
+      'RoleBinding/kube-node-ready-controller',
+      'Service/kube-node-ready-large-dns',
+      'ServiceAccount/kube-node-ready-worker',
+    ]);
     expect(withTempFile(configOf(defaults), (p) => loadConfig(p)).worker.namespace).toBe('kube-node-ready-worker');
 
     const named = await template({ config: { worker: { namespace: 'node-ready' } } });
@@ -306,6 +335,96 @@ describe('helm template: what is created', () => {
     expect((find(objects, 'RoleBinding', 'kube-node-ready-cluster-dns').subjects as Array<{ namespace: string }>)[0]?.namespace).toBe('node-ready');
     const workerSa = find(objects, 'ServiceAccount', 'kube-node-ready-worker');
     expect(workerSa.metadata.namespace).toBe('kube-node-ready-worker');
+  });
+});
+
+describe('largeDnsAnswer: a name whose DNS answer does not fit one packet, for the mtu check', () => {
+  interface Slice extends KubeObject {
+    addressType: string;
+    ports: Array<{ name: string; port: number; protocol: string }>;
+    endpoints: Array<{ addresses: string[]; conditions: { ready?: boolean } }>;
+  }
+  const largeDns = (objects: KubeObject[]) => objects.filter((o) => o.metadata.name.endsWith('-large-dns')).map((o) => `${o.kind}/${o.metadata.name}`);
+  const workerChecks = (objects: KubeObject[]) => parseYaml((find(objects, 'ConfigMap', 'kube-node-ready-worker').data as Record<string, string>)['worker.yaml'] ?? '') as Record<string, unknown>;
+  const controllerChecks = (objects: KubeObject[], configMap = 'kube-node-ready-config') =>
+    withTempFile((find(objects, 'ConfigMap', configMap).data as Record<string, string>)['config.yaml'] ?? '', (p) => loadConfig(p)).worker.checks;
+
+  it('default values: a headless Service without a selector, and our own EndpointSlice of ready TEST-NET-1 addresses', () => {
+    const service = find(defaults, 'Service', 'kube-node-ready-large-dns') as KubeObject & { spec: Record<string, unknown> & { ports: Slice['ports'] } };
+    expect(service.metadata.namespace).toBe('kube-node-ready-worker');
+    expect(service.spec.clusterIP).toBe('None');
+    expect(service.spec.selector).toBeUndefined();
+    const slice = find(defaults, 'EndpointSlice', 'kube-node-ready-large-dns') as Slice;
+    expect(slice.apiVersion).toBe('discovery.k8s.io/v1');
+    expect(slice.metadata.namespace).toBe(service.metadata.namespace);
+    expect(slice.metadata.labels?.['kubernetes.io/service-name']).toBe(service.metadata.name);
+    // Not the EndpointSlice controller's: it would delete a slice it manages for a Service without a selector.
+    expect(slice.metadata.labels?.['endpointslice.kubernetes.io/managed-by']).toBe('chart.kube-node-ready.io');
+    expect(slice.addressType).toBe('IPv4');
+    expect(slice.ports).toEqual(service.spec.ports);
+    // Every endpoint ready (the cluster DNS publishes ready ones only), one address each, all
+    // distinct and inside TEST-NET-1 (192.0.2.0/24, RFC 5737), which is routed nowhere.
+    for (const e of slice.endpoints) expect(e.conditions.ready).toBe(true);
+    const addresses = slice.endpoints.flatMap((e) => e.addresses);
+    expect(addresses.length).toBe(slice.endpoints.length);
+    expect(new Set(addresses).size).toBe(addresses.length);
+    for (const a of addresses) expect(a, a).toMatch(/^192\.0\.2\.([1-9]|[1-9][0-9]|1[0-9][0-9]|2[0-4][0-9]|25[0-4])$/);
+  });
+
+  it('the A answer for its name is well over one 1500-byte packet, even compressed', () => {
+    const slice = find(defaults, 'EndpointSlice', 'kube-node-ready-large-dns') as Slice;
+    const records = slice.endpoints.flatMap((e) => e.addresses).length;
+    // A UDP answer that does not fit the client's buffer is compressed (miekg/dns, so CoreDNS):
+    // each A record is then a 2-byte pointer to the question's name, type 2, class 2, TTL 4,
+    // length 2 and the address 4 (RFC 1035 4.1.3, 4.1.4).
+    const RECORD = 2 + 2 + 2 + 4 + 2 + 4;
+    const question = LARGE_DNS_NAME.split('.').reduce((n, label) => n + 1 + label.length, 1) + 4;
+    const answer = 12 + question + records * RECORD + 11; // header, question, records, EDNS OPT
+    // The records alone exceed the worker's "large" by a quarter: the answer fills a UDP buffer of
+    // a 1500-byte pod MTU (1472 bytes) with records to spare, and over TCP is more than one packet.
+    expect(records * RECORD).toBeGreaterThan(1.25 * LARGE_ANSWER_BYTES);
+    // Offered 1472 bytes (a 1500-byte packet), the server must leave records out: the packet is full.
+    expect(Math.floor((1500 - 28 - 12 - question - 11) / RECORD)).toBeLessThan(records);
+    expect(answer).toBe(2015); // 120 records
+  });
+
+  it('its name is the worker\'s mtu.largeName, in the worker ConfigMap and in the controller configuration that rewrites it, and the worker accepts it', () => {
+    expect(workerChecks(defaults)).toEqual({ mtu: { largeName: LARGE_DNS_NAME } });
+    expect(controllerChecks(defaults)).toEqual({ mtu: { largeName: LARGE_DNS_NAME } });
+    expect(workerConfigSchema.parse(workerChecks(defaults)).mtu.largeName).toBe(LARGE_DNS_NAME);
+  });
+
+  it('follows the release name, the worker namespace and the cluster domain, and keeps the other mtu settings', async () => {
+    const objects = await template({
+      fullnameOverride: 'knr',
+      config: { worker: { namespace: 'node-ready', checks: { clusterDomain: 'corp.example', mtu: { mtu: 1450 } } } },
+    });
+    expect(find(objects, 'Service', 'knr-large-dns').metadata.namespace).toBe('node-ready');
+    expect(find(objects, 'EndpointSlice', 'knr-large-dns').metadata.labels?.['kubernetes.io/service-name']).toBe('knr-large-dns');
+    const mtu = { mtu: 1450, largeName: 'knr-large-dns.node-ready.svc.corp.example' };
+    expect(workerChecks(objects)).toEqual({ clusterDomain: 'corp.example', mtu });
+    expect(controllerChecks(objects, 'knr-config')).toEqual({ clusterDomain: 'corp.example', mtu });
+  });
+
+  it('a mtu.largeName of the user\'s wins, and then nothing is rendered for it', async () => {
+    const checks = { mtu: { largeName: 'big.example.svc.cluster.local' } };
+    const objects = await template({ config: { worker: { checks } } });
+    expect(largeDns(objects)).toEqual([]);
+    expect(workerChecks(objects)).toEqual(checks);
+    expect(controllerChecks(objects)).toEqual(checks);
+  });
+
+  it('largeDnsAnswer.enabled=false, or DaemonSet mode: neither object, and no mtu.largeName', async () => {
+    const [off, daemonset] = await Promise.all([template({ largeDnsAnswer: { enabled: false } }), template({ deploymentMode: 'daemonset' })]);
+    for (const objects of [off, daemonset]) {
+      expect(largeDns(objects)).toEqual([]);
+      expect(controllerChecks(objects)).toEqual({});
+    }
+    expect(workerChecks(off)).toEqual({});
+  });
+
+  it('needs no permission: the cluster DNS reads the EndpointSlice itself', async () => {
+    expect(permissions(defaults)).toEqual(permissions(await template({ largeDnsAnswer: { enabled: false } })));
   });
 });
 
@@ -524,7 +643,7 @@ describe('the controller Deployment', () => {
 
   it('the metrics Service port follows config.metrics.bindAddress', async () => {
     const objects = await template({ config: { metrics: { bindAddress: ':9100' } } });
-    expect((find(objects, 'Service').spec as { ports: Array<{ port: number }> }).ports[0]?.port).toBe(9100);
+    expect((find(objects, 'Service', 'kube-node-ready-metrics').spec as { ports: Array<{ port: number }> }).ports[0]?.port).toBe(9100);
     expect(controllerOf(objects).ports[0]?.containerPort).toBe(9100);
   });
 
@@ -621,7 +740,7 @@ describe('PodDisruptionBudget', () => {
 describe('the rendered controller configuration', () => {
   it('default values: loadConfig accepts it; it is the controller default plus the release namespace and the chart image', () => {
     const config = withTempFile(configOf(defaults), (p) => loadConfig(p));
-    const expected = parseConfig({ worker: { namespace: 'kube-node-ready-worker', image: { tag: '0.1.0' } } });
+    const expected = parseConfig({ worker: { namespace: 'kube-node-ready-worker', image: { tag: '0.1.0' }, checks: { mtu: { largeName: LARGE_DNS_NAME } } } });
     expect(config).toEqual(expected);
   });
 

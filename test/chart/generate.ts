@@ -210,6 +210,7 @@ function chartValuesSchema(): Record<string, Schema> {
     workerPriorityClass: strict({ create: bool(), value: int(1, { maximum: 1_000_000_000 }) }),
     rbac: strict({ create: bool() }),
     workerNamespace: strict({ create: bool() }),
+    largeDnsAnswer: strict({ enabled: bool() }),
     admissionPolicies: strict({
       enabled: bool(),
       validationActions: { ...list(str({ enum: ['Deny', 'Warn', 'Audit'] })), minItems: 1, uniqueItems: true },

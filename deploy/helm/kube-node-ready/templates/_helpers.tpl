@@ -99,7 +99,34 @@ chart fills in when they are left empty (worker namespace and image, pull secret
 {{- end }}
 {{- $_ := set $worker "imagePullSecrets" $names }}
 {{- end }}
+{{- if include "kube-node-ready.largeDnsAnswer" . }}
+{{- $checks := default dict $worker.checks }}
+{{- $mtu := default dict $checks.mtu }}
+{{- $_ := set $mtu "largeName" (include "kube-node-ready.largeDnsName" .) }}
+{{- $_ := set $checks "mtu" $mtu }}
+{{- $_ := set $worker "checks" $checks }}
+{{- end }}
 {{- toYaml $config }}
+{{- end }}
+
+{{/*
+"true" when the chart renders the large-DNS-answer Service and gives its name to the worker as
+mtu.largeName: largeDnsAnswer.enabled, controller mode, and config.worker.checks names no
+mtu.largeName of its own (that one wins).
+*/}}
+{{- define "kube-node-ready.largeDnsAnswer" -}}
+{{- $checks := default dict .Values.config.worker.checks }}
+{{- if and .Values.largeDnsAnswer.enabled (not (include "kube-node-ready.daemonset" .)) (not (dig "mtu" "largeName" "" $checks)) }}true{{ end }}
+{{- end }}
+
+{{- define "kube-node-ready.largeDnsServiceName" -}}
+{{- printf "%s-large-dns" (include "kube-node-ready.fullname" .) }}
+{{- end }}
+
+{{/* The large-DNS-answer Service's name in the cluster DNS: <name>.<worker namespace>.svc.<config.worker.checks.clusterDomain>. */}}
+{{- define "kube-node-ready.largeDnsName" -}}
+{{- $checks := default dict .Values.config.worker.checks }}
+{{- printf "%s.%s.svc.%s" (include "kube-node-ready.largeDnsServiceName" .) (include "kube-node-ready.workerNamespace" .) (default "cluster.local" $checks.clusterDomain) }}
 {{- end }}
 
 {{/*
