@@ -162,11 +162,11 @@ sandbox-down: ## Stop the sandbox; nothing is left running
 	@if [ -f dist/sandbox.mjs ]; then node dist/sandbox.mjs down --dir "$(SANDBOX_DIR)"; fi
 
 .PHONY: demo
-demo: deps sandbox-bins build ## The main job on the sandbox: tainted nodes join and are verified, a Prometheus with the chart's alerts watches (KEEP=1 leaves it all running)
+demo: deps sandbox-bins build image ## The main job on the sandbox: Karpenter launches real nodes with the startup taint, they are verified (the worker from the image), a Prometheus with the chart's alerts watches (KEEP=1 leaves it all running)
 	node dist/sandbox.mjs demo --dir "$(SANDBOX_DIR)/demo" --slot 2
 
 .PHONY: alerts-screenshot
-alerts-screenshot: deps sandbox-bins build ## The demo, with a screenshot of Prometheus' alerts page while the broken node's alert fires (docs/images/alerts-demo.png; needs Debian's chromium)
+alerts-screenshot: deps sandbox-bins build image ## The demo, with a screenshot of Prometheus' alerts page while the broken node's alert fires (docs/images/alerts-demo.png; needs Debian's chromium)
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 	KNR_DEMO_SCREENSHOT=$(ROOT)/docs/images/alerts-demo.png node dist/sandbox.mjs demo --dir "$(SANDBOX_DIR)/demo" --slot 2
 

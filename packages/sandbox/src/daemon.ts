@@ -13,6 +13,7 @@ import type { SandboxLayout, SandboxState } from './layout.js';
 import { simulatedNode } from './node-registry.js';
 import { sleep } from './proc.js';
 import { ServiceProxy } from './proxy.js';
+import { startKarpenterRealNodes } from './karpenter-real-nodes.js';
 import { parseTaint, RealNodes } from './real-node.js';
 import { parseFaultSpec, parseRealNodeFault } from './real-node-faults.js';
 
@@ -78,6 +79,8 @@ export async function runDaemon(layout: SandboxLayout, opts: DaemonOptions, log:
     parts.push(kubelet);
     const realNodes = new RealNodes({ layout, binDir: opts.binDir, certs: cp.certs, log: log.child({ component: 'real-nodes' }) });
     parts.push(realNodes);
+    // Stopped before the real nodes (parts stop in reverse order): none is started while they stop.
+    parts.push(startKarpenterRealNodes(kc, realNodes, log.child({ component: 'karpenter-real-nodes' })));
     const control = startControlServer(layout.dir, async (method, path) => {
       const url = new URL(path, 'http://sandbox');
       const [, action, arg] = url.pathname.split('/');

@@ -5,12 +5,11 @@ import { parse, stringify } from 'yaml';
 import { collectStatus, renderStatus, type StatusReport } from '@kube-node-ready/cli/status';
 import { loadConfig } from '@kube-node-ready/controller';
 import { createIgnoreExists, k8s, loadKubeConfig } from './kube.js';
-import { BRING_UP } from './bring-up.js';
-import { FAULT } from './node-registry.js';
 import { sleep } from './proc.js';
 import { repoRoot, startSandbox, stopSandbox } from './sandbox.js';
 import { createNodePool, listNodeClaims } from './karpenter.js';
 import { sandboxLayout } from './layout.js';
+import { realNodeProductImage } from './real-node.js';
 import { startPrometheus, type PrometheusServer } from './prometheus.js';
 import { run } from './proc.js';
 import { dumpDom, screenshot } from './screenshot.js';
@@ -32,15 +31,17 @@ const METRICS_PORT = 18080;
 const TAINT = { key: 'node-ready/unverified', value: 'true', effect: 'NoSchedule' };
 const NAMESPACE = 'kube-system';
 const APPS = 'demo';
-/** The healthy pool and the broken one (its nodes' pods get a dead nameserver: DNS fails there). */
+/** The healthy pool and the broken one (its nodes drop their pods' DNS traffic: real-node-faults.ts, dns-blocked). */
 const GENERAL = 'general';
 const BROKEN = 'broken-dns';
+const BROKEN_FAULT = 'dns-blocked';
 
 /**
  * `make demo`, the story users live: workloads are pending, real Karpenter creates NodeClaims and
  * nodes for them (the verification taint comes from the NodePool's startupTaints), the nodes come up
- * as on a cloud (NotReady for a while, CNI and image pulls that take time), kube-node-ready verifies
- * and opens them and the workloads run. One NodePool is broken: its node fails verification, keeps
+ * as real nodes (a real kubelet takes over each Node, with containerd, the CNI bridge plugin and
+ * kube-proxy: NotReady until its network is up, the worker image pulled from the sandbox's registry),
+ * kube-node-ready verifies and opens them and the workloads run. One NodePool is broken: its node fails verification, keeps
  * its taint, kube-node-ready deletes its NodeClaim and Karpenter launches a replacement. Then the
  * workload scales up and one more node joins. A live table shows it, and `kubectl get nv` the
  * progress kept per node at the end; the exit code says whether the story ended as expected.
@@ -48,6 +49,7 @@ const BROKEN = 'broken-dns';
 export async function runDemo(opts: DemoOptions): Promise<number> {
   const { out } = opts;
   const started = Date.now();
+  const image = realNodeProductImage(repoRoot());
   const state = await startSandbox({ dir: opts.dir, slot: opts.slot, progress: out });
   let controller: ChildProcess | undefined;
   let prometheus: PrometheusServer | undefined;
@@ -59,7 +61,8 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
 
     const configFile = joinPath(opts.dir, 'controller.yaml');
     const config = {
-      worker: { image: { repository: 'ghcr.io/kube-node-ready/kube-node-ready', tag: 'dev' }, namespace: NAMESPACE, timeout: '20s' },
+      // The image make image built, as the real nodes pull it from the sandbox's registry.
+      worker: { image, namespace: NAMESPACE, timeout: '20s', startTimeout: '120s' },
       reconciliation: { maxRetries: 2, initialBackoff: '2s', maxBackoff: '4s' },
       nodeManagement: {
         taints: [TAINT],
@@ -104,20 +107,21 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
       ).finally(() => (shot.busy = undefined));
     };
 
-    out(`demo: two Karpenter NodePools with startupTaints [${TAINT.key}=${TAINT.value}:${TAINT.effect}] and realistic bring-up: "${GENERAL}", and "${BROKEN}" (its nodes' DNS is dead)`);
-    const bringUp = { [BRING_UP.preset]: 'realistic' };
-    await createNodePool(kc, { name: GENERAL, startupTaints: [TAINT], annotations: bringUp });
-    await createNodePool(kc, { name: BROKEN, startupTaints: [TAINT], annotations: { ...bringUp, [FAULT.dns]: 'dead' } });
+    out(`demo: two Karpenter NodePools of real nodes with startupTaints [${TAINT.key}=${TAINT.value}:${TAINT.effect}]: "${GENERAL}", and "${BROKEN}" (its nodes start with the fault ${BROKEN_FAULT}: they drop their pods' DNS traffic)`);
+    await createNodePool(kc, { name: GENERAL, startupTaints: [TAINT], real: {} });
+    await createNodePool(kc, { name: BROKEN, startupTaints: [TAINT], real: { faults: [BROKEN_FAULT] } });
     await createNamespace(kc, APPS);
     out(`demo: workloads are pending: Deployment web (3 replicas, one per node) on ${GENERAL}, Deployment batch (1) on ${BROKEN}`);
-    await workload(kc, 'web', GENERAL, 3);
-    await workload(kc, 'batch', BROKEN, 1);
+    const app = `${image.repository}@${image.digest}`;
+    await workload(kc, 'web', GENERAL, 3, app);
+    await workload(kc, 'batch', BROKEN, 1, app);
 
     const view = new LiveTable(opts);
     let scaled = false;
     let report: StatusReport | undefined;
     let story = { webRunning: 0, brokenClaimsDeleted: 0, brokenClaims: 0, firstBroken: '' };
-    const deadline = Date.now() + 300_000;
+    // Real nodes: each takes about 15 s to be Ready once Karpenter created it, more on a busy machine.
+    const deadline = Date.now() + 600_000;
     while (Date.now() < deadline) {
       report = await collectStatus(kc, controllerConfig, Date.now());
       view.show(report);
@@ -250,8 +254,8 @@ async function createNamespace(kc: k8s.KubeConfig, name: string): Promise<void> 
   await createIgnoreExists(() => kc.makeApiClient(k8s.CoreV1Api).createNamespace({ body: { metadata: { name } } }));
 }
 
-/** A Deployment of `replicas` sleepers on `pool`, one per node (required anti-affinity), 1 CPU each. */
-async function workload(kc: k8s.KubeConfig, name: string, pool: string, replicas: number): Promise<void> {
+/** A Deployment of `replicas` sleepers on `pool`, one per node (required anti-affinity), 1 CPU each, from the product's image (what the real nodes can pull). */
+async function workload(kc: k8s.KubeConfig, name: string, pool: string, replicas: number, image: string): Promise<void> {
   await kc.makeApiClient(k8s.AppsV1Api).createNamespacedDeployment({
     namespace: APPS,
     body: {
@@ -265,7 +269,7 @@ async function workload(kc: k8s.KubeConfig, name: string, pool: string, replicas
             nodeSelector: { 'karpenter.sh/nodepool': pool },
             affinity: { podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { app: name } } }] } },
             terminationGracePeriodSeconds: 1,
-            containers: [{ name: 'main', image: 'sandbox-shell', command: ['/bin/sh', '-c', 'exec sleep 86400'], resources: { requests: { cpu: '1', memory: '512Mi' } } }],
+            containers: [{ name: 'main', image, command: ['/nodejs/bin/node', '-e', 'setTimeout(() => {}, 86_400_000)'], resources: { requests: { cpu: '1', memory: '512Mi' } } }],
           },
         },
       },

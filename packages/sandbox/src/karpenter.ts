@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { createIgnoreExists, k8s, statusCode } from './kube.js';
 import { SIMULATED_LABEL } from './node-registry.js';
+import { REAL_NODE_FAULTS_ANNOTATION } from './karpenter-real-nodes.js';
+import { REAL_NODE_LABEL } from './real-node.js';
 import { sleep } from './proc.js';
 
 export const NODEPOOLS = { group: 'karpenter.sh', version: 'v1', plural: 'nodepools' } as const;
@@ -64,8 +66,13 @@ export interface NodePoolOptions {
   /** Taints Karpenter puts on the node at registration, for another system to remove (ours). */
   startupTaints?: k8s.V1Taint[];
   taints?: k8s.V1Taint[];
-  /** Template labels (on the Node from creation); the simulated-node label is always added. */
+  /** Template labels (on the Node from creation); the simulated-node label, or the real-node one, is always added. */
   labels?: Record<string, string>;
+  /**
+   * Real nodes (karpenter-real-nodes.ts): a real kubelet, containerd, CNI and kube-proxy take each
+   * Node over, starting with these faults (real-node-faults.ts: `FAULT` or `FAULT=VALUE`).
+   */
+  real?: { faults?: string[] };
   /** Template annotations: the sandbox's fault and bring-up knobs go here. */
   annotations?: Record<string, string>;
   /** Limit on the pool's total CPU (Karpenter stops launching beyond it). */
@@ -75,7 +82,7 @@ export interface NodePoolOptions {
 }
 
 /**
- * A NodePool whose nodes the simulated kubelet plays. Consolidation and expiry are off, so
+ * A NodePool whose nodes the simulated kubelet plays, or real nodes run (`real`). Consolidation and expiry are off, so
  * Karpenter removes a node only when its NodeClaim is deleted (by a test, or by remediation).
  */
 export function simulatedNodePool(o: NodePoolOptions): Record<string, unknown> {
@@ -85,7 +92,10 @@ export function simulatedNodePool(o: NodePoolOptions): Record<string, unknown> {
     metadata: { name: o.name },
     spec: {
       template: {
-        metadata: { labels: { [SIMULATED_LABEL]: 'true', ...(o.labels ?? {}) }, annotations: o.annotations ?? {} },
+        metadata: {
+          labels: { [o.real ? REAL_NODE_LABEL : SIMULATED_LABEL]: 'true', ...(o.labels ?? {}) },
+          annotations: { ...(o.annotations ?? {}), ...(o.real?.faults?.length ? { [REAL_NODE_FAULTS_ANNOTATION]: o.real.faults.join(',') } : {}) },
+        },
         spec: {
           nodeClassRef: { group: 'karpenter.kwok.sh', kind: 'KWOKNodeClass', name: KWOK_NODECLASS },
           requirements: [

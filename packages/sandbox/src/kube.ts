@@ -42,6 +42,8 @@ export function listWatch<T extends k8s.KubernetesObject>(
   onEvent: WatchHandler<T>,
   onSync: (items: T[]) => void,
   onError: (err: unknown) => void = () => {},
+  /** Query parameters of the watch besides its resourceVersion (a labelSelector, as the list's). */
+  query: Record<string, string> = {},
 ): { stop: () => void } {
   const watch = new k8s.Watch(kc);
   let stopped = false;
@@ -55,7 +57,7 @@ export function listWatch<T extends k8s.KubernetesObject>(
           void watch
             .watch(
               path,
-              { resourceVersion: res.metadata?.resourceVersion, allowWatchBookmarks: true },
+              { ...query, resourceVersion: res.metadata?.resourceVersion, allowWatchBookmarks: true },
               (type, obj) => {
                 if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') onEvent(type, obj as T);
               },
