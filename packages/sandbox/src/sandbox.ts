@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { unmountUnder } from './containerd.js';
 import { createNetns, deleteNetns, inNetns } from './netns.js';
 import type { k8s} from './kube.js';
 import { loadKubeConfig } from './kube.js';
@@ -124,7 +125,8 @@ export async function stopSandbox(dir: string, slot = 0, progress: (l: string) =
   progress(`sandbox: stopping ${layout.netns}`);
   if (state?.pid && alive(state.pid)) {
     process.kill(state.pid, 'SIGTERM');
-    const deadline = Date.now() + 20_000;
+    // Real nodes stop one by one, a few seconds each (their pods, containerd, mounts).
+    const deadline = Date.now() + 60_000;
     while (alive(state.pid) && Date.now() < deadline) await sleep(100);
   }
   // Whatever is still running in the namespace (a crashed daemon's children) is killed outright.
@@ -137,6 +139,8 @@ export async function stopSandbox(dir: string, slot = 0, progress: (l: string) =
   }
   for (let i = 0; i < 50 && (await netnsPids(layout)).length; i++) await sleep(100);
   await deleteNetns(layout);
+  // Mounts a real node left (a daemon killed while it stopped one): the next start removes the directory.
+  await unmountUnder(layout.dir);
   rmSync(layout.paths.state, { force: true });
 }
 
