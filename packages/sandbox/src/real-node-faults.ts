@@ -120,15 +120,14 @@ export async function setRealNodeFault(
     case 'egress-blocked':
       await filter('knr-fault-egress', on ? 'iifname "cni0" ip daddr != 10.0.0.0/8 drop' : undefined);
       break;
-    case 'pod-mtu': {
-      // Both ends of the node's link to the sandbox's bridge: a veth drops what is larger than the
-      // MTU of the end that receives it, so the limit holds both ways; the pods keep 1500, and the
-      // node answers their too-large packets with "fragmentation needed".
-      const mtu = value ?? '1500';
-      await inNode(['ip', 'link', 'set', 'eth0', 'mtu', mtu]);
-      await runOk('ip', ['-n', node.sandboxNetns, 'link', 'set', node.veth, 'mtu', mtu]);
+    case 'pod-mtu':
+      // The node's end of its link only: a veth drops a frame larger than the MTU of the end that
+      // receives it, so what the sandbox sends it is cut to BYTES too, and the node answers its pods'
+      // too-large packets with "fragmentation needed". The sandbox's end stays at 1500: it is a port
+      // of the bridge every real node shares, and a bridge takes the smallest MTU of its ports (the
+      // fault would shrink every node's path).
+      await inNode(['ip', 'link', 'set', 'eth0', 'mtu', value ?? '1500']);
       break;
-    }
   }
   if (on) node.faults.set(fault, value);
   else node.faults.delete(fault);
