@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot, sandboxControl } from '@kube-node-ready/sandbox';
+import { CLUSTER_DNS_SERVICE } from '../../packages/sandbox/src/coredns.js';
 import { realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
 import { CHART_DIR, helm } from '../chart/helm.js';
 import { core, createNamespace, deleteNode, sandbox, uniqueName, verificationInPhase, waitFor } from '../sandbox.js';
@@ -32,7 +33,8 @@ beforeAll(async () => {
     daemonset: { nodeSelector: placement() },
     config: {
       worker: { timeout: '30s' },
-      reconciliation: { initialBackoff: '1s', maxBackoff: '2s', maxRetries: 2 },
+      // The real nodes' cluster DNS is CoreDNS's Service (docs/sandbox.md, Real nodes).
+      reconciliation: { initialBackoff: '1s', maxBackoff: '2s', maxRetries: 2, clusterDnsService: CLUSTER_DNS_SERVICE },
       nodeManagement: { taints: [taint()], verifiedLabel: verifiedLabel(), condition: { type: `rds-${id}.kube-node-ready.io/NetworkVerified` } },
     },
   };

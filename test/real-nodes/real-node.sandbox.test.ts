@@ -10,6 +10,7 @@ import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot, sandboxControl } from '@kube-node-ready/sandbox';
 import { harness, readNode, type Harness } from '../../packages/controller/test/harness.js';
+import { CLUSTER_DNS, CLUSTER_DNS_SERVICE } from '../../packages/sandbox/src/coredns.js';
 import { realNodeNetnsPrefix, realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
 import { core, deleteNode, readVerification, sandbox, uniqueName, verificationInPhase, waitFor } from '../sandbox.js';
 
@@ -37,11 +38,12 @@ afterAll(async () => {
 
 /**
  * A controller whose workers run the image from the registry, with the start-up timeouts of a real
- * cluster rather than the harness's short ones: a node's first pod waits for its image pull.
+ * cluster rather than the harness's short ones: a node's first pod waits for its image pull. The
+ * real nodes' cluster DNS is CoreDNS's Service (docs/sandbox.md, Real nodes).
  */
 async function startController(): Promise<{ repository: string; digest: string }> {
   const image = realNodeProductImage(repoRoot());
-  await h.start({ worker: { image: { repository: image.repository, digest: image.digest }, scheduleTimeout: '60s', startTimeout: '120s' } });
+  await h.start({ worker: { image: { repository: image.repository, digest: image.digest }, scheduleTimeout: '60s', startTimeout: '120s' }, reconciliation: { clusterDnsService: CLUSTER_DNS_SERVICE } });
   return image;
 }
 
@@ -189,7 +191,7 @@ describe('a real node', () => {
     const failed = await verificationInPhase(broken, 'Failed', 240_000);
     const checks = new Map((failed.status?.lastAttempt?.checks ?? []).map((c) => [c.name, c]));
     expect(checks.get('dns')?.ok, JSON.stringify(failed.status)).toBe(false);
-    expect(checks.get('dns')?.error).toContain(`@${sandbox().layout.clusterDnsIp}:53`);
+    expect(checks.get('dns')?.error).toContain(`@${CLUSTER_DNS.ip}:53`);
     // The API through its Service and TCP need no DNS: they pass.
     expect(checks.get('api')?.ok).toBe(true);
     expect(checks.get('tcp')?.ok).toBe(true);

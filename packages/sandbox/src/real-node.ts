@@ -8,14 +8,15 @@
 //
 // Each node runs a real kube-proxy (nftables mode) in its namespace; the sandbox drops Service
 // addresses arriving from the real nodes' bridge before its own translation (a network has no route
-// to them), so a node whose kube-proxy is not running cannot reach a Service. What a real node still
-// borrows from the sandbox: the cluster DNS (docs/sandbox.md).
+// to them), so a node whose kube-proxy is not running cannot reach a Service. Their cluster DNS is
+// real CoreDNS (coredns.ts) on a system node of their own, which the first real node brings up.
 import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '@kube-node-ready/core';
 import { kubeconfigYaml, type SandboxCerts } from './certs.js';
 import { containerdConfig, unmountUnder } from './containerd.js';
+import { CLUSTER_DNS, coreDnsVersion, deployCoreDns, pushCoreDnsImage, SYSTEM_NODE, SYSTEM_NODE_LABEL, SYSTEM_NODE_TAINT } from './coredns.js';
 import type { SandboxLayout } from './layout.js';
 import { run, runOk, sleep, startLogged, stopProcess } from './proc.js';
 import { startRegistry, type Registry } from './registry.js';
@@ -41,6 +42,11 @@ export function realNodeBridge(slot: number): string {
 
 export function realNodeNetnsPrefix(slot: number): string {
   return `knr${slot}-n`;
+}
+
+/** The system node's namespace (coredns.ts): apart from the other real nodes' (realNodeNetnsPrefix), which come and go. */
+export function systemNodeNetns(slot: number): string {
+  return `knr${slot}-s0`;
 }
 
 /** KEY[=VALUE]:EFFECT, as kubectl taint and the kubelet's --register-with-taints write it. */
@@ -97,6 +103,9 @@ export class RealNodes {
   private readonly nodes = new Map<string, RunningNode>();
   private registry: Registry | undefined;
   private ready: Promise<void> | undefined;
+  /** The system node and CoreDNS on it, serving: brought up by the first real node's add, before that node starts. */
+  private clusterDns: Promise<void> | undefined;
+  private stopping = false;
   private readonly dir: string;
 
   constructor(private readonly deps: RealNodesDeps) {
@@ -111,12 +120,15 @@ export class RealNodes {
     if (this.nodes.has(opts.name)) throw new Error(`real node ${opts.name} exists`);
     this.ready ??= this.startRegistry();
     await this.ready;
+    // The cluster DNS serves before any other real node starts (its worker would fail dns otherwise).
+    if (opts.name !== SYSTEM_NODE) await this.startClusterDns();
+    else if (!this.clusterDns) throw new Error(`${SYSTEM_NODE} is the name of the system node, which the first real node brings up`);
     const index = this.freeIndex();
     const { layout, binDir, certs, log } = this.deps;
     const dir = join(this.dir, opts.name);
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(dir, { recursive: true });
-    const netns = `${realNodeNetnsPrefix(layout.slot)}${index}`;
+    const netns = opts.name === SYSTEM_NODE ? systemNodeNetns(layout.slot) : `${realNodeNetnsPrefix(layout.slot)}${index}`;
     const ip = `10.248.0.${10 + index}`;
     const podCidr = `10.249.${index}.0/24`;
     const sandboxNs = join(NETNS_DIR, layout.netns);
@@ -197,7 +209,8 @@ export class RealNodes {
         'authentication: {anonymous: {enabled: false}, webhook: {enabled: false}, x509: {clientCAFile: ' + certs.caCert + '}}',
         // The apiserver (logs, exec) is the only client: it presents the sandbox admin's certificate.
         'authorization: {mode: AlwaysAllow}',
-        `clusterDNS: [${layout.clusterDnsIp}]`,
+        // Real CoreDNS's Service (coredns.ts); simulated nodes keep the sandbox's kube-dns.
+        `clusterDNS: [${CLUSTER_DNS.ip}]`,
         `clusterDomain: ${layout.clusterDomain}`,
         `address: ${ip}`,
         'port: 10250',
@@ -275,6 +288,29 @@ export class RealNodes {
     return { name: opts.name, ip, podCidr };
   }
 
+  /**
+   * The system node (without the verification taint; SYSTEM_NODE_TAINT keeps other workloads off it)
+   * and CoreDNS on it, serving. Started once; a start that failed is undone and tried again by the
+   * next add.
+   */
+  private startClusterDns(): Promise<void> {
+    this.clusterDns ??= (async () => {
+      const { layout, binDir, log } = this.deps;
+      const started = Date.now();
+      log.info({ node: SYSTEM_NODE }, 'starting the system node and CoreDNS on it, the real nodes\' cluster DNS');
+      await this.add({ name: SYSTEM_NODE, taints: [{ ...SYSTEM_NODE_TAINT }], labels: { [SYSTEM_NODE_LABEL]: 'true' } });
+      const image = realNodeCoreDnsImage(repoRoot());
+      const { pod, podIp } = await deployCoreDns({ layout, kubectl: join(binDir, 'kubectl'), node: SYSTEM_NODE, image, timeoutMs: 240_000 });
+      log.info({ pod, podIp, image, service: `${CLUSTER_DNS.namespace}/${CLUSTER_DNS.name}`, clusterIp: CLUSTER_DNS.ip, ms: Date.now() - started }, 'CoreDNS serves the real nodes');
+    })().catch(async (err: unknown) => {
+      this.clusterDns = undefined;
+      if (this.nodes.has(SYSTEM_NODE)) await this.remove(SYSTEM_NODE).catch(() => undefined);
+      await run('ip', ['netns', 'del', systemNodeNetns(this.deps.layout.slot)]);
+      throw err;
+    });
+    return this.clusterDns;
+  }
+
   /** Breaks (on) or repairs (off) one of the node's components (real-node-faults.ts). */
   async setFault(name: string, fault: RealNodeFault, on: boolean, value?: string): Promise<{ node: string; fault: RealNodeFault; on: boolean; value?: string }> {
     const node = this.nodes.get(name);
@@ -286,6 +322,7 @@ export class RealNodes {
   async remove(name: string): Promise<void> {
     const node = this.nodes.get(name);
     if (!node) throw new Error(`no real node ${name}`);
+    if (name === SYSTEM_NODE && this.clusterDns && !this.stopping) throw new Error(`${SYSTEM_NODE} is the system node, where the real nodes' CoreDNS runs: it goes with the sandbox`);
     this.nodes.delete(name);
     if (node.kubeProxy) await stopProcess(node.kubeProxy);
     if (node.kubelet) await stopProcess(node.kubelet, 10_000);
@@ -318,7 +355,10 @@ export class RealNodes {
   }
 
   async stop(): Promise<void> {
-    for (const name of this.names()) await this.remove(name).catch((err: unknown) => this.deps.log.warn({ node: name, err: String(err) }, 'removing a real node failed'));
+    this.stopping = true;
+    // The system node last: the other nodes' pods may ask CoreDNS while they stop.
+    const names = this.names().sort((a, b) => Number(a === SYSTEM_NODE) - Number(b === SYSTEM_NODE));
+    for (const name of names) await this.remove(name).catch((err: unknown) => this.deps.log.warn({ node: name, err: String(err) }, 'removing a real node failed'));
     await this.registry?.stop();
     rmSync(this.dir, { recursive: true, force: true });
   }
@@ -334,7 +374,7 @@ export class RealNodes {
     const { log } = this.deps;
     const root = repoRoot();
     const build = join(root, 'packages', 'sandbox', 'go', 'build.sh');
-    const tools = (await runOk('bash', [build, 'crane', 'registry'])).trim().split('\n').pop()!;
+    const tools = (await runOk('bash', [build, 'crane', 'registry', 'coredns'])).trim().split('\n').pop()!;
     const dir = join(this.dir, 'registry');
     // The daemon runs inside the sandbox's namespace, so this listens there.
     this.registry = await startRegistry(join(tools, 'registry'), dir, REAL_NODE_REGISTRY);
@@ -350,6 +390,9 @@ export class RealNodes {
     await runOk('tar', ['--owner=0', '--group=0', '--numeric-owner', '-C', pause, '-cf', join(this.dir, 'pause', 'pause.tar'), 'pause']);
     const appended = (await crane(['append', '--oci-empty-base', '-f', join(this.dir, 'pause', 'pause.tar'), '-t', PAUSE_IMAGE])).trim().split('\n').pop()!;
     await crane(['mutate', appended, '--entrypoint', '/pause', '--user', '65535:65535', '--set-platform', 'linux/amd64', '-t', PAUSE_IMAGE]);
+
+    // CoreDNS, the real nodes' cluster DNS (coredns.ts).
+    await pushCoreDnsImage({ crane, binary: join(tools, 'coredns'), workDir: join(this.dir, 'coredns-image'), image: realNodeCoreDnsImage(root) });
 
     // The product's image, as make image wrote it.
     const tar = join(root, 'dist', 'kube-node-ready-oci.tar');
@@ -370,6 +413,12 @@ export class RealNodes {
  */
 export async function removeRealNodeNamespaces(slot: number): Promise<void> {
   await removeNamespaces(realNodeNetnsPrefix(slot));
+  await removeNamespaces(systemNodeNetns(slot).slice(0, -1));
+}
+
+/** The image of CoreDNS on real nodes, in their registry, tagged with the version go/coredns pins. */
+export function realNodeCoreDnsImage(root: string): string {
+  return `${REAL_NODE_REGISTRY}/coredns/coredns:${coreDnsVersion(root)}`;
 }
 
 /** The image reference of the product on real nodes: the index `make image` built, by digest. */
