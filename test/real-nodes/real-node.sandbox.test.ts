@@ -11,7 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot, sandboxControl } from '@kube-node-ready/sandbox';
 import { harness, readNode, type Harness } from '../../packages/controller/test/harness.js';
 import { CLUSTER_DNS, CLUSTER_DNS_SERVICE } from '../../packages/sandbox/src/coredns.js';
-import { realNodeNetnsPrefix, realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
+import { realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
 import { core, deleteNode, readVerification, sandbox, uniqueName, verificationInPhase, waitFor } from '../sandbox.js';
 
 const exec = promisify(execFile);
@@ -55,10 +55,13 @@ async function addRealNode(prefix: string, faults: string[] = []): Promise<strin
     ['label', `${h.selector.key}=${h.selector.value}`],
     ...faults.map((f): [string, string] => ['fault', f]),
   ]);
-  await sandboxControl(sandbox().state.dir, 'POST', `/add-real-node/${name}?${query.toString()}`, 300_000);
+  const started = (await sandboxControl(sandbox().state.dir, 'POST', `/add-real-node/${name}?${query.toString()}`, 300_000)) as { dir: string; netns: string };
   added.push(name);
+  made.set(name, started);
   return name;
 }
+/** Each real node's directory and network namespace on the machine, as the sandbox reported them. */
+const made = new Map<string, { dir: string; netns: string }>();
 
 /** What a real node leaves on the machine: processes, mounts, network namespaces and cgroups naming it. */
 function leftovers(name: string, dir: string): string[] {
@@ -70,9 +73,12 @@ function leftovers(name: string, dir: string): string[] {
     } catch {
       continue;
     }
-    if (cmd.includes(dir)) left.push(`process ${pid}: ${cmd.slice(0, 120)}`);
+    if (cmd.includes(`${dir}/`)) left.push(`process ${pid}: ${cmd.slice(0, 120)}`);
   }
-  for (const line of readFileSync('/proc/self/mounts', 'utf8').split('\n')) if (line.split(' ')[1]?.startsWith(dir)) left.push(`mount ${line.split(' ')[1]}`);
+  for (const line of readFileSync('/proc/self/mounts', 'utf8').split('\n')) {
+    const mount = line.split(' ')[1];
+    if (mount === dir || mount?.startsWith(`${dir}/`)) left.push(`mount ${mount}`);
+  }
   const cgroups = readdirSync('/sys/fs/cgroup').map((hier) => join('/sys/fs/cgroup', hier, `knr${sandbox().layout.slot}-${name}`));
   for (const c of cgroups) if (existsSync(c)) left.push(`cgroup ${c}`);
   if (existsSync(dir)) left.push(`directory ${dir}`);
@@ -109,12 +115,14 @@ describe('a real node', () => {
     const pulled = events.find((e) => e.reason === 'Pulled' || e.reason === 'Pulling');
     expect(pulled?.message, JSON.stringify(events.map((e) => `${e.reason}: ${e.message}`))).toContain(`${image.repository}@${image.digest}`);
 
-    const dir = join(sandbox().layout.dir, 'real-nodes', name);
+    const { dir, netns } = made.get(name)!;
+    expect(existsSync(dir)).toBe(true);
+    expect(existsSync(join('/run/netns', netns))).toBe(true);
     await sandboxControl(sandbox().state.dir, 'POST', `/remove-real-node/${name}`, 120_000);
     added.splice(added.indexOf(name), 1);
     expect(leftovers(name, dir)).toEqual([]);
-    const namespaces = readdirSync('/run/netns').filter((n) => n.startsWith(realNodeNetnsPrefix(sandbox().layout.slot)));
-    expect(namespaces).toEqual([]);
+    // Its namespace is gone (other tests' real nodes may be running beside it).
+    expect(existsSync(join('/run/netns', netns))).toBe(false);
     await deleteNode(name);
   });
 

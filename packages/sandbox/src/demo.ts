@@ -7,6 +7,7 @@ import { loadConfig } from '@kube-node-ready/controller';
 import { createIgnoreExists, k8s, loadKubeConfig } from './kube.js';
 import { sleep } from './proc.js';
 import { repoRoot, startSandbox, stopSandbox } from './sandbox.js';
+import { CLUSTER_DNS_SERVICE } from './coredns.js';
 import { createNodePool, listNodeClaims } from './karpenter.js';
 import { sandboxLayout } from './layout.js';
 import { realNodeProductImage } from './real-node.js';
@@ -63,7 +64,8 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
     const config = {
       // The image make image built, as the real nodes pull it from the sandbox's registry.
       worker: { image, namespace: NAMESPACE, timeout: '20s', startTimeout: '120s' },
-      reconciliation: { maxRetries: 2, initialBackoff: '2s', maxBackoff: '4s' },
+      // The real nodes' cluster DNS: real CoreDNS behind its own Service (coredns.ts).
+      reconciliation: { maxRetries: 2, initialBackoff: '2s', maxBackoff: '4s', clusterDnsService: CLUSTER_DNS_SERVICE },
       nodeManagement: {
         taints: [TAINT],
         // Remediation on (it is off by default), with guards sized for a demo.

@@ -21,7 +21,7 @@ import type { SandboxLayout } from './layout.js';
 import { run, runOk, sleep, startLogged, stopProcess } from './proc.js';
 import { startRegistry, type Registry } from './registry.js';
 import { cgroupHierarchyRoots, removeTree } from './runtime/cgroups.js';
-import { NETNS_DIR, removeNamespaces } from './runtime/pod-network.js';
+import { NETNS_DIR, NFT, removeNamespaces } from './runtime/pod-network.js';
 import { type RealNodeFault, setRealNodeFault } from './real-node-faults.js';
 import { repoRoot } from './sandbox.js';
 
@@ -73,9 +73,6 @@ export interface RunningNode {
   index: number;
   dir: string;
   netns: string;
-  /** The node's end of its link to the sandbox's bridge is `eth0` in `netns`; this is the other end, in `sandboxNetns`. */
-  veth: string;
-  sandboxNetns: string;
   ip: string;
   podCidr: string;
   containerd: ChildProcess;
@@ -101,6 +98,12 @@ export interface RealNodesDeps {
  */
 export class RealNodes {
   private readonly nodes = new Map<string, RunningNode>();
+  /** Nodes being started, by name: their index. */
+  private readonly starting = new Map<string, number>();
+  /** The index given last (freeIndex). */
+  private lastIndex = 0;
+  /** Nodes being stopped, by name. */
+  private readonly removing = new Map<string, Promise<void>>();
   private registry: Registry | undefined;
   private ready: Promise<void> | undefined;
   /** The system node and CoreDNS on it, serving: brought up by the first real node's add, before that node starts. */
@@ -116,16 +119,38 @@ export class RealNodes {
     return [...this.nodes.keys()];
   }
 
-  async add(opts: RealNodeOptions): Promise<{ name: string; ip: string; podCidr: string }> {
-    if (this.nodes.has(opts.name)) throw new Error(`real node ${opts.name} exists`);
-    this.ready ??= this.startRegistry();
-    await this.ready;
-    // The cluster DNS serves before any other real node starts (its worker would fail dns otherwise).
-    if (opts.name !== SYSTEM_NODE) await this.startClusterDns();
-    else if (!this.clusterDns) throw new Error(`${SYSTEM_NODE} is the name of the system node, which the first real node brings up`);
+  async add(opts: RealNodeOptions): Promise<{ name: string; ip: string; podCidr: string; dir: string; netns: string }> {
+    if (this.nodes.has(opts.name) || this.starting.has(opts.name)) throw new Error(`real node ${opts.name} exists`);
+    // The index is taken at once: nodes added side by side (a Karpenter burst) get their own.
     const index = this.freeIndex();
+    this.starting.set(opts.name, index);
+    // By index, not name: the node's sockets (containerd's, the kubelet's pod-resources and device
+    // plugins) live in it, and a Karpenter node's name is long enough to pass the 108-byte limit of a
+    // unix socket's path.
+    const dir = join(this.dir, `n${index}`);
+    try {
+      this.ready ??= this.startRegistry();
+      await this.ready;
+      // The cluster DNS serves before any other real node starts (its worker would fail dns otherwise).
+      if (opts.name !== SYSTEM_NODE) await this.startClusterDns();
+      else if (!this.clusterDns) throw new Error(`${SYSTEM_NODE} is the name of the system node, which the first real node brings up`);
+      return await this.start(opts, index, dir);
+    } catch (err) {
+      // Nothing of a node that did not start is left: its processes, mounts, namespace, route, cgroups, files.
+      await run('pkill', ['-KILL', '-f', `${dir}/`]);
+      await unmountUnder(dir);
+      await run('ip', ['netns', 'del', `${realNodeNetnsPrefix(this.deps.layout.slot)}${index}`]);
+      await run('ip', ['-n', this.deps.layout.netns, 'route', 'del', `10.249.${index}.0/24`]);
+      for (const h of cgroupHierarchyRoots()) await removeTree(join(h, `/knr${this.deps.layout.slot}-${opts.name}`));
+      rmSync(dir, { recursive: true, force: true });
+      throw err;
+    } finally {
+      this.starting.delete(opts.name);
+    }
+  }
+
+  private async start(opts: RealNodeOptions, index: number, dir: string): Promise<{ name: string; ip: string; podCidr: string; dir: string; netns: string }> {
     const { layout, binDir, certs, log } = this.deps;
-    const dir = join(this.dir, opts.name);
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(dir, { recursive: true });
     const netns = opts.name === SYSTEM_NODE ? systemNodeNetns(layout.slot) : `${realNodeNetnsPrefix(layout.slot)}${index}`;
@@ -253,6 +278,8 @@ export class RealNodes {
         'mode: nftables',
         `clientConnection: {kubeconfig: ${join(dir, 'kube-proxy.kubeconfig')}}`,
         `hostnameOverride: ${opts.name}`,
+        // Its node IP, given: it starts before the kubelet registers the Node it would read it from.
+        `bindAddress: ${ip}`,
         'healthzBindAddress: 127.0.0.1:10256',
         'metricsBindAddress: 127.0.0.1:10249',
         `clusterCIDR: ${REAL_NODE_POD_RANGE}`,
@@ -268,8 +295,6 @@ export class RealNodes {
       index,
       dir,
       netns,
-      veth,
-      sandboxNetns: layout.netns,
       ip,
       podCidr,
       containerd,
@@ -282,10 +307,20 @@ export class RealNodes {
     this.nodes.set(opts.name, node);
     // The faults it starts with are in place before its kubelet and kube-proxy start.
     for (const { fault, value } of opts.faults ?? []) await setRealNodeFault(node, fault, true, value, log);
+    // kube-proxy first, and the kubelet once it has programmed the Services, as on a node image that
+    // starts kube-proxy before the kubelet: a healthy node's first worker finds its Services routed
+    // (started the other way round, a loaded machine's kube-proxy took longer than a worker's two
+    // attempts: the race the product exists to catch, which a healthy sandbox node must not have).
+    if (!node.faults.has('kube-proxy-stopped')) {
+      node.kubeProxy = startKubeProxy();
+      // Its rules name the `kubernetes` Service's ClusterIP once it has synced the Services (its
+      // /healthz answers 503 until the Node exists, which the kubelet has not registered yet).
+      const rules = () => run('nsenter', [`--net=${join(NETNS_DIR, netns)}`, '--', NFT, 'list', 'table', 'ip', 'kube-proxy']);
+      await waitFor(async () => (await rules()).stdout.includes(layout.kubernetesServiceIp), `kube-proxy of ${opts.name} to program the Services`, 120_000);
+    }
     if (!node.faults.has('kubelet-stopped')) node.kubelet = startKubelet();
-    if (!node.faults.has('kube-proxy-stopped')) node.kubeProxy = startKubeProxy();
     log.info({ node: opts.name, ip, podCidr, netns, sandboxNs }, 'real node started');
-    return { name: opts.name, ip, podCidr };
+    return { name: opts.name, ip, podCidr, dir, netns };
   }
 
   /**
@@ -323,7 +358,21 @@ export class RealNodes {
     const node = this.nodes.get(name);
     if (!node) throw new Error(`no real node ${name}`);
     if (name === SYSTEM_NODE && this.clusterDns && !this.stopping) throw new Error(`${SYSTEM_NODE} is the system node, where the real nodes' CoreDNS runs: it goes with the sandbox`);
-    this.nodes.delete(name);
+    // Listed (names()) until it is gone: whoever waits for a node to stop, the sandbox's own stop
+    // included, waits for its teardown, not only its start.
+    let removal = this.removing.get(name);
+    if (!removal) {
+      removal = this.teardown(node).finally(() => {
+        this.nodes.delete(name);
+        this.removing.delete(name);
+      });
+      this.removing.set(name, removal);
+    }
+    return removal;
+  }
+
+  private async teardown(node: RunningNode): Promise<void> {
+    const name = node.name;
     if (node.kubeProxy) await stopProcess(node.kubeProxy);
     if (node.kubelet) await stopProcess(node.kubelet, 10_000);
     const sock = join(node.dir, 'containerd.sock');
@@ -364,8 +413,13 @@ export class RealNodes {
   }
 
   private freeIndex(): number {
-    const used = new Set([...this.nodes.values()].map((n) => n.index));
-    for (let i = 1; i <= 200; i++) if (!used.has(i)) return i;
+    const used = new Set([...this.nodes.values()].map((n) => n.index).concat([...this.starting.values()]));
+    // Round robin: a removed node's index (its directory, namespace, addresses) is not given to the
+    // next node at once, so what is left of one is never taken for another's.
+    for (let k = 0; k < 200; k++) {
+      const i = ((this.lastIndex + k) % 200) + 1;
+      if (!used.has(i)) return (this.lastIndex = i);
+    }
     throw new Error('at most 200 real nodes');
   }
 
@@ -436,8 +490,15 @@ async function issueNodeCert(certs: SandboxCerts, name: string, cert: string, ke
 async function issueClientCert(certs: SandboxCerts, subject: string, cert: string, key: string, dir: string): Promise<void> {
   const ext = join(dir, 'client.ext');
   writeFileSync(ext, 'keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n');
-  await runOk('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', `${cert}.csr`, '-subj', subject]);
-  await runOk('openssl', ['x509', '-req', '-in', `${cert}.csr`, '-CA', certs.caCert, '-CAkey', certs.caKey, '-CAcreateserial', '-out', cert, '-days', '30', '-extfile', ext]);
+  // A node's name may be up to 253 characters (Karpenter's often pass 64), and its certificate's
+  // common name must be system:node:<name>: OpenSSL's string table limits a CN to 64 characters
+  // (X.520's upper bound) unless its configuration says otherwise. Go's x509, which a kubelet's TLS
+  // bootstrap goes through, has no such limit.
+  const conf = join(dir, 'openssl.cnf');
+  writeFileSync(conf, 'openssl_conf = default_conf\n[default_conf]\nstbl_section = stbl\n[stbl]\ncommonName = min:1,max:300\n[req]\ndistinguished_name = dn\n[dn]\n');
+  const env = { ...process.env, OPENSSL_CONF: conf };
+  await runOk('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', `${cert}.csr`, '-subj', subject], { env });
+  await runOk('openssl', ['x509', '-req', '-in', `${cert}.csr`, '-CA', certs.caCert, '-CAkey', certs.caKey, '-CAcreateserial', '-out', cert, '-days', '30', '-extfile', ext], { env });
 }
 
 async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs: number): Promise<void> {
