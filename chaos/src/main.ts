@@ -1,8 +1,9 @@
 // `make chaos`: the fault suite (docs/reliability.md). Each scenario breaks something on purpose
 // during a burst of simulated nodes and counts violations of the six invariants.
 //   node dist/chaos.mjs [--quick] [--only leader-kill,node-recreate] [--seed N] [--slot 20]
-//                       [--nodes N] [--out chaos/results/<date>[-quick].json] [--update-docs]
-// Exits 1 when any scenario violated an invariant (or failed to run), 0 otherwise.
+//                       [--nodes N] [--reruns 1] [--out chaos/results/<date>[-quick].json] [--update-docs]
+// Exits 1 when any scenario violated an invariant (or failed to run); 3 when none did but a
+// scenario's premise was not met even when run again (inconclusive, verdict.ts); 0 otherwise.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -13,7 +14,8 @@ import type { ChaosEnv } from './cluster.js';
 import { rng } from '../../packages/core/src/testing/random.js';
 import { INVARIANTS, RECOVERY_BOUND_MS, runScenario, SETTLE_BOUND_MS, type ScenarioResult } from './run.js';
 import { SCENARIOS } from './scenarios.js';
-import { markdownTable, textTable } from './table.js';
+import { markdownTable, premiseCell, textTable } from './table.js';
+import { EXIT, suiteOutcome } from './verdict.js';
 
 /** Scenarios of the short version that `make test` runs. */
 // make test's share of the suite (about 2 minutes on 2 cores): the controller killed mid-burst and
@@ -29,8 +31,13 @@ const HELP = `make chaos: the fault suite (docs/reliability.md)
     --seed N          random seed (default: time-based; printed, so a run can be repeated)
     --slot N          sandbox slot (default 20)
     --nodes N         nodes in each scenario's burst, instead of its own size
+    --reruns N        run a scenario again, up to N times, while its premise is not met and
+                      nothing was violated (default 1)
     --out FILE        results JSON (default chaos/results/<date>[-quick].json)
     --update-docs     write the table into docs/reliability.md
+  Exit code: 0 every scenario passed; 1 a violation (a broken promise: a product fault) or a
+  scenario that could not run; ${EXIT.inconclusive} inconclusive: nothing was violated, but a scenario did not
+  create the situation it tests (its premise), even when run again: not a product fault, run it again.
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -42,6 +49,7 @@ async function main(argv: string[]): Promise<number> {
       seed: { type: 'string' },
       slot: { type: 'string', default: '20' },
       nodes: { type: 'string' },
+      reruns: { type: 'string', default: '1' },
       out: { type: 'string' },
       'update-docs': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h' },
@@ -59,6 +67,8 @@ async function main(argv: string[]): Promise<number> {
   const slot = Number(values.slot);
   const nodes = values.nodes !== undefined ? Number(values.nodes) : undefined;
   if (nodes !== undefined && !(Number.isInteger(nodes) && nodes >= 1)) throw new Error(`--nodes ${values.nodes}: expected a whole number of nodes, at least 1`);
+  const reruns = Number(values.reruns);
+  if (!(Number.isInteger(reruns) && reruns >= 0)) throw new Error(`--reruns ${values.reruns}: expected a whole number, 0 or more`);
   const root = repoRoot();
   const date = new Date().toISOString().slice(0, 10);
   const out = resolve(values.out ?? join(root, 'chaos', 'results', `${date}${quick ? '-quick' : ''}.json`));
@@ -74,28 +84,42 @@ async function main(argv: string[]): Promise<number> {
   env.out(`chaos: ${names.length} scenarios (${quick ? 'quick' : 'full'}), seed ${seed}, sandbox slot ${slot}, logs in ${env.logDir}`);
 
   const random = rng(seed);
+  // Every run, reruns included (the table shows them all); the last run of each scenario decides.
   const results: ScenarioResult[] = [];
+  const lastRuns: ScenarioResult[] = [];
   const failedToRun: string[] = [];
   for (const [i, name] of names.entries()) {
     const s = SCENARIOS.find((x) => x.name === name)!;
-    env.out(`(${i + 1}/${names.length}) ${name}: ${s.what}`);
-    try {
-      const r = await runScenario(env, s, { quick, random, seed, ...(nodes !== undefined ? { nodes } : {}) });
-      results.push(r);
-      const bad = INVARIANTS.filter((k) => r.violations[k] > 0);
-      env.out(
-        `(${i + 1}/${names.length}) ${name}: ${bad.length === 0 ? 'no violations' : `VIOLATIONS: ${bad.map((k) => `${k} ${r.violations[k]}`).join(', ')}`}; ` +
-          `recovery ${fmt(r.recoveryMs)}, settled ${fmt(r.settleMs)}, ${(r.durationMs / 1000).toFixed(0)}s`,
-      );
-      for (const line of r.promise?.summary ?? []) env.out(`    ${line}`);
-      for (const d of r.details.slice(0, 20)) env.out(`    ${d.invariant}: ${d.detail}`);
-    } catch (err) {
-      failedToRun.push(name);
-      env.out(`(${i + 1}/${names.length}) ${name}: could not run: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
-      await stopSandbox(env.dir, slot, () => {}).catch(() => {});
+    const tag = `(${i + 1}/${names.length}) ${name}`;
+    env.out(`${tag}: ${s.what}`);
+    for (let run = 1; ; run++) {
+      try {
+        const r = await runScenario(env, s, { quick, random, seed, run, ...(nodes !== undefined ? { nodes } : {}) });
+        results.push(r);
+        const bad = INVARIANTS.filter((k) => r.violations[k] > 0);
+        env.out(
+          `${tag}${run > 1 ? ` (run ${run})` : ''}: ${r.verdict === 'inconclusive' ? 'INCONCLUSIVE' : r.verdict}: ` +
+            `${bad.length === 0 ? 'no violations' : `VIOLATIONS: ${bad.map((k) => `${k} ${r.violations[k]}`).join(', ')}`}; premise ${premiseCell(r)}; ` +
+            `recovery ${fmt(r.recoveryMs)}, settled ${fmt(r.settleMs)}, ${(r.durationMs / 1000).toFixed(0)}s`,
+        );
+        for (const p of r.premises) env.out(`    premise ${p.met ? 'met' : 'NOT MET'}: ${p.what}: ${p.measured}`);
+        for (const line of r.promise?.summary ?? []) env.out(`    ${line}`);
+        for (const d of r.details.slice(0, 20)) env.out(`    ${d.invariant}: ${d.detail}`);
+        if (r.verdict === 'inconclusive' && run <= reruns) {
+          env.out(`${tag}: its premise was not met and nothing was violated: the run tested nothing, running it again (${run} of ${reruns} reruns)`);
+          continue;
+        }
+        lastRuns.push(r);
+      } catch (err) {
+        failedToRun.push(name);
+        env.out(`${tag}: could not run: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+        await stopSandbox(env.dir, slot, () => {}).catch(() => {});
+      }
+      break;
     }
   }
 
+  const outcome = suiteOutcome(lastRuns, failedToRun);
   process.stdout.write(`\n${textTable(results)}\n`);
   const report = {
     date: new Date().toISOString(),
@@ -103,6 +127,7 @@ async function main(argv: string[]): Promise<number> {
     seed,
     bounds: { settleMs: SETTLE_BOUND_MS, recoveryMs: RECOVERY_BOUND_MS },
     machine: { cpus: cpus().length, loadavg: loadavg().map((x) => Number(x.toFixed(2))) },
+    reruns,
     failedToRun,
     results,
   };
@@ -118,14 +143,15 @@ async function main(argv: string[]): Promise<number> {
     const b = text.indexOf(end);
     if (a < 0 || b < a) throw new Error(`${doc} has no ${begin} ... ${end} block to update`);
     const cmd = `node dist/chaos.mjs${quick ? ' --quick' : ''}${values.only ? ` --only ${values.only}` : ''}${nodes !== undefined ? ` --nodes ${nodes}` : ''} --seed ${seed}`;
-    const block = `${begin}\n${markdownTable(results)}\n\nRun ${report.date.slice(0, 16).replace('T', ' ')} UTC, seed ${seed} (\`${cmd}\`), ${report.machine.cpus} cores, load ${report.machine.loadavg.join(' ')}.\n${end}`;
+    const block = `${begin}\n${markdownTable(results)}\n\nRun ${report.date.slice(0, 16).replace('T', ' ')} UTC, seed ${seed} (\`${cmd}\`), ${report.machine.cpus} cores, load ${report.machine.loadavg.join(' ')}: ${outcome.line}.\n${end}`;
     writeFileSync(doc, text.slice(0, a) + block + text.slice(b + end.length));
     env.out(`updated ${doc}`);
   }
   const violations = results.reduce((a, r) => a + INVARIANTS.reduce((x, k) => x + r.violations[k], 0), 0);
-  if (failedToRun.length > 0) env.out(`chaos: ${failedToRun.length} scenario(s) could not run: ${failedToRun.join(', ')}`);
-  env.out(`chaos: ${violations} violation(s) in ${results.length} scenario(s)`);
-  return violations === 0 && failedToRun.length === 0 ? 0 : 1;
+  const missed = results.filter((r) => r.premises.some((p) => !p.met)).length;
+  env.out(`chaos: ${violations} violation(s) and ${missed} premise miss(es) in ${results.length} run(s)`);
+  env.out(`chaos: ${outcome.line}`);
+  return outcome.code;
 }
 
 const fmt = (ms: number | undefined) => (ms === undefined ? '-' : `${(ms / 1000).toFixed(1)}s`);

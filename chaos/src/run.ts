@@ -10,6 +10,7 @@ import { Reason } from '../../packages/controller/src/events/reasons.js';
 import { chaosConfig, Cluster, CONDITION_TYPE, GUARDS, LEASE, mergeConfig, NAMESPACE, TAINT, VERIFIED_LABEL, type ChaosEnv } from './cluster.js';
 import { Monitor, type Fault, type NodeRecord } from './monitor.js';
 import type { Rng } from '../../packages/core/src/testing/random.js';
+import { verdictOf, type Premise, type Verdict } from './verdict.js';
 
 export const RUN_LABEL = 'chaos.kube-node-ready.io/run';
 /** Marks written by "others": they must survive everything the controller does. */
@@ -48,6 +49,8 @@ export interface Ctx {
   deleteNode: (name: string) => Promise<void>;
   /** What the foreign writer wrote to a node at resourceVersion rv: the end state must match the newest. */
   expectForeign: (node: string, change: Partial<ForeignState>, rv: number) => void;
+  /** Records whether the fault did what the scenario is about (a premise: not met makes the run inconclusive, not violated). */
+  premise: (p: Premise) => void;
   sleep: (ms: number) => Promise<void>;
 }
 
@@ -109,6 +112,8 @@ export interface PromiseInput {
 export interface PromiseVerdict {
   /** One line per broken promise. */
   violations: string[];
+  /** What had to happen for the promise to be tested (a premise not met is no violation: the run is inconclusive). */
+  premises?: Premise[];
   /** A few lines for the console: what was seen. */
   summary: string[];
   /** Details for the results JSON. */
@@ -134,6 +139,12 @@ export interface ScenarioResult {
   controllerDeletions: number;
   violations: Record<Invariant, number>;
   details: Violation[];
+  /** What the scenario needed to happen (its fault's and its promise's premises), as measured. */
+  premises: Premise[];
+  /** violated (a broken promise), inconclusive (nothing broken, a premise not met) or pass. */
+  verdict: Verdict;
+  /** 1, or 2 and up for a run again after an inconclusive one. */
+  run: number;
   /** Fault end -> first controller action (worker pod created or node opened). */
   recoveryMs?: number;
   /** Fault end -> every healthy node open. */
@@ -158,7 +169,7 @@ const FAULT_OF: Record<Fault, Parameters<typeof simulatedNode>[0]['faults']> = {
   'never-start': { neverStart: true },
 };
 
-export async function runScenario(env: ChaosEnv, s: Scenario, opts: { quick: boolean; random: Rng; seed: number; nodes?: number }): Promise<ScenarioResult> {
+export async function runScenario(env: ChaosEnv, s: Scenario, opts: { quick: boolean; random: Rng; seed: number; nodes?: number; run?: number }): Promise<ScenarioResult> {
   const started = Date.now();
   const log = (line: string) => env.out(`[${s.name}] ${line}`);
   const runId = `${s.name}-${started}`;
@@ -168,6 +179,7 @@ export async function runScenario(env: ChaosEnv, s: Scenario, opts: { quick: boo
   const monitor = new Monitor(cluster.kc, { nodeSelector: `${RUN_LABEL}=${runId}`, namespace: NAMESPACE, taintKey: TAINT.key, verifiedLabel: VERIFIED_LABEL, conditionType: CONDITION_TYPE, lease: LEASE });
   const foreign = new Map<string, ForeignState>();
   const scenarioDeleted = new Set<string>();
+  const faultPremises: Premise[] = [];
   let progress: NodeJS.Timeout | undefined;
   try {
     await Promise.all([cluster.startReplica(0), cluster.startReplica(1)]);
@@ -236,6 +248,10 @@ export async function runScenario(env: ChaosEnv, s: Scenario, opts: { quick: boo
         const cur = foreign.get(node);
         if (cur && rv > (cur.rv ?? 0)) foreign.set(node, { ...cur, ...change, rv });
       },
+      premise: (p) => {
+        faultPremises.push(p);
+        log(`premise ${p.met ? 'met' : 'NOT MET'}: ${p.what}: ${p.measured}`);
+      },
       sleep,
     };
     const waves = 4;
@@ -292,8 +308,12 @@ export async function runScenario(env: ChaosEnv, s: Scenario, opts: { quick: boo
     const config = mergeConfig(chaosConfig(0), configOverride ?? {});
     const promise = s.judge?.({ monitor, events: await monitor.nodeEvents(), quick: opts.quick, scenarioDeleted, config });
     const result = judge({ s, monitor, foreign, scenarioDeleted, faultStart, faultEnd, started, settleMs, seed: opts.seed, failsAllBefore, promise });
+    const premises = [...faultPremises, ...(promise?.premises ?? [])];
     return {
       ...result,
+      premises,
+      verdict: verdictOf({ violations: result.violations, premises }),
+      run: opts.run ?? 1,
       ...(configOverride ? { configOverride } : {}),
       ...(s.keepReplicasUp ? { replicaRestarts: cluster.restarts } : {}),
       ...(promise ? { promise: { summary: promise.summary, observed: promise.observed } } : {}),
@@ -347,7 +367,7 @@ interface JudgeInput {
   promise?: PromiseVerdict;
 }
 
-export function judge(j: JudgeInput): ScenarioResult {
+export function judge(j: JudgeInput): Omit<ScenarioResult, 'premises' | 'verdict' | 'run'> {
   const { monitor } = j;
   const details: Violation[] = [];
   const v = (invariant: Invariant, detail: string) => details.push({ invariant, detail });
@@ -509,6 +529,7 @@ const range = (xs: number[]): string => (xs.length === 0 ? '-' : `${secs(Math.mi
 export function allOf(...verdicts: PromiseVerdict[]): PromiseVerdict {
   return {
     violations: verdicts.flatMap((v) => v.violations),
+    premises: verdicts.flatMap((v) => v.premises ?? []),
     summary: verdicts.flatMap((v) => v.summary),
     observed: Object.assign({}, ...verdicts.map((v) => v.observed)) as Record<string, unknown>,
   };
@@ -597,10 +618,11 @@ export function waitsAreExplained(j: PromiseInput, slackMs: number): PromiseVerd
       );
     }
   }
-  if (required.length === 0) violations.push(`premise not met: no node was kept from running a worker for ${threshold / 1000} s or more (bring-up did not happen?)`);
   const top = [...texts].sort((a, b) => b[1] - a[1]).slice(0, 4).map(([t, c]) => `${c}x "${t}"`);
+  const longest = required.length > 0 ? Math.max(...required) : sooner.length > 0 ? Math.max(...sooner) : 0;
   return {
     violations,
+    premises: [{ what: `a node was kept from running a worker for ${threshold / 1000} s or more`, met: required.length > 0, measured: `${required.length} nodes, longest ${secs(longest)} s` }],
     summary: [
       `${seenRequired} of ${required.length} nodes kept from running a worker for ${threshold / 1000} s or more (${range(required)}) were seen waiting with a reason; ` +
         `${sooner.length} could run one sooner (${range(sooner)}; a wait is reported after ${WAIT_REPORTED_AFTER_MS / 1000} s), ${seenSooner} of them seen waiting`,
@@ -656,15 +678,17 @@ export function neverRemediatedWhileQueued(j: PromiseInput): PromiseVerdict {
   const longest = waits.at(-1) ?? 0;
   const longestUnderOne = underOneLeader.at(-1) ?? 0;
   const longer = underOneLeader.filter((w) => w > stuckNodeTimeoutMs).length;
-  if (longer === 0) {
-    violations.push(
-      `premise not met: no node waited longer than stuckNodeTimeout ${stuckNodeTimeoutMs / 1000} s for its worker under one leader (longest ${secs(longestUnderOne)} s; ${secs(longest)} s across leaders; ${j.monitor.leaderTerms.length} leader terms)`,
-    );
-  }
   const median = waits[Math.floor(waits.length / 2)] ?? 0;
   const first = j.monitor.leaderTerms[0]?.t ?? 0;
   return {
     violations,
+    premises: [
+      {
+        what: `a node waited longer than stuckNodeTimeout (${stuckNodeTimeoutMs / 1000} s) for its worker under one leader`,
+        met: longer > 0,
+        measured: `${longer} nodes; longest ${secs(longestUnderOne)} s under one leader, ${secs(longest)} s across ${j.monitor.leaderTerms.length} leader terms`,
+      },
+    ],
     summary: [
       `${longer} of ${waits.length} nodes waited longer than stuckNodeTimeout (${stuckNodeTimeoutMs / 1000} s) for their worker under one leader (longest ${secs(longestUnderOne)} s; ` +
         `across leaders median ${secs(median)} s, longest ${secs(longest)} s; ${j.monitor.leaderTerms.length} leader terms); ${remediated.length} Remediation Events, ` +
