@@ -41,7 +41,7 @@ export function coreDnsVersion(root: string): string {
 
 /**
  * The Corefile: kubeadm's, without `forward` (no upstream may be asked: names outside the cluster
- * domain get SERVFAIL/NXDOMAIN). `hosts` lists extra entries served before the kubernetes plugin
+ * domain get SERVFAIL: no plugin is left to ask). `hosts` lists extra entries served before the kubernetes plugin
  * (an `/etc/hosts`-style block, each `IP NAME...`), for names a test wants answered.
  */
 export function corefile(clusterDomain: string, hosts: readonly string[] = []): string {
