@@ -47,9 +47,11 @@ system-deps:
 	fi
 
 .PHONY: sandbox-bins
-sandbox-bins: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, helm and Karpenter from Go modules, and node-readiness-controller from shared/third_party/ (each cached under its own key in ~/.cache/kube-node-ready)
+sandbox-bins: ## Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy, helm and Karpenter from Go modules, node-readiness-controller from shared/third_party/, and what real nodes use: crane, the Distribution registry, CoreDNS (each cached under its own key in ~/.cache/kube-node-ready)
 	@bash packages/sandbox/go/build.sh node-readiness-controller >/dev/null
 	@bash packages/sandbox/go/build.sh >/dev/null
+	@# Real nodes' registry and cluster DNS: built here, not on the first real node's start (a request with a deadline).
+	@bash packages/sandbox/go/build.sh crane registry coredns >/dev/null
 
 dist/kube-node-ready.mjs dist/sandbox.mjs: $(STAMP) $(SRC) scripts/bundle.mjs
 	node scripts/bundle.mjs

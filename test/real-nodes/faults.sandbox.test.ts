@@ -4,6 +4,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot, sandboxControl } from '@kube-node-ready/sandbox';
 import { harness, readNode, type Harness } from '../../packages/controller/test/harness.js';
+import { CLUSTER_DNS_SERVICE } from '../../packages/sandbox/src/coredns.js';
 import { realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
 import { core, deleteNode, sandbox, uniqueName, verificationInPhase, waitFor } from '../sandbox.js';
 
@@ -30,7 +31,12 @@ afterAll(async () => {
 /** A controller whose workers run the image from the registry, with a real cluster's start-up timeouts. */
 async function startController(checks: Record<string, unknown> = {}): Promise<void> {
   const image = realNodeProductImage(repoRoot());
-  await h.start({ worker: { image: { repository: image.repository, digest: image.digest }, scheduleTimeout: '60s', startTimeout: '120s', checks: { checkTimeout: '10s', ...checks } } });
+  await h.start({
+    // Whole-attempt timeout for a loaded machine: mtu alone waits up to its 10 s check timeout.
+    worker: { image: { repository: image.repository, digest: image.digest }, timeout: '60s', scheduleTimeout: '60s', startTimeout: '120s', checks: { checkTimeout: '10s', ...checks } },
+    // Real nodes ask real CoreDNS: the "no ready endpoint" evidence reads its Service.
+    reconciliation: { clusterDnsService: CLUSTER_DNS_SERVICE },
+  });
 }
 
 async function addRealNode(prefix: string, faults: string[] = []): Promise<string> {

@@ -7,6 +7,7 @@ import { repoRoot, sandboxControl } from '@kube-node-ready/sandbox';
 import { harness, readNode, type Harness } from '../../packages/controller/test/harness.js';
 import { createNodePool, deleteNodePool, listNodeClaims, NODECLAIMS } from '../../packages/sandbox/src/karpenter.js';
 import { k8s } from '../../packages/sandbox/src/kube.js';
+import { CLUSTER_DNS_SERVICE } from '../../packages/sandbox/src/coredns.js';
 import { REAL_NODE_LABEL, realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
 import { core, sandbox, uniqueName, verificationInPhase, waitFor } from '../sandbox.js';
 
@@ -37,6 +38,8 @@ it('Karpenter launches a real node for a pending pod: its kubelet takes the Node
       startTimeout: '120s',
       tolerations: [{ key: dedicated.key, operator: 'Equal', value: pool, effect: 'NoSchedule' }],
     },
+    // Real nodes ask real CoreDNS: the "no ready endpoint" evidence reads its Service.
+    reconciliation: { clusterDnsService: CLUSTER_DNS_SERVICE },
   });
   await createNodePool(sandbox().kc, { name: pool, real: {}, taints: [dedicated], startupTaints: [h.taint], labels: { [h.selector.key]: h.selector.value } });
   await sandbox()
