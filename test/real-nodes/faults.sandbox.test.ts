@@ -5,6 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { repoRoot, sandboxControl } from '@kube-node-ready/sandbox';
 import { harness, readNode, type Harness } from '../../packages/controller/test/harness.js';
 import { CLUSTER_DNS_SERVICE } from '../../packages/sandbox/src/coredns.js';
+import { OUTSIDE } from '../../packages/sandbox/src/outside.js';
 import { realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
 import { core, deleteNode, sandbox, uniqueName, verificationInPhase, waitFor } from '../sandbox.js';
 
@@ -88,6 +89,23 @@ describe('a real node with a broken component', () => {
     expect(unknown.message).toMatch(/Kubelet stopped posting node status/);
     await sandboxControl(sandbox().state.dir, 'POST', `/real-node-fault/${name}?fault=kubelet-stopped&on=false`);
     await waitFor(() => isReady('True'), `real node ${name} to be Ready again with its kubelet started`, 120_000);
+  }, 420_000);
+});
+
+describe('a real node whose pods cannot leave the cluster', () => {
+  it('fails egress to a name outside the cluster, while a healthy node beside it reaches it and opens', async () => {
+    // OUTSIDE (outside.ts): an HTTPS server at 203.0.113.10 in the sandbox's namespace, which the
+    // real nodes' CoreDNS names.
+    await startController({ dns: { externalNames: [OUTSIDE.name] }, egress: { port: OUTSIDE.port } });
+    const [broken, healthy] = [await addRealNode('real-noegress', ['egress-blocked']), await addRealNode('real-egress')];
+    await h.waitForOpen([healthy], `the healthy real node ${healthy} to reach ${OUTSIDE.name} and open`, 240_000);
+    const failed = await verificationInPhase(broken, 'Failed', 240_000);
+    const checks = checksOf(failed.status);
+    const context = JSON.stringify(failed.status);
+    expect(checks.get('egress')?.ok, context).toBe(false);
+    expect(checks.get('egress')?.error, context).toContain(`${OUTSIDE.ip}:${OUTSIDE.port}`);
+    // Inside the cluster everything answers: the name resolves, the API and Services connect.
+    for (const inside of ['dns', 'api', 'tcp', 'service']) expect(checks.get(inside)?.ok, `${inside}: ${context}`).toBe(true);
   }, 420_000);
 });
 

@@ -76,7 +76,7 @@ export function corefile(clusterDomain: string, hosts: readonly string[] = []): 
  * ClusterRole and binding, ConfigMap, Deployment and Service, with the sandbox's differences: one
  * replica pinned to the system node, the pods labelled COREDNS_APP, and the Service CLUSTER_DNS.
  */
-export function coreDnsObjects(opts: { image: string; clusterDomain: string }): k8s.KubernetesObject[] {
+export function coreDnsObjects(opts: { image: string; clusterDomain: string; hosts?: readonly string[] }): k8s.KubernetesObject[] {
   const { namespace, name, ip } = CLUSTER_DNS;
   const labels = { 'k8s-app': COREDNS_APP };
   const port = (p: number | string) => p as unknown as k8s.IntOrString;
@@ -97,7 +97,7 @@ export function coreDnsObjects(opts: { image: string; clusterDomain: string }): 
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'system:coredns' },
     subjects: [{ kind: 'ServiceAccount', name, namespace }],
   };
-  const config: k8s.V1ConfigMap = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace }, data: { Corefile: corefile(opts.clusterDomain) } };
+  const config: k8s.V1ConfigMap = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace }, data: { Corefile: corefile(opts.clusterDomain, opts.hosts) } };
   const deployment: k8s.V1Deployment = {
     apiVersion: 'apps/v1',
     kind: 'Deployment',
@@ -186,7 +186,7 @@ export async function pushCoreDnsImage(opts: { crane: (args: string[]) => Promis
  * Deploys CoreDNS on the system node `node` and resolves once it serves: the node Ready, the objects
  * applied, then waitForCoreDns. One budget for all of it.
  */
-export async function deployCoreDns(opts: { layout: SandboxLayout; kubectl: string; node: string; image: string; timeoutMs: number }): Promise<{ pod: string; podIp: string }> {
+export async function deployCoreDns(opts: { layout: SandboxLayout; kubectl: string; node: string; image: string; hosts?: readonly string[]; timeoutMs: number }): Promise<{ pod: string; podIp: string }> {
   const { layout } = opts;
   const kc = loadKubeConfig(layout.paths.kubeconfig);
   const core = kc.makeApiClient(k8s.CoreV1Api);
@@ -200,7 +200,7 @@ export async function deployCoreDns(opts: { layout: SandboxLayout; kubectl: stri
     if (Date.now() > deadline) throw new Error(`the system node ${opts.node} was not Ready within ${opts.timeoutMs} ms: ${seen}`);
     await sleep(500);
   }
-  await applyCoreDns(opts.kubectl, layout.paths.kubeconfig, coreDnsObjects({ image: opts.image, clusterDomain: layout.clusterDomain }));
+  await applyCoreDns(opts.kubectl, layout.paths.kubeconfig, coreDnsObjects({ image: opts.image, clusterDomain: layout.clusterDomain, ...(opts.hosts ? { hosts: opts.hosts } : {}) }));
   return waitForCoreDns(kc, { clusterDomain: layout.clusterDomain, kubernetesServiceIp: layout.kubernetesServiceIp, timeoutMs: Math.max(1000, deadline - Date.now()) });
 }
 

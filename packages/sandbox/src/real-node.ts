@@ -19,6 +19,7 @@ import { containerdConfig, unmountUnder } from './containerd.js';
 import { CLUSTER_DNS, coreDnsVersion, deployCoreDns, pushCoreDnsImage, SYSTEM_NODE, SYSTEM_NODE_LABEL, SYSTEM_NODE_TAINT } from './coredns.js';
 import type { SandboxLayout } from './layout.js';
 import { run, runOk, sleep, startLogged, stopProcess } from './proc.js';
+import { OUTSIDE, startOutside } from './outside.js';
 import { startRegistry, type Registry } from './registry.js';
 import { cgroupHierarchyRoots, removeTree } from './runtime/cgroups.js';
 import { NETNS_DIR, NFT, removeNamespaces } from './runtime/pod-network.js';
@@ -105,6 +106,7 @@ export class RealNodes {
   /** Nodes being stopped, by name. */
   private readonly removing = new Map<string, Promise<void>>();
   private registry: Registry | undefined;
+  private outside: { stop: () => Promise<void> } | undefined;
   private ready: Promise<void> | undefined;
   /** The system node and CoreDNS on it, serving: brought up by the first real node's add, before that node starts. */
   private clusterDns: Promise<void> | undefined;
@@ -335,7 +337,9 @@ export class RealNodes {
       log.info({ node: SYSTEM_NODE }, 'starting the system node and CoreDNS on it, the real nodes\' cluster DNS');
       await this.add({ name: SYSTEM_NODE, taints: [{ ...SYSTEM_NODE_TAINT }], labels: { [SYSTEM_NODE_LABEL]: 'true' } });
       const image = realNodeCoreDnsImage(repoRoot());
-      const { pod, podIp } = await deployCoreDns({ layout, kubectl: join(binDir, 'kubectl'), node: SYSTEM_NODE, image, timeoutMs: 240_000 });
+      // It also names what lies outside the cluster (outside.ts), for the egress check.
+      const hosts = [`${OUTSIDE.ip} ${OUTSIDE.name}`];
+      const { pod, podIp } = await deployCoreDns({ layout, kubectl: join(binDir, 'kubectl'), node: SYSTEM_NODE, image, hosts, timeoutMs: 240_000 });
       log.info({ pod, podIp, image, service: `${CLUSTER_DNS.namespace}/${CLUSTER_DNS.name}`, clusterIp: CLUSTER_DNS.ip, ms: Date.now() - started }, 'CoreDNS serves the real nodes');
     })().catch(async (err: unknown) => {
       this.clusterDns = undefined;
@@ -409,6 +413,7 @@ export class RealNodes {
     const names = this.names().sort((a, b) => Number(a === SYSTEM_NODE) - Number(b === SYSTEM_NODE));
     for (const name of names) await this.remove(name).catch((err: unknown) => this.deps.log.warn({ node: name, err: String(err) }, 'removing a real node failed'));
     await this.registry?.stop();
+    await this.outside?.stop();
     rmSync(this.dir, { recursive: true, force: true });
   }
 
@@ -432,6 +437,7 @@ export class RealNodes {
     const dir = join(this.dir, 'registry');
     // The daemon runs inside the sandbox's namespace, so this listens there.
     this.registry = await startRegistry(join(tools, 'registry'), dir, REAL_NODE_REGISTRY);
+    this.outside = await startOutside(join(this.dir, 'outside'));
     const crane = (args: string[]) => runOk(join(tools, 'crane'), ['--insecure', ...args]);
 
     // pause: the Kubernetes module's pause.c, static, as registry.k8s.io/pause is made.
