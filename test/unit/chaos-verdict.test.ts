@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { INVARIANTS, type Invariant } from '../../chaos/src/run.js';
+import { QUEUE, queueWaitFloorMs } from '../../chaos/src/scenarios.js';
 import { markdownTable, premiseCell, textTable, type Row } from '../../chaos/src/table.js';
 import { EXIT, suiteOutcome, verdictOf, type Premise } from '../../chaos/src/verdict.js';
 
@@ -71,5 +72,20 @@ describe('chaos: the table', () => {
     const text = textTable([row({ scenario: 'baseline', verdict: 'violated', premises: [], promise: undefined, violations: { ...none(), lost: 1 } })]);
     expect(text.split('\n')[2]).toMatch(/^baseline\s+VIOLATED\s+-\s+152 \(152 healthy\)\s+0\s+1\s+0\s+0\s+0\s+0\s+-\s/);
     expect(premiseCell({ premises: [] })).toBe('-');
+  });
+});
+
+describe('chaos: the queue scenario makes its line long by construction', () => {
+  it('the least wait is the slots at their fastest pace minus the time the burst takes to join', () => {
+    // 10 nodes, 2 slots held 6 s each: the 10th node gets its worker no sooner than 4 x 6 s after
+    // the first; created 9 / 3 = 3 s after the first.
+    expect(queueWaitFloorMs(10, 2, 6_000, 3)).toBe(21_000);
+    expect(queueWaitFloorMs(1, 2, 6_000, 3)).toBe(0);
+  });
+
+  it('outlasts stuckNodeTimeout by at least 30 s, full and quick', () => {
+    for (const size of ['full', 'quick'] as const) {
+      expect(queueWaitFloorMs(QUEUE.nodes[size], QUEUE.slots[size], QUEUE.holdMs, QUEUE.perSecond)).toBeGreaterThan(QUEUE.stuckNodeTimeoutMs + 30_000);
+    }
   });
 });
