@@ -11,6 +11,9 @@ const pkg = (name: string) => fileURLToPath(new URL(`./packages/${name}/src/inde
  * last (queue.sandbox, 114 s) kept one worker busy alone at the end: 845 s for the project.
  */
 const SLOWEST_FIRST = [
+  'real-nodes/real-node.sandbox', // 321 (a CI-like run on a loaded machine, 2026-11-28)
+  'real-nodes/faults.sandbox', // 185
+  'real-nodes/karpenter.sandbox', // 183
   'verification/cluster-wide.sandbox', // 165 (with the tail-of-a-burst test)
   'verification/queue.sandbox', // 114
   'chart/troubleshooting.sandbox', // 93

@@ -2,6 +2,8 @@
 // kubelet takes the Node object Karpenter's kwok provider created over, the controller verifies it
 // with the worker from the image and opens it, and the pod runs there. The NodeClaim deleted, the
 // real node stops with its Node.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { repoRoot, sandboxControl } from '@kube-node-ready/sandbox';
 import { harness, readNode, type Harness } from '../../packages/controller/test/harness.js';
@@ -24,7 +26,17 @@ afterAll(async () => {
   await h?.cleanup();
 });
 
-const realNodeNames = async () => ((await sandboxControl(sandbox().state.dir, 'GET', '/real-nodes')) as { nodes: string[] }).nodes;
+const realNodes = async () => (await sandboxControl(sandbox().state.dir, 'GET', '/real-nodes')) as { nodes: string[]; details: Array<{ name: string; dir: string }> };
+const realNodeNames = async () => (await realNodes()).nodes;
+
+/** The end of a real node's kubelet log, for a test that timed out waiting for it. */
+async function kubeletLogTail(name: string): Promise<string> {
+  const dir = (await realNodes()).details.find((d) => d.name === name)?.dir;
+  if (!dir) return `real node ${name} is not running (the daemon's log says why: karpenter-real-nodes)`;
+  const log = join(dir, 'kubelet.log');
+  const lines = existsSync(log) ? readFileSync(log, 'utf8').trimEnd().split('\n') : [`${log} does not exist`];
+  return `the last lines of ${log}:\n${lines.slice(-30).join('\n')}`;
+}
 
 it('Karpenter launches a real node for a pending pod: its kubelet takes the Node over, it is verified and opened, the pod runs; the NodeClaim deleted, the real node stops', async () => {
   const image = realNodeProductImage(repoRoot());
@@ -69,14 +81,17 @@ it('Karpenter launches a real node for a pending pod: its kubelet takes the Node
   const claim = await waitFor(async () => (await listNodeClaims(sandbox().kc, pool)).find((c) => c.status?.nodeName), `Karpenter to launch a node in NodePool ${pool}`, 120_000, 500);
   const name = claim.status!.nodeName!;
   // The real kubelet took the Node over: its runtime and version, Karpenter's labels and startup taint kept.
+  // (Its start waits for the system node and CoreDNS when this is the sandbox's first real node.)
   const node = await waitFor(
     async () => {
       const n = await readNode(name);
       return n?.status?.nodeInfo?.containerRuntimeVersion?.startsWith('containerd://') ? n : undefined;
     },
     `the real kubelet of ${name} to take its Node over`,
-    180_000,
-  );
+    300_000,
+  ).catch(async (err: unknown) => {
+    throw new Error(`${String(err)}\n${await kubeletLogTail(name)}`);
+  });
   expect(node.metadata?.labels?.[REAL_NODE_LABEL]).toBe('true');
   expect(node.metadata?.labels?.['karpenter.sh/nodepool']).toBe(pool);
   expect(node.spec?.providerID, 'the provider ID Karpenter matches its NodeClaim by').toBe(claim.status?.providerID);

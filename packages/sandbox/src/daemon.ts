@@ -106,7 +106,7 @@ export async function runDaemon(layout: SandboxLayout, opts: DaemonOptions, log:
         return await realNodes.setFault(arg, parseRealNodeFault(url.searchParams.get('fault') ?? ''), url.searchParams.get('on') !== 'false', url.searchParams.get('value') ?? undefined);
       }
       if (method === 'POST' && action === 'remove-real-node' && arg) return realNodes.remove(arg);
-      if (method === 'GET' && action === 'real-nodes') return { nodes: realNodes.names() };
+      if (method === 'GET' && action === 'real-nodes') return { nodes: realNodes.names(), details: realNodes.details() };
       if (method === 'GET' && action === 'stats') return { processes: kubelet.runningProcesses(), dnsQueries: dns.queries };
       throw new NotFound(`unknown control action ${method} ${path}`);
     });

@@ -121,6 +121,11 @@ export class RealNodes {
     return [...this.nodes.keys()];
   }
 
+  /** Each running node's directory (its logs: kubelet.log, containerd.log, kube-proxy.log) and namespace. */
+  details(): Array<{ name: string; dir: string; netns: string }> {
+    return [...this.nodes.values()].map((n) => ({ name: n.name, dir: n.dir, netns: n.netns }));
+  }
+
   async add(opts: RealNodeOptions): Promise<{ name: string; ip: string; podCidr: string; dir: string; netns: string }> {
     if (this.nodes.has(opts.name) || this.starting.has(opts.name)) throw new Error(`real node ${opts.name} exists`);
     // The index is taken at once: nodes added side by side (a Karpenter burst) get their own.
