@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { DAEMON_UNHANDLED, repoRoot, startSandbox, stopSandbox } from '@kube-node-ready/sandbox';
@@ -33,6 +33,13 @@ export default async function setup(project: TestProject): Promise<(() => Promis
   project.provide('sandboxDir', dir);
   return async () => {
     await stopSandbox(dir, slot, () => {});
+    // `sandbox down` leaves nothing of the real nodes (kubelets, containerd and its shims, kube-proxy,
+    // their mounts, cgroups and network namespaces) nor of the pods' namespaces: checked after every run.
+    const left = leftovers(dir, slot);
+    if (left.length) {
+      console.error(`the ${project.name} sandbox left ${left.length} thing(s) behind after it stopped, a sandbox bug:\n${left.slice(0, 20).join('\n')}`);
+      process.exitCode = 1;
+    }
     // The daemon logs a rejection nobody handled instead of ending the cluster: still a failure.
     const log = join(dir, 'logs', 'daemon.log');
     const bugs = existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter((l) => l.includes(DAEMON_UNHANDLED)) : [];
@@ -41,4 +48,36 @@ export default async function setup(project: TestProject): Promise<(() => Promis
       process.exitCode = 1;
     }
   };
+}
+
+/** Processes, mounts, network namespaces and cgroups of the sandbox in `dir` (slot `slot`) still there. */
+function leftovers(dir: string, slot: number): string[] {
+  const left: string[] = [];
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    let cmd: string;
+    try {
+      cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+    } catch {
+      continue;
+    }
+    if (cmd.includes(`${dir}/`)) left.push(`process ${pid}: ${cmd.slice(0, 160)}`);
+  }
+  for (const line of readFileSync('/proc/self/mounts', 'utf8').split('\n')) {
+    const mount = line.split(' ')[1];
+    if (mount?.startsWith(`${dir}/`)) left.push(`mount ${mount}`);
+  }
+  // Every namespace the sandbox names for its slot: its pods' (knr<slot>-p*), its real nodes' (knr<slot>-n*, knr<slot>-s0).
+  if (existsSync('/run/netns')) for (const ns of readdirSync('/run/netns')) if (ns.startsWith(`knr${slot}-`)) left.push(`network namespace ${ns}`);
+  // The real nodes' cgroup roots (/knr<slot>-<node> in each hierarchy).
+  for (const hierarchy of existsSync('/sys/fs/cgroup') ? readdirSync('/sys/fs/cgroup') : []) {
+    const root = join('/sys/fs/cgroup', hierarchy);
+    let entries: string[];
+    try {
+      entries = readdirSync(root);
+    } catch {
+      continue;
+    }
+    for (const e of entries) if (e.startsWith(`knr${slot}-`)) left.push(`cgroup ${join(root, e)}`);
+  }
+  return left;
 }
