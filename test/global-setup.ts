@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
+import { processesAndMountsUnder } from './leftovers.js';
 import { DAEMON_UNHANDLED, repoRoot, startSandbox, stopSandbox } from '@kube-node-ready/sandbox';
 
 declare module 'vitest' {
@@ -52,20 +53,7 @@ export default async function setup(project: TestProject): Promise<(() => Promis
 
 /** Processes, mounts, network namespaces and cgroups of the sandbox in `dir` (slot `slot`) still there. */
 function leftovers(dir: string, slot: number): string[] {
-  const left: string[] = [];
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    let cmd: string;
-    try {
-      cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
-    } catch {
-      continue;
-    }
-    if (cmd.includes(`${dir}/`)) left.push(`process ${pid}: ${cmd.slice(0, 160)}`);
-  }
-  for (const line of readFileSync('/proc/self/mounts', 'utf8').split('\n')) {
-    const mount = line.split(' ')[1];
-    if (mount?.startsWith(`${dir}/`)) left.push(`mount ${mount}`);
-  }
+  const left = processesAndMountsUnder(dir);
   // Every namespace the sandbox names for its slot: its pods' (knr<slot>-p*), its real nodes' (knr<slot>-n*, knr<slot>-s0).
   if (existsSync('/run/netns')) for (const ns of readdirSync('/run/netns')) if (ns.startsWith(`knr${slot}-`)) left.push(`network namespace ${ns}`);
   // The real nodes' cgroup roots (/knr<slot>-<node> in each hierarchy).

@@ -43,8 +43,8 @@ const CREATED_BY_TEST = 'test.kube-node-ready.io/created-by';
 export async function addNode(opts: Partial<NodeSpecOptions> & { prefix?: string } = {}): Promise<string> {
   const name = opts.name ?? uniqueName(opts.prefix ?? 'node');
   const body = simulatedNode({ ...opts, name });
-  // Marks this creation: a create sent twice on a busy machine (seen once: 409 AlreadyExists for a
-  // random name) is recognised as ours by it.
+  // Marks this creation: a create that reached the apiserver twice answers 409 AlreadyExists for a
+  // node that is ours, recognised by it.
   const nonce = randomBytes(8).toString('hex');
   body.metadata = { ...body.metadata, annotations: { ...body.metadata?.annotations, [CREATED_BY_TEST]: nonce } };
   try {

@@ -1,56 +1,19 @@
 // Real nodes broken the way production breaks them (real-node-faults.ts), and what the product
 // reports for each: a link that carries smaller packets than the pods send, a path that loses large
 // DNS answers, a kubelet that died.
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { repoRoot, sandboxControl } from '@kube-node-ready/sandbox';
-import { harness, readNode, type Harness } from '../../packages/controller/test/harness.js';
-import { CLUSTER_DNS_SERVICE } from '../../packages/sandbox/src/coredns.js';
+import { describe, expect, it } from 'vitest';
+import { sandboxControl } from '@kube-node-ready/sandbox';
+import { readNode } from '../../packages/controller/test/harness.js';
 import { OUTSIDE } from '../../packages/sandbox/src/outside.js';
-import { realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
-import { core, deleteNode, sandbox, uniqueName, verificationInPhase, waitFor } from '../sandbox.js';
+import { core, sandbox, uniqueName, verificationInPhase, waitFor } from '../sandbox.js';
+import { realNodeSuite } from './real-nodes.js';
 
-let h: Harness;
-const added: string[] = [];
+const suite = realNodeSuite('realfault');
+const { addRealNode } = suite;
 
-beforeAll(async () => {
-  h = await harness('realfault');
-}, 120_000);
-
-afterEach(async () => {
-  await h?.stopAll();
-});
-
-afterAll(async () => {
-  await h?.stopAll();
-  for (const n of added.splice(0)) {
-    await sandboxControl(sandbox().state.dir, 'POST', `/remove-real-node/${n}`).catch(() => undefined);
-    await deleteNode(n);
-  }
-  await h?.cleanup();
-});
-
-/** A controller whose workers run the image from the registry, with a real cluster's start-up timeouts. */
+/** The suite's controller, its worker with a whole-attempt timeout for a loaded machine (mtu alone waits up to its 10 s check timeout). */
 async function startController(checks: Record<string, unknown> = {}): Promise<void> {
-  const image = realNodeProductImage(repoRoot());
-  await h.start({
-    // Whole-attempt timeout for a loaded machine: mtu alone waits up to its 10 s check timeout.
-    worker: { image: { repository: image.repository, digest: image.digest }, timeout: '60s', scheduleTimeout: '60s', startTimeout: '120s', checks: { checkTimeout: '10s', ...checks } },
-    // Real nodes ask real CoreDNS: the "no ready endpoint" evidence reads its Service.
-    reconciliation: { clusterDnsService: CLUSTER_DNS_SERVICE },
-  });
-}
-
-async function addRealNode(prefix: string, faults: string[] = []): Promise<string> {
-  const name = uniqueName(prefix);
-  const t = h.taint;
-  const query = new URLSearchParams([
-    ['taint', `${t.key}=${t.value}:${t.effect}`],
-    ['label', `${h.selector.key}=${h.selector.value}`],
-    ...faults.map((f): [string, string] => ['fault', f]),
-  ]);
-  await sandboxControl(sandbox().state.dir, 'POST', `/add-real-node/${name}?${query.toString()}`, 300_000);
-  added.push(name);
-  return name;
+  await suite.startController({ timeout: '60s', checks: { checkTimeout: '10s', ...checks } });
 }
 
 function checksOf(status: unknown): Map<string, { name: string; ok: boolean; error?: string }> {
@@ -98,7 +61,7 @@ describe('a real node whose pods cannot leave the cluster', () => {
     // real nodes' CoreDNS names.
     await startController({ dns: { externalNames: [OUTSIDE.name] }, egress: { port: OUTSIDE.port } });
     const [broken, healthy] = [await addRealNode('real-noegress', ['egress-blocked']), await addRealNode('real-egress')];
-    await h.waitForOpen([healthy], `the healthy real node ${healthy} to reach ${OUTSIDE.name} and open`, 240_000);
+    await suite.h.waitForOpen([healthy], `the healthy real node ${healthy} to reach ${OUTSIDE.name} and open`, 240_000);
     const failed = await verificationInPhase(broken, 'Failed', 240_000);
     const checks = checksOf(failed.status);
     const context = JSON.stringify(failed.status);
@@ -114,11 +77,11 @@ describe('a real node that loses large DNS answers', () => {
     // A headless Service whose A answer is over 1500 bytes: 120 endpoints from TEST-NET-1
     // (nothing connects to them; they exist only as DNS records).
     const service = uniqueName('large');
-    await core().createNamespacedService({ namespace: h.namespace, body: { metadata: { name: service }, spec: { clusterIP: 'None', ports: [{ name: 'p', port: 9, protocol: 'TCP' }] } } });
+    await core().createNamespacedService({ namespace: suite.h.namespace, body: { metadata: { name: service }, spec: { clusterIP: 'None', ports: [{ name: 'p', port: 9, protocol: 'TCP' }] } } });
     await sandbox()
       .kc.makeApiClient((await import('@kubernetes/client-node')).DiscoveryV1Api)
       .createNamespacedEndpointSlice({
-        namespace: h.namespace,
+        namespace: suite.h.namespace,
         body: {
           metadata: { name: service, labels: { 'kubernetes.io/service-name': service, 'endpointslice.kubernetes.io/managed-by': 'kube-node-ready-test' } },
           addressType: 'IPv4',
@@ -126,7 +89,7 @@ describe('a real node that loses large DNS answers', () => {
           endpoints: Array.from({ length: 120 }, (_, i) => ({ addresses: [`192.0.2.${i + 1}`], conditions: { ready: true } })),
         },
       });
-    await startController({ mtu: { largeName: `${service}.${h.namespace}.svc.${sandbox().layout.clusterDomain}` } });
+    await startController({ mtu: { largeName: `${service}.${suite.h.namespace}.svc.${sandbox().layout.clusterDomain}` } });
     const broken = await addRealNode('real-dnslarge', ['dns-large-dropped']);
     const failed = await verificationInPhase(broken, 'Failed', 240_000);
     const checks = checksOf(failed.status);

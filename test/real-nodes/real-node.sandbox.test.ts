@@ -4,81 +4,26 @@
 // kubelet through containerd from the registry in the sandbox's namespace. The controller runs in
 // this process (test harness) with its worker image pointed at that registry by digest.
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { repoRoot, sandboxControl } from '@kube-node-ready/sandbox';
-import { harness, readNode, type Harness } from '../../packages/controller/test/harness.js';
-import { CLUSTER_DNS, CLUSTER_DNS_SERVICE } from '../../packages/sandbox/src/coredns.js';
+import { readNode } from '../../packages/controller/test/harness.js';
+import { CLUSTER_DNS } from '../../packages/sandbox/src/coredns.js';
 import { realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
+import { processesAndMountsUnder } from '../leftovers.js';
 import { core, deleteNode, readVerification, sandbox, uniqueName, verificationInPhase, waitFor } from '../sandbox.js';
+import { realNodeSuite } from './real-nodes.js';
 
 const exec = promisify(execFile);
-let h: Harness;
-const added: string[] = [];
-
-beforeAll(async () => {
-  h = await harness('real');
-}, 120_000);
-
 // One controller per test: each test starts its own.
-afterEach(async () => {
-  await h?.stopAll();
-});
+const suite = realNodeSuite('real');
+const { startController, addRealNode, removeRealNode, made } = suite;
 
-afterAll(async () => {
-  await h?.stopAll();
-  for (const n of added.splice(0)) {
-    await sandboxControl(sandbox().state.dir, 'POST', `/remove-real-node/${n}`).catch(() => undefined);
-    await deleteNode(n);
-  }
-  await h?.cleanup();
-});
-
-/**
- * A controller whose workers run the image from the registry, with the start-up timeouts of a real
- * cluster rather than the harness's short ones: a node's first pod waits for its image pull. The
- * real nodes' cluster DNS is CoreDNS's Service (docs/sandbox.md, Real nodes).
- */
-async function startController(): Promise<{ repository: string; digest: string }> {
-  const image = realNodeProductImage(repoRoot());
-  await h.start({ worker: { image: { repository: image.repository, digest: image.digest }, scheduleTimeout: '60s', startTimeout: '120s' }, reconciliation: { clusterDnsService: CLUSTER_DNS_SERVICE } });
-  return image;
-}
-
-async function addRealNode(prefix: string, faults: string[] = []): Promise<string> {
-  const name = uniqueName(prefix);
-  const t = h.taint;
-  const query = new URLSearchParams([
-    ['taint', `${t.key}=${t.value}:${t.effect}`],
-    ['label', `${h.selector.key}=${h.selector.value}`],
-    ...faults.map((f): [string, string] => ['fault', f]),
-  ]);
-  const started = (await sandboxControl(sandbox().state.dir, 'POST', `/add-real-node/${name}?${query.toString()}`, 300_000)) as { dir: string; netns: string };
-  added.push(name);
-  made.set(name, started);
-  return name;
-}
-/** Each real node's directory and network namespace on the machine, as the sandbox reported them. */
-const made = new Map<string, { dir: string; netns: string }>();
-
-/** What a real node leaves on the machine: processes, mounts, network namespaces and cgroups naming it. */
+/** What a real node leaves on the machine: processes, mounts, cgroups and files naming it. */
 function leftovers(name: string, dir: string): string[] {
-  const left: string[] = [];
-  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
-    let cmd: string;
-    try {
-      cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
-    } catch {
-      continue;
-    }
-    if (cmd.includes(`${dir}/`)) left.push(`process ${pid}: ${cmd.slice(0, 120)}`);
-  }
-  for (const line of readFileSync('/proc/self/mounts', 'utf8').split('\n')) {
-    const mount = line.split(' ')[1];
-    if (mount === dir || mount?.startsWith(`${dir}/`)) left.push(`mount ${mount}`);
-  }
+  const left = processesAndMountsUnder(dir);
   const cgroups = readdirSync('/sys/fs/cgroup').map((hier) => join('/sys/fs/cgroup', hier, `knr${sandbox().layout.slot}-${name}`));
   for (const c of cgroups) if (existsSync(c)) left.push(`cgroup ${c}`);
   if (existsSync(dir)) left.push(`directory ${dir}`);
@@ -95,17 +40,17 @@ describe('a real node', () => {
     expect(node.status?.nodeInfo?.containerRuntimeVersion).toMatch(/^containerd:\/\//);
     expect(node.status?.nodeInfo?.kubeletVersion).toBe(sandbox().state.kubernetesVersion);
 
-    await h.waitForOpen([name], `real node ${name} to be verified and opened`, 240_000);
+    await suite.h.waitForOpen([name], `real node ${name} to be verified and opened`, 240_000);
     const nv = await verificationInPhase(name, 'Passed');
     expect(nv.status?.attempt).toBe(1);
     const opened = await readNode(name);
-    expect((opened?.spec?.taints ?? []).map((t) => t.key)).not.toContain(h.taint.key);
+    expect((opened?.spec?.taints ?? []).map((t) => t.key)).not.toContain(suite.h.taint.key);
 
     // The worker ran on the real node from the registry's image: its kubelet reported pulling and
     // starting it (Events of the worker pod, from that node).
     const events = await waitFor(
       async () => {
-        const list = await core().listNamespacedEvent({ namespace: h.namespace, fieldSelector: 'involvedObject.kind=Pod' });
+        const list = await core().listNamespacedEvent({ namespace: suite.h.namespace, fieldSelector: 'involvedObject.kind=Pod' });
         const fromNode = list.items.filter((e) => e.source?.host === name || e.reportingInstance === name);
         return fromNode.some((e) => e.reason === 'Started') ? fromNode : undefined;
       },
@@ -118,8 +63,7 @@ describe('a real node', () => {
     const { dir, netns } = made.get(name)!;
     expect(existsSync(dir)).toBe(true);
     expect(existsSync(join('/run/netns', netns))).toBe(true);
-    await sandboxControl(sandbox().state.dir, 'POST', `/remove-real-node/${name}`, 120_000);
-    added.splice(added.indexOf(name), 1);
+    await removeRealNode(name);
     expect(leftovers(name, dir)).toEqual([]);
     // Its namespace is gone (other tests' real nodes may be running beside it).
     expect(existsSync(join('/run/netns', netns))).toBe(false);
@@ -144,12 +88,12 @@ describe('a real node', () => {
     // no attempt is recorded and no worker pod is made for the node (one would stay Pending there).
     await new Promise((r) => setTimeout(r, 15_000));
     expect((await readVerification(name))?.status?.attempt ?? 0).toBe(0);
-    const pods = await core().listNamespacedPod({ namespace: h.namespace, fieldSelector: `spec.nodeName=${name}` });
+    const pods = await core().listNamespacedPod({ namespace: suite.h.namespace, fieldSelector: `spec.nodeName=${name}` });
     expect(pods.items.map((p) => p.metadata?.name)).toEqual([]);
 
     // The CNI agent writes its configuration: the node goes Ready, is verified and opened at attempt 1.
     await sandboxControl(sandbox().state.dir, 'POST', `/real-node-fault/${name}?fault=cni-config-missing&on=false`);
-    await h.waitForOpen([name], `real node ${name} to open once its CNI configuration is in place`, 240_000);
+    await suite.h.waitForOpen([name], `real node ${name} to open once its CNI configuration is in place`, 240_000);
     const nv = await verificationInPhase(name, 'Passed');
     expect(nv.status?.attempt, JSON.stringify(nv.status)).toBe(1);
   }, 420_000);
@@ -160,7 +104,7 @@ describe('a real node', () => {
     await waitFor(async () => (await readNode(name))?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'), `real node ${name} to be Ready`, 120_000);
     const pod = uniqueName('exec');
     await core().createNamespacedPod({
-      namespace: h.namespace,
+      namespace: suite.h.namespace,
       body: {
         metadata: { name: pod },
         spec: {
@@ -171,26 +115,26 @@ describe('a real node', () => {
         },
       },
     });
-    await waitFor(async () => (await core().readNamespacedPod({ namespace: h.namespace, name: pod })).status?.phase === 'Running', `pod ${pod} to run on ${name}`, 120_000);
-    const kubectl = (args: string[]) => exec(join(sandbox().state.binDir, 'kubectl'), ['--kubeconfig', sandbox().state.kubeconfig, '-n', h.namespace, ...args], { timeout: 60_000 }).then((r) => r.stdout);
+    await waitFor(async () => (await core().readNamespacedPod({ namespace: suite.h.namespace, name: pod })).status?.phase === 'Running', `pod ${pod} to run on ${name}`, 120_000);
+    const kubectl = (args: string[]) => exec(join(sandbox().state.binDir, 'kubectl'), ['--kubeconfig', sandbox().state.kubeconfig, '-n', suite.h.namespace, ...args], { timeout: 60_000 }).then((r) => r.stdout);
     expect(await waitFor(async () => ((await kubectl(['logs', pod])).includes('hello from the image') ? true : undefined), `kubectl logs ${pod}`, 30_000)).toBe(true);
     // The image's user, through exec.
     expect((await kubectl(['exec', pod, '--', '/nodejs/bin/node', '-e', 'console.log(process.getuid())'])).trim()).toBe('65532');
-    await core().deleteNamespacedPod({ namespace: h.namespace, name: pod, gracePeriodSeconds: 0 });
+    await core().deleteNamespacedPod({ namespace: suite.h.namespace, name: pod, gracePeriodSeconds: 0 });
   }, 300_000);
 
   it('a node whose kube-proxy is stopped fails the checks that need Service routing, with a message naming kube-proxy, while a healthy node beside it opens', async () => {
     await startController();
     const [broken, healthy] = [await addRealNode('real-noproxy', ['kube-proxy-stopped']), await addRealNode('real-proxy')];
 
-    await h.waitForOpen([healthy], `the healthy real node ${healthy} to open`, 240_000);
+    await suite.h.waitForOpen([healthy], `the healthy real node ${healthy} to open`, 240_000);
     const failed = await verificationInPhase(broken, 'Failed', 240_000);
     const last = failed.status?.lastAttempt;
     expect(last?.reason, JSON.stringify(failed.status)).toBe('ChecksFailed');
     expect(last?.message).toMatch(/kube-proxy \(Service routing\) on this node/);
     // The API server answers directly from that node's pods: it is the Service path that is broken.
     expect(last?.message).toMatch(/the API server answers directly/);
-    expect((await readNode(broken))?.spec?.taints?.map((t) => t.key)).toContain(h.taint.key);
+    expect((await readNode(broken))?.spec?.taints?.map((t) => t.key)).toContain(suite.h.taint.key);
   }, 420_000);
 
   it('a node that drops its pods\' DNS traffic fails dns, naming the cluster DNS address it asked, and no check that needs no DNS', async () => {

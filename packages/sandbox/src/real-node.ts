@@ -316,8 +316,7 @@ export class RealNodes {
     for (const { fault, value } of opts.faults ?? []) await setRealNodeFault(node, fault, true, value, log);
     // kube-proxy first, and the kubelet once it has programmed the Services, as on a node image that
     // starts kube-proxy before the kubelet: a healthy node's first worker finds its Services routed
-    // (started the other way round, a loaded machine's kube-proxy took longer than a worker's two
-    // attempts: the race the product exists to catch, which a healthy sandbox node must not have).
+    // (a kube-proxy still syncing is a fault the product catches; a healthy node must not have it).
     if (!node.faults.has('kube-proxy-stopped')) {
       node.kubeProxy = startKubeProxy();
       // Its rules name the `kubernetes` Service's ClusterIP once it has synced the Services (its
