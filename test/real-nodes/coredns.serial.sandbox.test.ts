@@ -232,6 +232,8 @@ describe('real CoreDNS, the cluster DNS of the real nodes', () => {
       await waitFor(async () => (await Promise.all(nodes.map(nodeReady))).every(Boolean) || undefined, `the three real nodes ${nodes.join(', ')} to be Ready`, 180_000);
 
       const pids = await signalCoreDns('SIGSTOP');
+      // A signal is delivered asynchronously: a process still running its time slice reads R for a moment.
+      await waitFor(async () => pids.every((pid) => processState(pid) === 'T') || undefined, `CoreDNS processes ${pids.join(', ')} to stop (states ${pids.map(processState).join(', ')})`, 10_000).catch(() => undefined);
       expect(pids.map(processState), `CoreDNS processes ${pids.join(', ')} stopped`).toEqual(pids.map(() => 'T'));
 
       // The product's defaults: maxRetries 5, 10 s initial backoff.
