@@ -6,6 +6,7 @@ import { desiredCondition, writesToNode } from '../controllers/node/verification
 import { failedState, karpenterRegistered, passedState, type Action } from '../controllers/node/verification/decide.js';
 import { awaitingRegistrationEvent, completedEvents, type NodeEvent } from '../controllers/node/verification/events.js';
 import { conditionPatch, taintsToRemove, type ConditionInput } from '../controllers/node/verification/node-patch.js';
+import { openNode } from '../controllers/node/verification/open.js';
 import type { ProgressStore } from '../controllers/node/verification/store.js';
 import { Outcome, Phase, type AttemptResult, type VerificationState } from '../controllers/node/verification/types.js';
 import { EventType, Reason } from '../events/reasons.js';
@@ -25,7 +26,7 @@ export interface AgentDeps {
   /** namespace/name of this pod, for Events. */
   pod: string;
   config: ControllerConfig;
-  kube: Pick<KubeClient, 'getNode' | 'patchNodeStatus'>;
+  kube: Pick<KubeClient, 'getNode' | 'patchNodeStatus' | 'patchNode'>;
   /** `refresh`: reads the node's NodeVerification live (the agent keeps no cache). */
   store: ProgressStore & { refresh?(name: string): Promise<unknown> };
   events: EventRecorder;
@@ -121,7 +122,7 @@ export class NodeAgent {
     }
 
     // 1. The attempt is stored before the checks run: a restart continues the count.
-    const started = await store.save(node, step.state, { open: false });
+    const started = await store.save(node, step.state);
     if (started === 'conflict') return;
     this.lastStep = '';
     const attempt = step.state.attempt;
@@ -144,12 +145,14 @@ export class NodeAgent {
       if (signal.aborted) return;
     }
 
-    // 4. One guarded write: the outcome, and for a pass the taint removal and the label.
+    // 4. A pass opens the node (one guarded Node write), then the outcome is stored.
     const now = clock.now();
     const state = result.outcome === Outcome.Passed ? passedState(step.state, result, now) : failedState(step.state, result, now, config);
     const open = state.phase === Phase.Passed;
     const removedTaints = open ? taintsToRemove(current, config) : [];
-    const saved = await store.save(current, state, { open });
+    store.assertOurs(current);
+    const opened = open ? await openNode(this.deps.kube, current, state, config) : current;
+    const saved = opened === 'conflict' ? 'conflict' : await store.save(opened, state);
     if (saved === 'conflict') {
       log.warn({ attempt }, 'the node changed during the attempt (a new verification was asked for?): its result is not recorded');
       return;

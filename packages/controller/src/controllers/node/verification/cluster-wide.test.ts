@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { aNode, testConfig, testProgress } from '../../../testing/builders.js';
 import { FakeClock } from '../../../testing/fake-clock.js';
-import { CLUSTER_WIDE_WINDOW_MS, ClusterWideFailures, clusterWidePrefix, nodeHistory, noteClusterWide } from './cluster-wide.js';
+import { CLUSTER_WIDE_WINDOW_MS, ClusterWideFailures, clusterWidePrefix, judgeShared, nodeHistory, recordVerdict, type ClusterWideChange, type ControlAnswer, type Evidence } from './cluster-wide.js';
 import { desiredCondition } from './condition.js';
-import type { Action } from './decide.js';
+import { attemptRecord, type Action } from './decide.js';
 import { completedEvents } from './events.js';
 import { MAX_MESSAGE } from './pod-result.js';
 import type { CheckSummary } from './summary.js';
@@ -184,25 +184,48 @@ describe('ClusterWideFailures', () => {
   });
 });
 
+/** A finished attempt 3 whose checks failed, of a node with 2 counted failures before it (maxRetries 2: the last allowed). */
 function completeAction(checks: CheckSummary[], message: string): Extract<Action, { kind: 'Complete' }> {
   const result: AttemptResult = { outcome: Outcome.ChecksFailed, message, failedChecks: checks.map((c) => c.name), checks, warnings: [] };
   return {
     kind: 'Complete',
     attempt: 3,
     result,
-    state: { uid: 'u', attempt: 3, failures: 3, phase: Phase.Failed, lastOutcome: Outcome.ChecksFailed, lastMessage: message },
+    state: { uid: 'u', attempt: 3, failures: 2, phase: Phase.Verifying },
     open: false,
     deletePod: false,
     cleanup: [],
   };
 }
 
-describe('noteClusterWide', () => {
+/**
+ * The controller's path for a finished attempt, without the API: judgeShared (the judgement, before
+ * decide()), attemptRecord (decide()'s verdict, from the state before the attempt), recordVerdict
+ * (after the write). `attempt.state` is the state before the attempt.
+ */
+function finishAttempt(
+  failures: ClusterWideFailures,
+  node: string,
+  attempt: Extract<Action, { kind: 'Complete' }>,
+  now: number,
+  config: ReturnType<typeof testConfig>,
+  evidence: Evidence[] = [],
+  control?: ControlAnswer,
+): { action: Extract<Action, { kind: 'Complete' }>; signal: ClusterWideChange } {
+  const judgement =
+    attempt.result.outcome === Outcome.ChecksFailed ? { ...judgeShared(failures, node, attempt.result.checks, evidence), windowMs: failures.windowMs, ...(control ? { control } : {}) } : undefined;
+  const { result, state, clusterWide } = attemptRecord(attempt.state, attempt.result, now, config, judgement);
+  const action: Extract<Action, { kind: 'Complete' }> = { ...attempt, result, state, open: result.outcome === Outcome.Passed, ...(clusterWide ? { clusterWide } : {}) };
+  if (state.phase === Phase.Backoff && state.nextAttemptAt !== undefined) action.requeueAfterMs = state.nextAttemptAt - now;
+  return { action, signal: recordVerdict(failures, node, action) };
+}
+
+describe('the cluster-wide verdict on a finished attempt', () => {
   const config = testConfig({ reconciliation: { maxRetries: 2 } });
   const message = `check failed: dns: kubernetes.default.svc.cluster.local @${DNS}: timeout`;
   const eventsOf = (action: Extract<Action, { kind: 'Complete' }>) => completedEvents(action, config, { dryRun: false, removedTaints: [] }).map((e) => `${e.reason}: ${e.message}`);
 
-  const note = (failures: ClusterWideFailures, node: string, action: Extract<Action, { kind: 'Complete' }>) => noteClusterWide(failures, node, action, NOW, config).action;
+  const note = (failures: ClusterWideFailures, node: string, action: Extract<Action, { kind: 'Complete' }>) => finishAttempt(failures, node, action, NOW, config).action;
   const passed = (failures: ClusterWideFailures, node: string) => {
     const action = completeAction([], 'all checks passed');
     note(failures, node, { ...action, result: { ...action.result, outcome: Outcome.Passed } });
@@ -230,7 +253,7 @@ describe('noteClusterWide', () => {
     expect(noted.result).toMatchObject({ outcome: Outcome.ClusterWide, message: line });
     // completeAction stands for the third counted failure (failures 3, Failed): it is the second.
     // Attempt 3 with 2 counted failures: the first uncounted one waits initialBackoff (10 s).
-    expect(noted.state).toEqual({ uid: 'u', attempt: 3, failures: 2, phase: Phase.Backoff, nextAttemptAt: NOW + 10_000, lastOutcome: Outcome.ClusterWide, lastMessage: line });
+    expect(noted.state).toEqual({ uid: 'u', attempt: 3, failures: 2, phase: Phase.Backoff, nextAttemptAt: NOW + 10_000, lastOutcome: Outcome.ClusterWide, lastMessage: line, failing: { since: NOW, at: NOW, checks: { dns: DNS } } });
     expect(noted.open).toBe(false);
     expect(noted.requeueAfterMs).toBe(10_000);
     expect(eventsOf(noted)).toEqual([`VerificationInconclusive: attempt inconclusive, not counted against the node (2 of 3 counted attempts failed so far): ${line}; retrying in 10s`]);
@@ -245,7 +268,7 @@ describe('noteClusterWide', () => {
   it('a control run that passed the check makes a failure most nodes share the node\'s own: counted, and the message says why', () => {
     const failures = new ClusterWideFailures(new FakeClock());
     for (const node of ['a', 'b']) note(failures, node, completeAction([failed('dns', DNS)], message));
-    const { action, signal } = noteClusterWide(failures, 'c', completeAction([failed('dns', DNS)], message), NOW, config, [], { kind: 'passed', node: 'v1', checks: ['dns'] });
+    const { action, signal } = finishAttempt(failures, 'c', completeAction([failed('dns', DNS)], message), NOW, config, [], { kind: 'passed', node: 'v1', checks: ['dns'] });
     const line = `control run: dns against ${DNS} passed on verified node v1; this node's own failure: cluster-wide? dns against ${DNS} is failing on 3 nodes in the last 10m (this one and 2 others): ${message}`;
     expect(action.result).toMatchObject({ outcome: Outcome.ChecksFailed, message: line });
     expect(action.state).toMatchObject({ failures: 3, phase: Phase.Failed, lastMessage: line });
@@ -261,7 +284,7 @@ describe('noteClusterWide', () => {
     ] as const) {
       const failures = new ClusterWideFailures(new FakeClock());
       for (const node of ['a', 'b']) note(failures, node, completeAction([failed('dns', DNS)], message));
-      const { action, signal } = noteClusterWide(failures, 'c', completeAction([failed('dns', DNS)], message), NOW, config, [], control);
+      const { action, signal } = finishAttempt(failures, 'c', completeAction([failed('dns', DNS)], message), NOW, config, [], control);
       expect(action.result).toMatchObject({ outcome: Outcome.ClusterWide, message: `cluster-wide: dns against ${DNS} failed on 3 nodes in the last 10m, and 0 passed since it began; ${clause}; not this node's fault: ${message}` });
       expect(action.state.failures).toBe(2);
       expect(signal.raised.map((r) => r.check)).toEqual(['dns']);
@@ -271,7 +294,7 @@ describe('noteClusterWide', () => {
   it('a control run does not overrule direct evidence: the cluster DNS Service without a ready endpoint stays inconclusive', () => {
     const failures = new ClusterWideFailures(new FakeClock());
     const evidence = [{ check: 'dns', services: ['kube-system/kube-dns'], why: 'the cluster DNS Service kube-system/kube-dns has no ready endpoint' }];
-    const { action } = noteClusterWide(failures, 'a', completeAction([failed('dns', DNS)], message), NOW, config, evidence, { kind: 'passed', node: 'v1', checks: ['dns'] });
+    const { action } = finishAttempt(failures, 'a', completeAction([failed('dns', DNS)], message), NOW, config, evidence, { kind: 'passed', node: 'v1', checks: ['dns'] });
     expect(action.result.outcome).toBe(Outcome.ClusterWide);
     expect(action.result.message).toMatch(/^cluster-wide: the cluster DNS Service kube-system\/kube-dns has no ready endpoint; not this node's fault: /);
   });
@@ -281,7 +304,8 @@ describe('noteClusterWide', () => {
     for (const [node, target] of [['a', '10.96.0.10:53'], ['b', '10.96.0.11:53'], ['c', '10.96.0.12:53']] as const) {
       const action = completeAction([failed('dns', target)], message);
       const noted = note(failures, node, action);
-      expect(noted).toBe(action);
+      expect(noted.result).toEqual(action.result);
+      expect(noted.state).toMatchObject({ failures: 3, phase: Phase.Failed, lastMessage: message });
       expect(eventsOf(noted).join('\n')).not.toContain('cluster-wide');
     }
   });
@@ -303,28 +327,29 @@ describe('noteClusterWide', () => {
     for (const node of ['a', 'b', 'c']) {
       const action = { ...completeAction([failed('dns', DNS)], message) };
       const notScheduled = { ...action, result: { ...action.result, outcome: Outcome.NotScheduled } };
-      expect(note(failures, node, notScheduled)).toBe(notScheduled);
+      expect(note(failures, node, notScheduled).result).toEqual(notScheduled.result);
     }
   });
 
   it('direct evidence makes the first failing node inconclusive: the cluster DNS Service without a ready endpoint', () => {
     const failures = new ClusterWideFailures(new FakeClock());
     const evidence = [{ check: 'dns', why: 'the cluster DNS Service kube-system/kube-dns has no ready endpoint' }];
-    const { action, signal } = noteClusterWide(failures, 'a', completeAction([failed('dns', DNS)], message), NOW, config, evidence);
+    const { action, signal } = finishAttempt(failures, 'a', completeAction([failed('dns', DNS)], message), NOW, config, evidence);
     const line = `cluster-wide: the cluster DNS Service kube-system/kube-dns has no ready endpoint; not this node's fault: ${message}`;
     expect(action.result).toMatchObject({ outcome: Outcome.ClusterWide, message: line });
     expect(action.state).toMatchObject({ failures: 2, phase: Phase.Backoff, lastOutcome: Outcome.ClusterWide });
     expect(signal).toEqual({ raised: [{ check: 'dns', why: evidence[0]!.why }], cleared: [] });
     expect([...failures.activeFaults().keys()]).toEqual(['dns']);
     // Raised once: the next node's inconclusive attempt keeps it raised without saying it again.
-    expect(noteClusterWide(failures, 'b', completeAction([failed('dns', DNS)], message), NOW, config, evidence).signal).toEqual({ raised: [], cleared: [] });
+    expect(finishAttempt(failures, 'b', completeAction([failed('dns', DNS)], message), NOW, config, evidence).signal).toEqual({ raised: [], cleared: [] });
   });
 
   it('evidence about a check that passed explains nothing', () => {
     const failures = new ClusterWideFailures(new FakeClock());
     const action = completeAction([failed('tcp', '10.0.0.5:443'), { name: 'dns', ok: true, durationMs: 3 }], message);
-    const noted = noteClusterWide(failures, 'a', action, NOW, config, [{ check: 'dns', why: 'no endpoints' }]);
-    expect(noted.action).toBe(action);
+    const noted = finishAttempt(failures, 'a', action, NOW, config, [{ check: 'dns', why: 'no endpoints' }]);
+    expect(noted.action.result).toEqual(action.result);
+    expect(noted.action.clusterWide).toBeUndefined();
     expect(failures.activeFaults().size).toBe(0);
   });
 
@@ -332,7 +357,7 @@ describe('noteClusterWide', () => {
     for (const [httpStatus, inconclusive] of [[503, true], [500, true], [429, true], [401, false], [403, false], [404, false]] as const) {
       const failures = new ClusterWideFailures(new FakeClock());
       const check: CheckSummary = { name: 'api', ok: false, durationMs: 10, error: `GET /version: ${httpStatus}`, target: '10.96.0.1:443', httpStatus };
-      const { action } = noteClusterWide(failures, 'a', completeAction([check], 'check failed: api'), NOW, config);
+      const { action } = finishAttempt(failures, 'a', completeAction([check], 'check failed: api'), NOW, config);
       expect(action.result.outcome, `HTTP ${httpStatus}`).toBe(inconclusive ? Outcome.ClusterWide : Outcome.ChecksFailed);
       if (inconclusive) expect(action.result.message).toBe(`cluster-wide: the API server answered HTTP ${httpStatus} to the api check; not this node's fault: check failed: api`);
     }
@@ -344,17 +369,17 @@ describe('noteClusterWide', () => {
       { name: 'service', ok: false, durationMs: 10, error: 'Service kube-system/kube-dns: no ready endpoints (2 endpoint(s), none ready)', noReadyEndpoints: ['kube-system/kube-dns'] },
       { name: 'podnet', ok: false, durationMs: 10, error: 'no ready endpoints in the EndpointSlices of Service kube-system/kube-dns: no DNS pod to reach', noReadyEndpoints: ['kube-system/kube-dns'] },
     ];
-    const { action } = noteClusterWide(failures, 'a', completeAction(checks, 'checks failed: service, podnet'), NOW, config);
+    const { action } = finishAttempt(failures, 'a', completeAction(checks, 'checks failed: service, podnet'), NOW, config);
     expect(action.result.outcome).toBe(Outcome.ClusterWide);
     expect(action.result.message).toContain('cluster-wide: the Service kube-system/kube-dns has no ready endpoint (read from the API by the service check)');
     // With the controller's own reading of the same Service, that Service is named once.
-    const both = noteClusterWide(new ClusterWideFailures(new FakeClock()), 'c', completeAction([{ name: 'dns', ok: false, durationMs: 10, error: 'timeout' }, ...checks], 'checks failed: dns, service, podnet'), NOW, config, [
+    const both = finishAttempt(new ClusterWideFailures(new FakeClock()), 'c', completeAction([{ name: 'dns', ok: false, durationMs: 10, error: 'timeout' }, ...checks], 'checks failed: dns, service, podnet'), NOW, config, [
       { check: 'dns', services: ['kube-system/kube-dns'], why: 'the cluster DNS Service kube-system/kube-dns has no ready endpoint' },
     ]);
     expect(both.action.result.message).toBe("cluster-wide: the cluster DNS Service kube-system/kube-dns has no ready endpoint; not this node's fault: checks failed: dns, service, podnet");
     // Without the field (a node-side failure of the same checks), it counts.
     const plain = checks.map(({ noReadyEndpoints: _n, ...c }) => c);
-    const counted = noteClusterWide(new ClusterWideFailures(new FakeClock()), 'b', completeAction(plain, 'checks failed: service, podnet'), NOW, config);
+    const counted = finishAttempt(new ClusterWideFailures(new FakeClock()), 'b', completeAction(plain, 'checks failed: service, podnet'), NOW, config);
     expect(counted.action.result.outcome).toBe(Outcome.ChecksFailed);
   });
 
@@ -362,12 +387,12 @@ describe('noteClusterWide', () => {
     const clock = new FakeClock();
     const failures = new ClusterWideFailures(clock);
     const evidence = [{ check: 'dns', why: 'no endpoints' }];
-    noteClusterWide(failures, 'a', completeAction([failed('dns', DNS)], message), NOW, config, evidence);
+    finishAttempt(failures, 'a', completeAction([failed('dns', DNS)], message), NOW, config, evidence);
     // A node failing another check while passing dns: dns works again.
     const other = completeAction([failed('tcp', '10.0.0.5:443'), { name: 'dns', ok: true, durationMs: 3 }], message);
-    expect(noteClusterWide(failures, 'b', other, NOW, config).signal.cleared).toEqual(['dns']);
+    expect(finishAttempt(failures, 'b', other, NOW, config).signal.cleared).toEqual(['dns']);
     expect(failures.activeFaults().size).toBe(0);
-    noteClusterWide(failures, 'c', completeAction([failed('dns', DNS)], message), NOW, config, evidence);
+    finishAttempt(failures, 'c', completeAction([failed('dns', DNS)], message), NOW, config, evidence);
     await clock.advance(CLUSTER_WIDE_WINDOW_MS - 1);
     expect(failures.activeFaults().size).toBe(1);
     await clock.advance(1);

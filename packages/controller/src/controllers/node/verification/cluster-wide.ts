@@ -1,13 +1,11 @@
 import { formatDuration } from '@kube-node-ready/core';
 import type { Clock } from '../../../clock.js';
-import type { ControllerConfig } from '../../../config/schema.js';
 import type { V1Node } from '@kubernetes/client-node';
-import { backoffDelay, type Action } from './decide.js';
 import type { ControlVerdict } from './control.js';
 import { bounded } from './pod-result.js';
 import type { StateRead } from './store.js';
 import type { CheckSummary } from './summary.js';
-import { Outcome, Phase, type Failing, type VerificationState } from './types.js';
+import { Outcome, type Failing } from './types.js';
 
 /** How far back failures of other nodes count. */
 export const CLUSTER_WIDE_WINDOW_MS = 10 * 60_000;
@@ -259,73 +257,79 @@ export function clusterWidePrefix(shared: readonly SharedFailure[], windowMs: nu
 /** What a control run answered (control.ts) about the checks only their count made look cluster-wide. */
 export type ControlAnswer = Exclude<ControlVerdict, { kind: 'pending' }>;
 
-/** What noteClusterWide did to the cluster-wide signal, for the log. */
+/** What recordVerdict did to the cluster-wide signal, for the log. */
 export interface ClusterWideChange {
   /** Checks whose signal this attempt raised (it was not raised before). */
-  raised: Array<{ check: string; why: string }>;
+  raised: Blame[];
   /** Checks whose signal this attempt cleared (it passed them). */
   cleared: string[];
 }
 
+/** A failed check an inconclusive attempt blames on the cluster, and why. */
+export interface Blame {
+  check: string;
+  why: string;
+}
+
 /**
- * A finished attempt, recorded. A failed one is inconclusive (outcome ClusterWide) when the cause
- * is outside the node: direct `evidence` explains one of its failed checks (the cluster DNS Service
- * has no ready endpoint, the API answered 429/5xx), or more nodes failed that check against the same
- * target since the fault began than passed, unless a `control` run of that check on a verified node
- * passed (control.ts: then the failure is the node's own, and counts). Inconclusive: not counted against the node (its failure
- * count stays), no remediation signal, tried again after a backoff that grows with the attempts not
- * counted (reconciliation.initialBackoff x backoffFactor^n, up to maxBackoff), and the cluster-wide
- * signal is raised for the check (the kube_node_ready_cluster_wide_fault gauge) until a node passes
- * it. A failed attempt whose check only some other nodes share is named: its message says so first,
- * where truncation cannot cut it off. Recording is idempotent per node, so a write retried after a
- * conflict counts the node once.
+ * What the cluster says about a finished attempt's failed checks, gathered before decide() (the
+ * controller's judgement step): the failures other nodes share (judgeShared), the direct evidence,
+ * and a control run's answer about the checks only their count makes look cluster-wide ('pending'
+ * while it runs).
  */
-export function noteClusterWide(
+export interface Judgement {
+  shared: SharedFailure[];
+  direct: Evidence[];
+  most: SharedFailure[];
+  windowMs: number;
+  control?: ControlAnswer | 'pending';
+}
+
+/**
+ * The verdict on a failed attempt, from its judgement (pure; decide() applies it). Inconclusive
+ * (the attempt is not counted against the node) when the cause is outside the node: direct
+ * evidence explains one of its failed checks (the cluster DNS Service has no ready endpoint, the
+ * API answered 429/5xx), or more nodes failed that check against the same target since the fault
+ * began than passed, unless a control run of that check on a verified node passed (control.ts:
+ * then the failure is the node's own, and counts). A failure only some other nodes share is the
+ * node's, and its message names them first, where truncation cannot cut it off. Undefined: the
+ * judgement has nothing to say (the failure is the node's, its message unchanged).
+ */
+export function clusterWideVerdict(j: Judgement, message: string): { inconclusive: boolean; message: string; blamed: Blame[] } | undefined {
+  const control = j.control === 'pending' ? undefined : j.control;
+  // What only most nodes failing alike suggests, a control run that passed refutes.
+  const refuted = control?.kind === 'passed' ? j.most.filter((s) => control.checks.includes(s.check)) : [];
+  const most = j.most.filter((s) => !refuted.includes(s));
+  if (j.direct.length === 0 && most.length === 0) {
+    if (j.shared.length === 0) return undefined;
+    const own = refuted.length > 0 && control?.kind === 'passed' ? `${controlPassedClause(refuted, control.node)}; this node's own failure: ` : '';
+    return { inconclusive: false, message: bounded(own + clusterWidePrefix(j.shared, j.windowMs) + message), blamed: [] };
+  }
+  const blamed = [...j.direct.map((e) => ({ check: e.check, why: e.why })), ...most.map((m) => ({ check: m.check, why: sharedWhy(m, j.windowMs) }))];
+  return { inconclusive: true, message: bounded(clusterWideInconclusive(j.direct, most, j.windowMs, control) + message), blamed };
+}
+
+/**
+ * A completed attempt, recorded in the window once its outcome is stored: a pass (of the node, and
+ * of the control node whose run passed) counts against a fault looking cluster-wide and clears the
+ * signal of the checks it passed; an inconclusive attempt raises the signal (the
+ * kube_node_ready_cluster_wide_fault gauge) for the checks it blamed, until a node passes them.
+ */
+export function recordVerdict(
   failures: ClusterWideFailures,
   node: string,
-  action: Extract<Action, { kind: 'Complete' }>,
-  now: number,
-  config: ControllerConfig,
-  evidence: readonly Evidence[] = [],
-  control?: ControlAnswer,
-): { action: Extract<Action, { kind: 'Complete' }>; signal: ClusterWideChange } {
-  const signal: ClusterWideChange = { raised: [], cleared: [] };
-  const checks = action.result.checks;
-  if (action.result.outcome === Outcome.Passed) failures.recordPass(node);
+  attempt: { result: { outcome: Outcome; checks: readonly CheckSummary[] }; clusterWide?: { blamed: readonly Blame[]; control?: ControlAnswer } },
+): ClusterWideChange {
+  const control = attempt.clusterWide?.control;
+  if (attempt.result.outcome === Outcome.Passed) failures.recordPass(node);
   // A control run that passed is a pass of those checks now, on a node that had passed them before.
   if (control?.kind === 'passed') failures.recordPass(control.node);
-  signal.cleared = failures.working([...checks.filter((c) => c.ok).map((c) => c.name), ...(control?.kind === 'passed' ? control.checks : [])]);
-  if (action.result.outcome !== Outcome.ChecksFailed) return { action, signal };
-  const { shared, direct, most: byShared } = judgeShared(failures, node, checks, evidence);
-  // What only most nodes failing alike suggests, a control run that passed refutes.
-  const refuted = control?.kind === 'passed' ? byShared.filter((s) => control.checks.includes(s.check)) : [];
-  const most = byShared.filter((s) => !refuted.includes(s));
-  if (direct.length === 0 && most.length === 0) {
-    if (shared.length === 0) return { action, signal };
-    const own = refuted.length > 0 && control?.kind === 'passed' ? `${controlPassedClause(refuted, control.node)}; this node's own failure: ` : '';
-    const message = bounded(own + clusterWidePrefix(shared, failures.windowMs) + action.result.message);
-    return { action: { ...action, result: { ...action.result, message }, state: { ...action.state, lastMessage: message } }, signal };
+  const cleared = failures.working([...attempt.result.checks.filter((c) => c.ok).map((c) => c.name), ...(control?.kind === 'passed' ? control.checks : [])]);
+  const raised: Blame[] = [];
+  for (const blamed of attempt.clusterWide?.blamed ?? []) {
+    if (failures.raise(blamed.check, blamed.why) && !raised.some((r) => r.check === blamed.check)) raised.push(blamed);
   }
-  const message = bounded(clusterWideInconclusive(direct, most, failures.windowMs, control) + action.result.message);
-  for (const blamed of [...direct.map((e) => ({ check: e.check, why: e.why })), ...most.map((m) => ({ check: m.check, why: sharedWhy(m, failures.windowMs) }))]) {
-    if (failures.raise(blamed.check, blamed.why) && !signal.raised.some((r) => r.check === blamed.check)) signal.raised.push(blamed);
-  }
-  // decide() counted this attempt as failed (failedState: one more); it is not.
-  const counted = Math.max(0, action.state.failures - 1);
-  // A short blip costs a short wait; a long outage is not hammered.
-  const delay = backoffDelay(Math.max(1, action.state.attempt - counted), config.reconciliation);
-  const state: VerificationState = {
-    uid: action.state.uid,
-    attempt: action.state.attempt,
-    failures: counted,
-    phase: Phase.Backoff,
-    nextAttemptAt: now + delay,
-    lastOutcome: Outcome.ClusterWide,
-    lastMessage: message,
-  };
-  if (action.state.verifiedAt !== undefined) state.verifiedAt = action.state.verifiedAt;
-  if (action.state.failing !== undefined) state.failing = action.state.failing;
-  return { action: { ...action, result: { ...action.result, outcome: Outcome.ClusterWide, message }, state, open: false, requeueAfterMs: delay }, signal };
+  return { raised, cleared };
 }
 
 /**

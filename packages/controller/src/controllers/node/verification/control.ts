@@ -38,8 +38,6 @@ export const CONTROL_LABEL = `${GROUP}/control`;
 export const CONTROL_FOR_ANNOTATION = `${GROUP}/control-for`;
 /** How long a finished control run answers for later failures of the same checks. */
 export const CONTROL_VALID_MS = 60_000;
-/** How often a node whose attempt waits for a control run is reconciled again. */
-export const CONTROL_POLL_MS = 2_000;
 /** How long a created control pod may be missing from the pod cache before it is read live. */
 const CACHE_GRACE_MS = 5_000;
 const ZONE_LABEL = 'topology.kubernetes.io/zone';

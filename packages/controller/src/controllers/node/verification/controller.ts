@@ -6,39 +6,48 @@ import type { Clock } from '../../../clock.js';
 import type { ControllerConfig } from '../../../config/schema.js';
 import type { EventRecorder } from '../../../events/recorder.js';
 import type { KubeClient } from '../../../kube/client.js';
-import { isRefusal, messageOf, reasonOf } from '../../../kube/errors.js';
+import { messageOf } from '../../../kube/errors.js';
 import { slimNode, stripObject } from '../../../kube/informer.js';
 import { annotation, nodeName, nodeUid, toMillis } from '../../../kube/objects.js';
 import type { ControllerMetrics } from '../../../metrics/metrics.js';
 import type { NodeStatus } from '../../../metrics/names.js';
-import { judgeShared, noteClusterWide, type ClusterWideFailures, type ControlAnswer, type Evidence } from './cluster-wide.js';
-import { CONTROL_POLL_MS, type ControlRuns } from './control.js';
+import { complete } from './actions/complete.js';
+import { type ActionContext, type Applied, type ReconcileResult, type Report } from './actions/context.js';
+import { ignore } from './actions/ignore.js';
+import { launch } from './actions/launch.js';
+import { wait } from './actions/wait.js';
+import { judgeShared, type ClusterWideFailures, type Evidence, type Judgement } from './cluster-wide.js';
+import type { ControlRuns } from './control.js';
 import type { ClusterDnsEndpoints } from './dns-endpoints.js';
-import { desiredCondition, unsupportedOSCondition, waitingCondition, writesToNode } from './condition.js';
-import { carried, decide, hasVerificationTaint, POD_REFUSED_RETRY_MS, podRef, unsupportedOS, type Action, type PodRef } from './decide.js';
-import { awaitingRegistrationEvent, completedEvents, podRefusedEvent, startedEvent, unsupportedOSEvent, waitingForNodeEvent, type NodeEvent } from './events.js';
+import { desiredCondition, writesToNode } from './condition.js';
+import { attemptToJudge, decide, hasVerificationTaint, podRef, type Action, type PodRef } from './decide.js';
+import type { NodeEvent } from './events.js';
+import { NodeMemory } from './memory.js';
 import { workerPodName } from './naming.js';
 import { NodeCopies } from './node-copies.js';
-import { conditionPatch, taintsToRemove, type ConditionInput } from './node-patch.js';
-import { buildWorkerPod, workerNodeName } from './pod-spec.js';
+import { conditionPatch } from './node-patch.js';
 import type { ReactionClock } from './reaction.js';
 import type { VerificationSlots } from './slots.js';
 import type { ProgressStore } from './store.js';
-import { Outcome, Phase, type VerificationState } from './types.js';
+import { Phase, type VerificationState } from './types.js';
+
+export type { ReconcileResult } from './actions/context.js';
 
 /**
- * The verification controller: gathers what decide() needs (the node and its worker pods from
- * the informer caches, the stored progress), asks decide() for the next step, and applies it.
- * One reconcile per node at a time (the work queue guarantees it). The node is read from the
- * informer, or from our own last write when the informer has not delivered it yet (NodeCopies).
- * A node write refused because the node changed is retried on a live read of the node (the
- * informer's copy may still be the stale one); other errors go back to the queue's backoff.
+ * The verification controller. One reconcile per node at a time (the work queue guarantees it):
+ * read (the node and its worker pods from the informer caches, the stored progress, and for an
+ * attempt that failed checks what the cluster says about them), decide once (decide.ts: the only
+ * place a verdict is made), apply the one action decide() returned (actions/: launch, complete,
+ * wait, ignore), then bring the condition and the status metric in line. The node is read from the
+ * informer, or from our own last write when the informer has not delivered it yet (NodeCopies). A
+ * write refused because the node changed is retried on a live read of the node (the informer's copy
+ * may still be the stale one); other errors go back to the queue's backoff.
  */
 export interface VerificationDeps {
   config: ControllerConfig;
   clock: Clock;
   log: Logger;
-  kube: Pick<KubeClient, 'getNode' | 'findNode' | 'patchNodeStatus' | 'createPod' | 'getPod' | 'deletePod'>;
+  kube: Pick<KubeClient, 'getNode' | 'findNode' | 'patchNode' | 'patchNodeStatus' | 'createPod' | 'getPod' | 'deletePod'>;
   /** Informer caches. */
   nodes: { get(name: string): V1Node | undefined };
   /** The worker pods of a node, by its name (the pod informer's index: workerNodeName). */
@@ -63,100 +72,85 @@ export interface VerificationDeps {
   reactions?: ReactionClock;
 }
 
-export interface ReconcileResult {
-  requeueAfterMs?: number;
-}
-
 /** How long a pod we created stands in for the cache's copy (the watch usually delivers in ms). */
 const RECENTLY_CREATED_TTL_MS = 10_000;
-
-/** How long a node may wait to become launchable before the wait is reported (condition, Event). */
-const WAITING_REPORT_AFTER_MS = 10_000;
 
 /** Node writes refused for a changed node before the reconcile gives up and requeues. */
 const MAX_CONFLICT_ROUNDS = 3;
 
-/**
- * What apply() did. A refused node write reports the worker pod it created first, if any; a
- * conflict found by reading the node live carries that read (`live.node` undefined: it is gone).
- */
-type Applied =
-  | { kind: 'done'; node: V1Node; state?: VerificationState; report?: Report; result: ReconcileResult }
-  | { kind: 'conflict'; launched?: PodRef; live?: { node: V1Node | undefined } };
-/** What the condition and the status metric say when it is not the stored progress (a node waiting to become launchable). */
-interface Report {
-  status: NodeStatus;
-  condition: ConditionInput;
-}
-const CONFLICT: Applied = { kind: 'conflict' };
 
 export class VerificationController {
-  /**
-   * Pods this controller created that the pod cache may not show yet (client-go's
-   * "expectations"): spares a live read when the next reconcile comes before the watch event.
-   */
-  private readonly recentlyCreated = new Map<string, { pod: V1Pod; at: number }>();
-  private readonly reportedInvalid = new Map<string, string>();
-  /** Nodes told their worker pod was refused (the Event is recorded once per message): node name -> message. */
-  private readonly refusedReported = new Map<string, string>();
-  /** Nodes told they wait to become launchable (the Event is recorded once): node name -> `uid|overdue`. */
-  private readonly waitingReported = new Map<string, string>();
-  /** The condition last written per node: the cache lags our own writes, so compare with this too. */
-  private readonly writtenCondition = new Map<string, string>();
+  /** What this controller remembers of each node (memory.ts), forgotten with the node. */
+  private readonly memory = new NodeMemory();
   /** The informer's nodes, or the newer copies our own writes and live reads returned. */
   private readonly nodes: NodeCopies;
-  /** When each node was first found able to run the worker (NodeVerification status launchableAt). */
-  private readonly launchableSince = new Map<string, number>();
+  /** What the actions use (actions/context.ts). */
+  private readonly actions: ActionContext;
 
   constructor(private readonly deps: VerificationDeps) {
     this.nodes = new NodeCopies(deps.nodes);
+    this.actions = {
+      deps,
+      memory: this.memory,
+      emit: (node, event) => this.emit(node, event),
+      deletePods: (pods, log) => this.deletePods(pods, log),
+      slotFreed: () => this.slotFreed(),
+    };
   }
 
   async reconcile(name: string): Promise<ReconcileResult> {
-    const { config, kube, store } = this.deps;
+    const { config, clock, kube, slots } = this.deps;
     const log = this.deps.log.child({ node: name });
-    const startedAt = this.deps.clock.now();
+    const startedAt = clock.now();
 
-    // 1. The node is gone: remove its workers and its metrics.
+    // 1. The node is gone: remove its workers and its memory.
     let node = this.nodes.get(name) ?? (await this.uncachedNode(name, log));
     if (!node) return this.forget(name, log);
     /** A worker pod this reconcile created for a launch whose progress write was then refused. */
     let launched: PodRef | undefined;
 
     for (let round = 1; ; round++) {
-      // 2. Read the stored progress and the node's worker pods.
+      // 2. Read: the stored progress, the node's worker pods, and for an attempt that failed
+      //    checks, what the cluster says about them.
       const state = this.readProgress(node, log);
       const pods = await this.workerPods(node, state);
+      const now = clock.now();
+      const judgement = await this.judge(node, pods, state, now);
 
-      // 3. Decide, then apply.
+      // 3. Decide, once.
       const arrival = toMillis(node.metadata?.creationTimestamp) ?? 0;
-      const action = decide(node, pods, this.deps.clock.now(), config, {
+      const launchableSince = this.memory.get(name)?.launchableSince;
+      const action = decide(node, pods, now, config, {
         state,
-        slotsTaken: this.deps.slots.taken(name, arrival),
+        slotsTaken: slots.taken(name, arrival),
+        ...(launchableSince !== undefined ? { launchableSince } : {}),
+        ...(judgement ? { judgement } : {}),
       });
-      // A launch takes its slot now, before any await, so parallel reconciles see it; a node that
-      // found none keeps its place in line; any other step leaves the line.
-      if (action.kind === 'Launch') this.deps.slots.reserve(name);
-      else if (action.kind === 'Wait' && action.reason === 'ConcurrencyLimit') this.deps.slots.wait(name, arrival);
-      else if (this.deps.slots.waiting(name)) {
-        this.deps.slots.leaveQueue(name);
+
+      // 4. The line for slots and the controller's own memory follow the decision. A launch takes
+      //    its slot now, before any await, so parallel reconciles see it; a node that found none
+      //    keeps its place in line; any other step leaves the line.
+      if (action.kind === 'Launch') slots.reserve(name);
+      else if (action.kind === 'Wait' && action.reason === 'ConcurrencyLimit') slots.wait(name, arrival);
+      else if (slots.waiting(name)) {
+        slots.leaveQueue(name);
         this.slotFreed(); // its place in line goes to the next
       }
+      if (action.kind === 'Launch' || (action.kind === 'Wait' && action.reason === 'ConcurrencyLimit')) this.memory.of(name).launchableSince ??= now;
       // A pod launched from a copy the write found stale runs on only if the fresh decision follows it.
       if (launched && !follows(action, launched.name, node)) {
-        await this.discardLaunched(launched, log);
+        await this.discardLaunched(name, launched, log);
         launched = undefined;
-      }
-      if (action.kind === 'Launch' || (action.kind === 'Wait' && action.reason === 'ConcurrencyLimit')) {
-        if (!this.launchableSince.has(name)) this.launchableSince.set(name, this.deps.clock.now());
       }
       // A reaction's clock runs only toward its own step: a node that must wait (for a slot, a
       // backoff, Karpenter's registration) is not the controller reacting.
       if (action.kind !== 'Launch') this.deps.reactions?.cancel('launch', name, startedAt);
       if (action.kind !== 'Complete') this.deps.reactions?.cancel('open', name, startedAt);
+
+      // 5. Apply it.
       const applied = await this.apply(node, pods, action, state, log);
 
-      // 4. The node changed under us: read it again, live (the informer may still hold the copy
+      // 6. The node changed under us: read it again, live (the informer may still hold the copy
       //    the write was refused for; a conflict found by a live read brings that read), and
       //    decide again.
       if (applied.kind === 'conflict') {
@@ -165,7 +159,7 @@ export class VerificationController {
         log.debug({ round }, 'node changed since it was read; reading it again');
         const fresh = applied.live ? applied.live.node : await kube.getNode(name);
         if (!fresh) {
-          if (launched) await this.discardLaunched(launched, log);
+          if (launched) await this.discardLaunched(name, launched, log);
           return this.forget(name, log);
         }
         node = this.slim(fresh);
@@ -174,13 +168,55 @@ export class VerificationController {
       }
       if (applied.node !== node) this.nodes.observe(this.slim(applied.node));
 
-      // 5. Bring the condition and the status metric in line with the stored progress, on a node
+      // 7. Bring the condition and the status metric in line with the stored progress, on a node
       //    that is ours. Never on one decide() leaves alone (not a candidate, going away): a
       //    condition of ours there would claim a node another installation, or nobody, verifies.
       if (!(action.kind === 'Ignore' && (action.reason === 'NotCandidate' || action.reason === 'NodeDeleting'))) {
-        await this.syncReport(applied.node, applied.report ?? applied.state ?? stored(store, applied.node), log);
+        await this.syncReport(applied.node, applied.report ?? applied.state ?? stored(this.deps.store, applied.node), log);
       }
       return applied.result;
+    }
+  }
+
+  /**
+   * What the cluster says about the failed checks of an attempt that has just finished (none
+   * other is judged): the failures other nodes share (recorded here, once per attempt and node),
+   * the cluster's own evidence (the DNS Service's endpoints, read only when dns failed) and, where
+   * only the failures of other nodes make the failure look cluster-wide, a control run's answer
+   * ('pending' while it runs: decide() then waits for it).
+   */
+  private async judge(node: V1Node, pods: readonly V1Pod[], state: VerificationState | undefined, now: number): Promise<Judgement | undefined> {
+    const failures = this.deps.clusterWide;
+    if (!failures) return undefined;
+    const checks = attemptToJudge(node, pods, now, this.deps.config, state);
+    if (!checks) return undefined;
+    const evidence: Evidence[] = [];
+    const dns = this.deps.clusterDns;
+    if (dns && checks.some((c) => c.name === 'dns' && !c.ok) && (await dns.ready()) === 0) {
+      evidence.push({ check: 'dns', services: [dns.service], why: `the cluster DNS Service ${dns.service} has no ready endpoint` });
+    }
+    const judgement: Judgement = { ...judgeShared(failures, nodeName(node), checks, evidence), windowMs: failures.windowMs };
+    if (this.deps.controlRuns && judgement.most.length > 0) {
+      const verdict = await this.deps.controlRuns.verdict(judgement.most.map((s) => s.check), node);
+      if (verdict.kind === 'pending') this.deps.log.debug({ node: nodeName(node), checks: judgement.most.map((s) => s.check), controlNode: verdict.node }, 'most new nodes fail these checks alike: judging the attempt when the control run ends');
+      judgement.control = verdict.kind === 'pending' ? 'pending' : verdict;
+    }
+    return judgement;
+  }
+
+  private async apply(node: V1Node, pods: readonly V1Pod[], action: Action, state: VerificationState | undefined, log: Logger): Promise<Applied> {
+    const newer = await this.newerNodeThanCleanup(node, pods, action.cleanup);
+    if (newer) return { kind: 'conflict', live: newer };
+    await this.deletePods(action.cleanup, log);
+    switch (action.kind) {
+      case 'Ignore':
+        return ignore(this.actions, node, action, state, log);
+      case 'Wait':
+        return wait(this.actions, node, action, state, log);
+      case 'Launch':
+        return launch(this.actions, node, action, log);
+      case 'Complete':
+        return complete(this.actions, node, pods, action, log);
     }
   }
 
@@ -216,13 +252,8 @@ export class VerificationController {
     this.deps.store.forget(name);
     this.nodes.forget(name);
     this.deps.slots.forget(name);
-    this.reportedInvalid.delete(name);
-    this.waitingReported.delete(name);
-    this.refusedReported.delete(name);
-    this.writtenCondition.delete(name);
-    this.launchableSince.delete(name);
+    this.memory.forget(name);
     this.deps.reactions?.forget(name);
-    for (const [pod, entry] of this.recentlyCreated) if (workerNodeName(entry.pod) === name) this.recentlyCreated.delete(pod);
     if (orphans.length > 0) log.info({ pods: orphans.length }, 'node is gone; deleted its worker pods');
     return {};
   }
@@ -232,8 +263,9 @@ export class VerificationController {
   private readProgress(node: V1Node, log: Logger): VerificationState | undefined {
     const read = this.deps.store.read(node);
     if (read.kind === 'ok') return read.state;
-    if (read.kind === 'invalid' && this.reportedInvalid.get(node.metadata?.name ?? '') !== read.problem) {
-      this.reportedInvalid.set(node.metadata?.name ?? '', read.problem);
+    const name = nodeName(node);
+    if (read.kind === 'invalid' && this.memory.get(name)?.invalidReported !== read.problem) {
+      this.memory.of(name).invalidReported = read.problem;
       log.warn({ problem: read.problem }, 'ignoring unusable verification state on the node');
     }
     return undefined;
@@ -245,35 +277,20 @@ export class VerificationController {
    * deleted.
    */
   private async workerPods(node: V1Node, state: VerificationState | undefined): Promise<V1Pod[]> {
-    const name = node.metadata?.name ?? '';
+    const name = nodeName(node);
     const pods = [...this.deps.pods.byIndex(name)];
     if (state?.phase !== Phase.Verifying) return pods;
     const expected = workerPodName(name, nodeUid(node), state.attempt);
-    const remembered = this.recentlyCreated.get(expected);
+    const memo = this.memory.get(name);
+    const created = memo?.created?.pod.metadata?.name === expected ? memo.created : undefined;
     if (pods.some((p) => p.metadata?.name === expected)) {
-      this.recentlyCreated.delete(expected);
+      if (memo) delete memo.created;
       return pods;
     }
-    if (remembered && this.deps.clock.now() - remembered.at < RECENTLY_CREATED_TTL_MS) return [...pods, remembered.pod];
-    this.recentlyCreated.delete(expected);
+    if (created && this.deps.clock.now() - created.at < RECENTLY_CREATED_TTL_MS) return [...pods, created.pod];
+    if (memo) delete memo.created;
     const live = await this.deps.kube.getPod(this.deps.config.worker.namespace, expected);
     return live ? [...pods, stripObject(live)] : pods;
-  }
-
-  private async apply(node: V1Node, pods: readonly V1Pod[], action: Action, state: VerificationState | undefined, log: Logger): Promise<Applied> {
-    const newer = await this.newerNodeThanCleanup(node, pods, action.cleanup);
-    if (newer) return { kind: 'conflict', live: newer };
-    await this.deletePods(action.cleanup, log);
-    switch (action.kind) {
-      case 'Ignore':
-        return this.ignore(node, action, state, log);
-      case 'Wait':
-        return this.wait(node, action, state, log);
-      case 'Launch':
-        return this.launch(node, action, log);
-      case 'Complete':
-        return this.complete(node, pods, action, log);
-    }
   }
 
   /**
@@ -300,240 +317,13 @@ export class VerificationController {
     return !live || nodeUid(live) !== uid ? { node: live } : undefined;
   }
 
-  private async ignore(node: V1Node, action: Extract<Action, { kind: 'Ignore' }>, state: VerificationState | undefined, log: Logger): Promise<Applied> {
-    const name = node.metadata?.name ?? '';
-    this.deps.slots.release(name);
-    if (action.reason === 'NodeDeleting' || action.reason === 'NotCandidate') this.deps.metrics.forgetNode(name);
-    // Opened, but the status that records it was not written (the Node is written first; the
-    // reconcile ended between the two): complete it from the node, level-based, without a Node write.
-    if (action.reason === 'Verified' && state?.phase === Phase.Verifying) {
-      const completed: VerificationState = { ...state, phase: Phase.Passed, failures: 0, verifiedAt: state.verifiedAt ?? this.deps.clock.now() };
-      delete completed.failing;
-      const saved = await this.deps.store.save(node, completed, { open: false });
-      if (saved === 'conflict') return CONFLICT;
-      log.info({ attempt: state.attempt }, 'node found open with its attempt still recorded as running: recorded it as passed');
-      return { kind: 'done', node: saved, state: completed, result: {} };
-    }
-    log.trace({ reason: action.reason }, 'nothing to do');
-    return { kind: 'done', node, result: {} };
-  }
-
-  /**
-   * A node to verify waits (it cannot run the worker yet, no slot is free, or it never can): its
-   * NodeVerification exists from the first sight, and a wait longer than WAITING_REPORT_AFTER_MS
-   * is recorded in it (phase Waiting, with what it waits for). A node with an attempt behind it keeps
-   * that phase (its backoff has run out).
-   */
-  private async recordWaiting(node: V1Node, state: VerificationState | undefined, condition: ConditionInput | undefined): Promise<V1Node | 'conflict'> {
-    if (state && state.phase !== Phase.Waiting) return node;
-    const age = this.deps.clock.now() - (toMillis(node.metadata?.creationTimestamp) ?? 0);
-    if (age < WAITING_REPORT_AFTER_MS) {
-      if (!state) await this.deps.store.ensure(node);
-      return node;
-    }
-    const waiting: VerificationState = { ...carried(state, nodeUid(node)), phase: Phase.Waiting };
-    const launchable = this.launchableSince.get(nodeName(node));
-    if (launchable !== undefined) waiting.launchableAt = launchable;
-    return this.deps.store.save(node, waiting, { open: false, ...(condition ? { condition } : {}) });
-  }
-
-  private async wait(node: V1Node, action: Extract<Action, { kind: 'Wait' }>, state: VerificationState | undefined, log: Logger): Promise<Applied> {
-    const name = node.metadata?.name ?? '';
-    let written = node;
-    if (action.persist) {
-      // A pod newer than the stored progress (created just before a restart): record it first.
-      const saved = await this.deps.store.save(node, action.persist, { open: false });
-      if (saved === 'conflict') return CONFLICT;
-      written = saved;
-      log.info({ attempt: action.attempt }, 'resumed an attempt whose worker pod already existed');
-    }
-    if (action.reason === 'ConcurrencyLimit') {
-      this.deps.metrics.setNodeStatus(name, 'waiting');
-      if ((await this.recordWaiting(node, state, undefined)) === 'conflict') return CONFLICT;
-    }
-    if (action.reason === 'KarpenterRegistration') this.emit(name, awaitingRegistrationEvent());
-    log.debug({ reason: action.reason, attempt: action.attempt, requeueAfterMs: action.requeueAfterMs, waitingFor: action.waitingFor }, 'waiting');
-    if (action.reason === 'UnsupportedOS') {
-      const os = unsupportedOS(node) ?? 'unknown';
-      const key = `${nodeUid(node)}|os`;
-      if (this.waitingReported.get(name) !== key) {
-        this.waitingReported.set(name, key);
-        this.emit(name, unsupportedOSEvent(os, this.deps.config));
-        log.warn({ os }, 'the worker cannot run on this node (not Linux); it is not verified and keeps its taint');
-      }
-      const condition = unsupportedOSCondition(os, this.deps.config);
-      if ((await this.recordWaiting(node, state, condition)) === 'conflict') return CONFLICT;
-      return { kind: 'done', node: written, report: { status: 'waiting', condition }, result: {} };
-    }
-    if (action.reason === 'NodeNotLaunchable') {
-      const waitingFor = action.waitingFor ?? [];
-      const overdue = action.overdue ?? false;
-      // A node that has just registered is usually Ready within seconds: say nothing (no Event, no
-      // status write: only the NodeVerification is created) until it has waited
-      // WAITING_REPORT_AFTER_MS. The status metric costs no request and says it at once.
-      const age = this.deps.clock.now() - (toMillis(node.metadata?.creationTimestamp) ?? 0);
-      const condition = waitingCondition(waitingFor, overdue, this.deps.config);
-      if ((await this.recordWaiting(node, state, condition)) === 'conflict') return CONFLICT;
-      if (age < WAITING_REPORT_AFTER_MS) {
-        this.deps.metrics.setNodeStatus(name, 'waiting');
-        const again = WAITING_REPORT_AFTER_MS - age;
-        return { kind: 'done', node: written, result: requeue(Math.min(again, action.requeueAfterMs ?? again)) };
-      }
-      const key = `${nodeUid(node)}|${overdue}`;
-      if (this.waitingReported.get(name) !== key) {
-        this.waitingReported.set(name, key);
-        this.emit(name, waitingForNodeEvent(waitingFor, overdue, this.deps.config));
-        (overdue ? log.warn.bind(log) : log.info.bind(log))({ waitingFor }, overdue ? 'the node still cannot run the worker after nodeManagement.bringUpTimeout' : 'waiting until the node can run the worker');
-      }
-      const report = { status: 'waiting' as const, condition };
-      return { kind: 'done', node: written, report, result: requeue(action.requeueAfterMs) };
-    }
-    return { kind: 'done', node: written, ...(action.persist ? { state: action.persist } : {}), result: requeue(action.requeueAfterMs) };
-  }
-
-  private async launch(node: V1Node, action: Extract<Action, { kind: 'Launch' }>, log: Logger): Promise<Applied> {
-    const { config, kube, worker } = this.deps;
-    const name = node.metadata?.name ?? '';
-
-    // 1. The pod first: its deterministic name makes a repeat (after a crash or a conflict) a no-op.
-    const pod = buildWorkerPod({
-      node,
-      attempt: action.attempt,
-      podName: action.podName,
-      config,
-      image: worker.image,
-      configHash: worker.configHash,
-      apiEndpoints: worker.apiEndpoints?.() ?? [],
-    });
-    let created: V1Pod | undefined;
-    try {
-      created = await kube.createPod(pod);
-    } catch (err) {
-      if (!isRefusal(err)) throw err;
-      this.deps.reactions?.cancel('launch', name);
-      this.podRefused(node, action.podName, err, log);
-      return { kind: 'done', node, result: requeue(POD_REFUSED_RETRY_MS) };
-    }
-    this.deps.reactions?.stop('launch', name);
-    const now = this.deps.clock.now();
-    for (const [podName, entry] of this.recentlyCreated) if (now - entry.at >= RECENTLY_CREATED_TTL_MS) this.recentlyCreated.delete(podName);
-    if (created) this.recentlyCreated.set(action.podName, { pod: stripObject(created), at: now });
-
-    // 2. Then the progress: the next reconcile follows this attempt. Refused, the decision was made
-    //    on a stale copy: the caller decides again on a live one, and keeps the pod only if that
-    //    decision follows it.
-    const launchable = this.launchableSince.get(name);
-    const state: VerificationState = launchable !== undefined && action.state.launchableAt !== undefined && launchable < action.state.launchableAt ? { ...action.state, launchableAt: launchable } : action.state;
-    const saved = await this.deps.store.save(node, state, { open: false });
-    if (saved === 'conflict') return created ? { kind: 'conflict', launched: podRef(created) } : CONFLICT;
-
-    this.emit(name, startedEvent(action, config));
-    if (action.state.failures > 0) this.deps.metrics.recordRetry(name);
-    log.info({ attempt: action.attempt, pod: action.podName, existed: created === undefined }, 'started worker pod');
-    return { kind: 'done', node: saved, state, result: requeue(action.requeueAfterMs) };
-  }
-
-  /**
-   * The API server refused the worker pod (admission, quota, Pod Security): no pod, so the slot goes
-   * back at once; the node's progress is untouched (not an attempt: the node is not at fault); it
-   * tries again in POD_REFUSED_RETRY_MS. Said once per node and message; counted for the breaker.
-   */
-  private podRefused(node: V1Node, podName: string, err: unknown, log: Logger): void {
-    const name = nodeName(node);
-    const message = messageOf(err);
-    this.deps.slots.release(name);
-    this.slotFreed();
-    this.deps.metrics.recordPodRefused(reasonOf(err) ?? 'Unknown');
-    this.deps.podRefused?.(node);
-    if (this.refusedReported.get(name) === message) return;
-    this.refusedReported.set(name, message);
-    this.emit(name, podRefusedEvent(podName, message));
-    log.warn({ pod: podName, err: message, retryAfterMs: POD_REFUSED_RETRY_MS }, 'the API server refused the worker pod; not counted as an attempt, tried again later');
-  }
-
-  private async complete(
-    node: V1Node,
-    pods: readonly V1Pod[],
-    decided: Extract<Action, { kind: 'Complete' }>,
-    log: Logger,
-  ): Promise<Applied> {
-    const { config, clock, metrics } = this.deps;
-    const name = node.metadata?.name ?? '';
-    const judged = this.deps.clusterWide ? await this.judgeClusterWide(this.deps.clusterWide, node, decided, log) : decided;
-    // A control run of the checks most nodes fail is under way: the attempt is judged when it ends
-    // (nothing is written meanwhile; the finished worker pod keeps the attempt's result).
-    if (judged === 'control') return { kind: 'done', node, result: requeue(CONTROL_POLL_MS) };
-    const action = judged;
-    const removedTaints = action.open ? taintsToRemove(node, config) : [];
-
-    // 1. One guarded write: the outcome, and for a pass the taint removal and the label.
-    const saved = await this.deps.store.save(node, action.state, { open: action.open });
-    if (saved === 'conflict') return CONFLICT;
-    const now = clock.now();
-    if (action.open && !config.dryRun && removedTaints.length > 0) this.deps.reactions?.stop('open', name);
-    else this.deps.reactions?.cancel('open', name);
-
-    // 2. Explain: events, logs, metrics.
-    for (const event of completedEvents(action, config, { dryRun: config.dryRun, removedTaints })) this.emit(name, event);
-    const pod = pods.find((p) => p.metadata?.name === action.pod?.name);
-    const podCreated = toMillis(pod?.metadata?.creationTimestamp);
-    const finished = action.result.finishedAt ?? now;
-    metrics.recordAttempt({
-      outcome: action.result.outcome,
-      ...(podCreated !== undefined ? { durationSeconds: (finished - podCreated) / 1000 } : {}),
-      checks: action.result.checks,
-      warnings: action.result.warnings,
-    });
-    const created = toMillis(node.metadata?.creationTimestamp);
-    if (action.open && !config.dryRun && removedTaints.length > 0 && created !== undefined) metrics.recordOpened((now - created) / 1000);
-    const warnings = action.result.warnings.map((w) => w.message);
-    const fields = { attempt: action.attempt, outcome: action.result.outcome, failedChecks: action.result.failedChecks, phase: action.state.phase, ...(warnings.length > 0 ? { warnings } : {}) };
-    if (action.open) log.info({ ...fields, removedTaints, dryRun: config.dryRun }, config.dryRun ? 'node passed (dry run: not opened)' : 'node passed and was opened');
-    else log.warn({ ...fields, message: action.result.message, requeueAfterMs: action.requeueAfterMs }, 'verification attempt failed');
-
-    // 3. The pod has served its purpose (failed ones are kept up to worker.keepFailedPods).
-    if (action.deletePod && action.pod) await this.deletePods([action.pod], log);
-    this.deps.slots.release(name);
-    return { kind: 'done', node: saved, state: action.state, result: requeue(action.requeueAfterMs) };
-  }
-
-  /**
-   * noteClusterWide with the cluster's own evidence (the DNS Service's endpoints, read only when a
-   * dns check failed) and, where only the failures of other nodes make the failure look
-   * cluster-wide, a control run's answer ('control': under way); the signal's changes logged.
-   */
-  private async judgeClusterWide(failures: ClusterWideFailures, node: V1Node, decided: Extract<Action, { kind: 'Complete' }>, log: Logger): Promise<Extract<Action, { kind: 'Complete' }> | 'control'> {
-    const name = nodeName(node);
-    const evidence: Evidence[] = [];
-    const dns = this.deps.clusterDns;
-    if (dns && decided.result.outcome === Outcome.ChecksFailed && decided.result.checks.some((c) => c.name === 'dns' && !c.ok) && (await dns.ready()) === 0) {
-      evidence.push({ check: 'dns', services: [dns.service], why: `the cluster DNS Service ${dns.service} has no ready endpoint` });
-    }
-    let control: ControlAnswer | undefined;
-    if (this.deps.controlRuns && decided.result.outcome === Outcome.ChecksFailed) {
-      const { most } = judgeShared(failures, name, decided.result.checks, evidence);
-      if (most.length > 0) {
-        const verdict = await this.deps.controlRuns.verdict(most.map((s) => s.check), node);
-        if (verdict.kind === 'pending') {
-          log.debug({ checks: most.map((s) => s.check), controlNode: verdict.node }, 'most new nodes fail these checks alike: judging the attempt when the control run ends');
-          return 'control';
-        }
-        control = verdict;
-      }
-    }
-    const { action, signal } = noteClusterWide(failures, name, decided, this.deps.clock.now(), this.deps.config, evidence, control);
-    for (const { check, why } of signal.raised) log.warn({ check, why }, 'cluster-wide fault: attempts failing this check are inconclusive until a node passes it');
-    for (const check of signal.cleared) log.info({ check }, 'cluster-wide fault cleared: a node passed the check');
-    return action;
-  }
-
   /**
    * The condition and the status metric follow the stored progress, or what the reconcile reports
    * instead (a node waiting to become launchable): level-based, idempotent.
    */
   private async syncReport(node: V1Node, from: VerificationState | Report | undefined, log: Logger): Promise<void> {
     const { config, metrics } = this.deps;
-    const name = node.metadata?.name ?? '';
+    const name = nodeName(node);
     if (!from) return;
     const report = 'condition' in from ? from : from.uid === nodeUid(node) ? { status: statusOf(from), condition: desiredCondition(from, config) } : undefined;
     if (!report) return;
@@ -543,18 +333,19 @@ export class VerificationController {
     if (!config.nodeManagement.condition.enabled || config.dryRun) return;
     if (!writesToNode(wanted, node.status?.conditions?.find((c) => c.type === wanted.type))) return;
     const key = `${nodeUid(node)}|${JSON.stringify(wanted)}`;
-    if (this.writtenCondition.get(name) === key) return;
+    if (this.memory.get(name)?.writtenCondition === key) return;
     const patch = conditionPatch(node, wanted, this.deps.clock.now());
     if (patch) {
       await this.deps.kube.patchNodeStatus(name, patch);
       log.debug({ condition: patch.status.conditions[0] }, 'updated the node condition');
     }
-    this.writtenCondition.set(name, key);
+    this.memory.of(name).writtenCondition = key;
   }
 
   /** Deletes a worker pod launched on a decision the node write then showed to be based on a stale copy. */
-  private async discardLaunched(pod: PodRef, log: Logger): Promise<void> {
-    this.recentlyCreated.delete(pod.name);
+  private async discardLaunched(name: string, pod: PodRef, log: Logger): Promise<void> {
+    const memo = this.memory.get(name);
+    if (memo?.created?.pod.metadata?.name === pod.name) delete memo.created;
     await this.deletePods([pod], log);
     log.info({ pod: pod.name }, 'deleted a worker pod started from an outdated copy of the node');
   }
@@ -603,10 +394,6 @@ function statusOf(state: VerificationState): NodeStatus {
     case Phase.Failed:
       return 'failed';
   }
-}
-
-function requeue(ms: number | undefined): ReconcileResult {
-  return ms === undefined ? {} : { requeueAfterMs: Math.max(0, ms) };
 }
 
 /** Whether `action` goes on with the worker pod named `podName` (launches it, waits on it, records it). */

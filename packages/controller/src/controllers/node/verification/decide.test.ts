@@ -2,7 +2,7 @@ import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { ControllerConfig } from '../../../config/schema.js';
 import { aNode, aWorkerPod, summaryText, testConfig, testProgress } from '../../../testing/builders.js';
-import { backoffDelay, CONCURRENCY_RECHECK_MS, decide, type Action } from './decide.js';
+import { backoffDelay, CONCURRENCY_RECHECK_MS, CONTROL_POLL_MS, decide, type Action } from './decide.js';
 import { workerPodName } from './naming.js';
 import { Outcome, Phase } from './types.js';
 
@@ -80,6 +80,28 @@ describe('decide: which nodes', () => {
     expect(run(retried)).toMatchObject({ kind: 'Launch', attempt: 2, state: { launchableAt: T0, firstLaunchAt: T0 } });
     const again = aNode().withState({ attempt: 1, failures: 0, phase: Phase.Passed, verifiedAt: T0, launchableAt: T0, firstLaunchAt: T0 }).build();
     expect(run(again)).toMatchObject({ kind: 'Launch', attempt: 2, state: { launchableAt: NOW, firstLaunchAt: NOW, verifiedAt: T0 } });
+  });
+
+  it('a node that waited in line for a slot records when it first became launchable (the controller\'s launchableSince), not when it launched', () => {
+    const node = aNode().tainted().build();
+    const launched = decide(node, [], NOW, defaults, { state: undefined, slotsTaken: 0, launchableSince: NOW - 20 * S });
+    expect(launched).toMatchObject({ kind: 'Launch', state: { launchableAt: NOW - 20 * S, firstLaunchAt: NOW } });
+  });
+
+  it('waits without writing while a control run judges failed checks most new nodes share, then records the verdict it is given', () => {
+    const node = aNode().tainted().withState({ attempt: 1, failures: 0, phase: Phase.Verifying }).build();
+    const dns = { name: 'dns', ok: false, durationMs: 1000, error: 'timeout', target: '10.96.0.10:53' };
+    const pod = aWorkerPod(node, 1).exited(1, summaryText([dns])).build();
+    const shared = { check: 'dns', target: '10.96.0.10:53', nodes: 3, passedSince: 0, most: true };
+    const judgement = { shared: [shared], direct: [], most: [shared], windowMs: 600_000 };
+    const state = { uid: 'uid-node-1', attempt: 1, failures: 0, phase: Phase.Verifying };
+    const pending = decide(node, [pod], NOW, defaults, { state, slotsTaken: 0, judgement: { ...judgement, control: 'pending' } });
+    expect(pending).toMatchObject({ kind: 'Wait', reason: 'ControlRun', attempt: 1, requeueAfterMs: CONTROL_POLL_MS });
+    expect(pending).not.toHaveProperty('persist');
+    const failedToo = decide(node, [pod], NOW, defaults, { state, slotsTaken: 0, judgement: { ...judgement, control: { kind: 'failed', node: 'v1', checks: ['dns'], message: 'timeout' } } });
+    expect(failedToo).toMatchObject({ kind: 'Complete', result: { outcome: Outcome.ClusterWide }, state: { failures: 0, phase: Phase.Backoff }, clusterWide: { blamed: [{ check: 'dns' }] } });
+    const passedThere = decide(node, [pod], NOW, defaults, { state, slotsTaken: 0, judgement: { ...judgement, control: { kind: 'passed', node: 'v1', checks: ['dns'] } } });
+    expect(passedThere).toMatchObject({ kind: 'Complete', result: { outcome: Outcome.ChecksFailed, message: expect.stringMatching(/^control run: dns against 10\.96\.0\.10:53 passed on verified node v1/) }, state: { failures: 1 } });
   });
 
   it('re-verifies a node whose verified label was removed, keeping the taint off', () => {

@@ -3,7 +3,9 @@ import type { ControllerConfig } from '../../../config/schema.js';
 import { Karpenter, NODE_NOT_READY_TAINT, NODE_UNREACHABLE_TAINT, PodAnnotation } from '../../../api/well-known.js';
 import { annotation, isPodTerminal, label, nodeName, nodeTaints, nodeUid, toMillis } from '../../../kube/objects.js';
 import { workerPodName } from './naming.js';
+import { clusterWideVerdict, type Blame, type ControlAnswer, type Judgement } from './cluster-wide.js';
 import { evaluateWorkerPod } from './pod-result.js';
+import type { CheckSummary } from './summary.js';
 import { workerNodeName, workerTolerations } from './pod-spec.js';
 import { formatTaint, untoleratedTaints } from './taints.js';
 import { Outcome, Phase, type AttemptResult, type Failing, type VerificationState } from './types.js';
@@ -41,7 +43,9 @@ export type WaitReason =
   /** The node cannot run the worker yet (NotReady, another startup taint): no attempt is used. */
   | 'NodeNotLaunchable'
   /** The node's operating system (label kubernetes.io/os) is not Linux: the worker cannot run there at all. */
-  | 'UnsupportedOS';
+  | 'UnsupportedOS'
+  /** The attempt failed checks most new nodes fail alike: judged when the control run on a verified node ends. */
+  | 'ControlRun';
 
 export type Action =
   | { kind: 'Ignore'; reason: IgnoreReason; cleanup: PodRef[] }
@@ -82,6 +86,8 @@ export type Action =
       deletePod: boolean;
       cleanup: PodRef[];
       requeueAfterMs?: number;
+      /** A failed attempt judged against the cluster: the checks an inconclusive one blames, and the control run's answer (recorded once stored: recordVerdict). */
+      clusterWide?: { blamed: Blame[]; control?: ControlAnswer };
     };
 
 export interface DecideContext {
@@ -92,6 +98,13 @@ export interface DecideContext {
    * node's), plus the nodes that wait ahead of it in line (slots.ts: served in order of arrival).
    */
   slotsTaken: number;
+  /** When the controller first found the node able to run the worker (it may have waited for a slot since). */
+  launchableSince?: number;
+  /**
+   * What the cluster says about the failed checks of the attempt that finished (gathered only for
+   * one: attemptToJudge). Without it a failed attempt counts against the node.
+   */
+  judgement?: Judgement;
 }
 
 /** A node whose worker pod the API server refused tries again this often (the policy may be fixed any time). */
@@ -107,6 +120,9 @@ export const OS_LABEL = 'kubernetes.io/os';
  * waiting node costs a reconcile per interval, so it is not shorter than it needs to be.
  */
 export const CONCURRENCY_RECHECK_MS = 20_000;
+
+/** How often a node whose attempt waits for a control run is reconciled again. */
+export const CONTROL_POLL_MS = 2_000;
 
 export function decide(
   node: V1Node,
@@ -155,7 +171,7 @@ export function decide(
   const inFlight = Math.max(storedInFlight, latestAttempt > (state?.attempt ?? 0) ? latestAttempt : 0);
   if (inFlight > 0) {
     const pod = mine.find((p) => podAttempt(p) === inFlight);
-    return follow(node, pod, inFlight, state, { mine, foreign }, now, config);
+    return follow(node, pod, inFlight, state, { mine, foreign }, now, config, ctx.judgement);
   }
 
   // 6. Backing off after a failed attempt.
@@ -194,7 +210,7 @@ export function decide(
     kind: 'Launch',
     attempt,
     podName,
-    state: { ...base, attempt, phase: Phase.Verifying, pod: `${config.worker.namespace}/${podName}`, launchableAt: base.launchableAt ?? now, firstLaunchAt: base.firstLaunchAt ?? now },
+    state: { ...base, attempt, phase: Phase.Verifying, pod: `${config.worker.namespace}/${podName}`, launchableAt: Math.min(base.launchableAt ?? now, ctx.launchableSince ?? now), firstLaunchAt: base.firstLaunchAt ?? now },
     cleanup: cleanup(mine, foreign, { keep }),
     requeueAfterMs: config.worker.scheduleTimeout,
   };
@@ -209,6 +225,7 @@ function follow(
   pods: { mine: V1Pod[]; foreign: V1Pod[] },
   now: number,
   config: ControllerConfig,
+  judgement: Judgement | undefined,
 ): Action {
   const uid = nodeUid(node);
   const base: VerificationState = { ...carried(state, uid), attempt, phase: Phase.Verifying };
@@ -226,7 +243,7 @@ function follow(
       checks: [],
       warnings: [],
     };
-    return complete(attempt, undefined, result, base, pods, now, config);
+    return complete(attempt, undefined, result, base, pods, now, config, undefined);
   }
 
   // 5b. Still scheduling, starting or running: wait for its next deadline.
@@ -256,8 +273,14 @@ function follow(
     };
   }
 
-  // 5d. Finished: record the outcome.
-  return complete(attempt, pod, progress.result, base, pods, now, config);
+  // 5d. Failed checks most new nodes fail alike: a control run on a verified node is under way.
+  //     Nothing is written meanwhile; the finished pod keeps the attempt's result.
+  if (progress.result.outcome === Outcome.ChecksFailed && judgement?.control === 'pending') {
+    return { kind: 'Wait', reason: 'ControlRun', requeueAfterMs: CONTROL_POLL_MS, attempt, cleanup: cleanup(pods.mine, pods.foreign, { keep, inFlight: attempt }) };
+  }
+
+  // 5e. Finished: record the outcome.
+  return complete(attempt, pod, progress.result, base, pods, now, config, judgement);
 }
 
 function complete(
@@ -268,26 +291,85 @@ function complete(
   pods: { mine: V1Pod[]; foreign: V1Pod[] },
   now: number,
   config: ControllerConfig,
+  judgement: Judgement | undefined,
 ): Action {
   const passed = result.outcome === Outcome.Passed;
-  const state = passed ? passedState(base, result, now) : failedState(base, result, now, config);
+  const { state, clusterWide, ...recorded } = attemptRecord(base, result, now, config, judgement);
   const keep = passed ? 0 : config.worker.keepFailedPods;
   // A pod that never finished (not scheduled / not started / over its deadline) is always removed.
   const deletePod = pod !== undefined && (keep === 0 || !isPodTerminal(pod));
   const others = pods.mine.filter((p) => p !== pod);
   const keepOthers = deletePod || !pod ? keep : Math.max(0, keep - 1);
-  const action: Action = {
+  const action: Extract<Action, { kind: 'Complete' }> = {
     kind: 'Complete',
     attempt,
-    result,
+    result: recorded.result,
     state,
     open: passed,
     deletePod,
     cleanup: cleanup(others, pods.foreign, { keep: keepOthers }),
   };
   if (pod) action.pod = podRef(pod);
+  if (clusterWide) action.clusterWide = clusterWide;
   if (state.phase === Phase.Backoff && state.nextAttemptAt !== undefined) action.requeueAfterMs = state.nextAttemptAt - now;
   return action;
+}
+
+/**
+ * What a finished attempt records: its result (a failed one judged against the cluster: its
+ * message may name the nodes failing alike, its outcome may become ClusterWide) and the progress
+ * after it. Pure; the one place an attempt's verdict is made.
+ */
+export function attemptRecord(
+  base: VerificationState,
+  result: AttemptResult,
+  now: number,
+  config: ControllerConfig,
+  judgement?: Judgement,
+): { result: AttemptResult; state: VerificationState; clusterWide?: { blamed: Blame[]; control?: ControlAnswer } } {
+  if (result.outcome === Outcome.Passed) return { result, state: passedState(base, result, now) };
+  const verdict = result.outcome === Outcome.ChecksFailed && judgement ? clusterWideVerdict(judgement, result.message) : undefined;
+  const control = judgement?.control === 'pending' ? undefined : judgement?.control;
+  const clusterWide = verdict ? { blamed: verdict.blamed, ...(control ? { control } : {}) } : undefined;
+  if (!verdict) return { result, state: failedState(base, result, now, config) };
+  if (!verdict.inconclusive) {
+    const named = { ...result, message: verdict.message };
+    return { result: named, state: failedState(base, named, now, config), ...(clusterWide ? { clusterWide } : {}) };
+  }
+  const inconclusive = { ...result, outcome: Outcome.ClusterWide, message: verdict.message };
+  return { result: inconclusive, state: inconclusiveState(base, inconclusive, now, config), ...(clusterWide ? { clusterWide } : {}) };
+}
+
+/**
+ * The progress after an inconclusive attempt (the cause is outside the node): not counted (its
+ * failure count stays), no remediation signal, tried again after a backoff that grows with the
+ * attempts not counted (a short blip costs a short wait; a long outage is not hammered).
+ */
+function inconclusiveState(base: VerificationState, result: AttemptResult, now: number, config: ControllerConfig): VerificationState {
+  const delay = backoffDelay(Math.max(1, base.attempt - base.failures), config.reconciliation);
+  const state: VerificationState = {
+    uid: base.uid,
+    attempt: base.attempt,
+    failures: base.failures,
+    phase: Phase.Backoff,
+    nextAttemptAt: now + delay,
+    lastOutcome: result.outcome,
+    lastMessage: result.message,
+  };
+  if (base.verifiedAt !== undefined) state.verifiedAt = base.verifiedAt;
+  const failing = failingAfter(base.failing, result, now);
+  if (failing !== undefined) state.failing = failing;
+  return state;
+}
+
+/**
+ * The failed checks of the attempt decide() would complete now as failed, if any: what the
+ * controller gathers the cluster's judgement for before it decides (decide() is pure: asked
+ * without a judgement, it says which attempt finished and how).
+ */
+export function attemptToJudge(node: V1Node, workerPods: readonly V1Pod[], now: number, config: ControllerConfig, state: VerificationState | undefined): readonly CheckSummary[] | undefined {
+  const action = decide(node, workerPods, now, config, { state, slotsTaken: 0 });
+  return action.kind === 'Complete' && action.result.outcome === Outcome.ChecksFailed ? action.result.checks : undefined;
 }
 
 /** The progress after a passed attempt (exported for the DaemonSet agent, which runs the same state machine on its own node). */

@@ -10,6 +10,7 @@ import { realClock } from '../../../clock.js';
 import { KubeClient } from '../../../kube/client.js';
 import { DEFAULT_TAINT, testConfig } from '../../../testing/builders.js';
 import { core, sandbox, uniqueName, waitFor } from '../../../../../../test/sandbox.js';
+import { openNode } from './open.js';
 import { NodeVerificationStore } from './store.js';
 import { Outcome, Phase, type VerificationState } from './types.js';
 
@@ -48,7 +49,7 @@ const now = (): number => Math.floor(Date.now() / 1000) * 1000;
 const verifying = (uid: string, attempt = 1): VerificationState => ({ uid, attempt, failures: 0, phase: Phase.Verifying, pod: `kube-system/p-${attempt}`, launchableAt: now(), firstLaunchAt: now() });
 
 describe('NodeVerificationStore', () => {
-  it('creates the resource on first sight, owned by the Node; records each phase in status; opens the node with one Node write', async () => {
+  it('creates the resource on first sight, owned by the Node; records each phase in status; opened (open.ts) with one Node write before the pass is stored', async () => {
     const { kube, store, requests } = setup();
     const name = uniqueName('nv');
     const node = await createNode(name);
@@ -65,7 +66,7 @@ describe('NodeVerificationStore', () => {
     requests();
 
     const started = verifying(uid);
-    expect(await store.save(node, started, { open: false })).toBe(node);
+    expect(await store.save(node, started)).toBe(node);
     expect(requests()).toEqual(['update nodeverification status']);
     expect(store.read(node)).toEqual({ kind: 'ok', state: started });
     const live = await kube.getNodeVerification(name);
@@ -73,13 +74,14 @@ describe('NodeVerificationStore', () => {
     requests();
 
     // The same status again is not written.
-    await store.save(node, started, { open: false });
+    await store.save(node, started);
     expect(requests()).toEqual([]);
 
     const passed: VerificationState = { ...started, phase: Phase.Passed, lastOutcome: Outcome.Passed, lastMessage: 'all checks passed', lastAttempt: 1, lastChecks: [{ name: 'dns', ok: true, durationMs: 12 }], verifiedAt: now() };
-    const opened = await store.save(node, passed, { open: true });
-    expect(requests()).toEqual(['patch node', 'update nodeverification status']);
+    const opened = await openNode(kube, node, passed, config);
     expect(opened).not.toBe('conflict');
+    expect(await store.save(opened as k8s.V1Node, passed)).not.toBe('conflict');
+    expect(requests()).toEqual(['patch node', 'update nodeverification status']);
     const after = await core().readNode({ name });
     // Ours is gone (kube-controller-manager may have added node.kubernetes.io/not-ready: nobody plays this node).
     expect((after.spec?.taints ?? []).filter((t) => t.key === DEFAULT_TAINT.key)).toEqual([]);
@@ -93,14 +95,14 @@ describe('NodeVerificationStore', () => {
     const name = uniqueName('nv');
     const node = await createNode(name);
     const uid = node.metadata?.uid ?? '';
-    await store.save(node, verifying(uid), { open: false });
+    await store.save(node, verifying(uid));
 
     // Another leader records attempt 2 meanwhile.
     const { store: other } = setup();
     await other.refresh(name);
-    await other.save(node, verifying(uid, 2), { open: false });
+    await other.save(node, verifying(uid, 2));
 
-    expect(await store.save(node, { ...verifying(uid), phase: Phase.Backoff, failures: 1, nextAttemptAt: Date.now() + 60_000 }, { open: false })).toBe('conflict');
+    expect(await store.save(node, { ...verifying(uid), phase: Phase.Backoff, failures: 1, nextAttemptAt: Date.now() + 60_000 })).toBe('conflict');
     const read = store.read(node);
     expect(read.kind === 'ok' && read.state.attempt).toBe(2);
     expect((await kube.getNodeVerification(name))?.status?.attempt).toBe(2);
@@ -110,7 +112,7 @@ describe('NodeVerificationStore', () => {
     const { kube, store } = setup();
     const name = uniqueName('nv');
     const first = await createNode(name);
-    await store.save(first, { ...verifying(first.metadata?.uid ?? ''), phase: Phase.Failed, failures: 6, attempt: 6 }, { open: false });
+    await store.save(first, { ...verifying(first.metadata?.uid ?? ''), phase: Phase.Failed, failures: 6, attempt: 6 });
     const old = await kube.getNodeVerification(name);
     expect(old?.spec?.nodeUID).toBe(first.metadata?.uid);
 
@@ -119,7 +121,7 @@ describe('NodeVerificationStore', () => {
     await core().deleteNode({ name });
     const second = await createNode(name);
     expect(store.read(second)).toEqual({ kind: 'none' });
-    await store.save(second, verifying(second.metadata?.uid ?? ''), { open: false });
+    await store.save(second, verifying(second.metadata?.uid ?? ''));
     const fresh = await kube.getNodeVerification(name);
     expect(fresh?.spec?.nodeUID).toBe(second.metadata?.uid);
     expect(fresh?.metadata?.uid).not.toBe(old?.metadata?.uid);
@@ -135,10 +137,10 @@ describe('NodeVerificationStore', () => {
     const name = uniqueName('nv');
     const node = await createNode(name);
     const theirs = new NodeVerificationStore({ kube, config: testConfig({ nodeManagement: { condition: { type: 'other.example.com/NetworkVerified' } } }), clock: realClock, log, cache: new Map() });
-    await theirs.save(node, verifying(node.metadata?.uid ?? ''), { open: false });
+    await theirs.save(node, verifying(node.metadata?.uid ?? ''));
     await store.refresh(name);
     expect(store.read(node)).toMatchObject({ kind: 'invalid', problem: expect.stringContaining('another installation') });
-    await expect(store.save(node, verifying(node.metadata?.uid ?? '', 5), { open: false })).rejects.toThrow(/another installation/);
+    await expect(store.save(node, verifying(node.metadata?.uid ?? '', 5))).rejects.toThrow(/another installation/);
     expect((await kube.getNodeVerification(name))?.status?.attempt).toBe(1);
   });
 

@@ -22,13 +22,14 @@ export type { StateRead } from '../../../api/nodeverification.js';
 export interface ProgressStore {
   read(node: V1Node): StateRead;
   /**
-   * Stores `state`. With `open`, first removes our taints from the node and adds the verified label
-   * (one guarded Node write); a failed node's taint is added or removed the same way. `condition`:
-   * what the status condition says instead of the state's own verdict (a node waiting to become
-   * launchable). Returns the node as written, or 'conflict' when the node or its NodeVerification
-   * changed since they were read (decide again on fresh copies).
+   * Stores `state`; a failed node's taint is added or removed first (one guarded Node write).
+   * `condition`: what the status condition says instead of the state's own verdict (a node waiting
+   * to become launchable). Returns the node as written, or 'conflict' when the node or its
+   * NodeVerification changed since they were read (decide again on fresh copies).
    */
-  save(node: V1Node, state: VerificationState, opts: { open: boolean; condition?: ConditionInput }): Promise<V1Node | 'conflict'>;
+  save(node: V1Node, state: VerificationState, opts?: { condition?: ConditionInput }): Promise<V1Node | 'conflict'>;
+  /** Throws when another installation of kube-node-ready verifies this node (checked before any write of it: opening it included). */
+  assertOurs(node: V1Node): void;
   /** Makes sure the node has its NodeVerification (first sight of a node to verify), without status. */
   ensure(node: V1Node): Promise<void>;
   /** The node is gone. */
@@ -50,10 +51,11 @@ export interface NodeVerificationStoreDeps {
  * cache, or from the copy our own last write returned while the watch has not delivered it yet
  * (client-go's MutationCache): deciding on the older copy would redo that write.
  *
- * The Node is written only to open it (our taints off and the verified label on, guarded by JSON
- * patch tests on the node UID and the taints: node-patch.ts) and for a failed node's taint, before
- * the status that records it: a status that says Passed always has an open node behind it, and an
- * open node whose status write was lost is completed level-based (VerificationController.ignore).
+ * The Node is written here only for a failed node's taint (guarded by JSON patch tests on the node
+ * UID and the taints: node-patch.ts), before the status that records it. Opening a node that passed
+ * is a step of its own (open.ts), also before the status: a status that says Passed always has an
+ * open node behind it, and an open node whose status write was lost is completed level-based
+ * (actions/ignore.ts).
  */
 export class NodeVerificationStore implements ProgressStore {
   /** Copies the API server returned to us that are newer than the cache's (by resourceVersion). */
@@ -78,14 +80,14 @@ export class NodeVerificationStore implements ProgressStore {
     return stateOf(this.current(nodeName(node)), node, this.installation);
   }
 
-  async save(node: V1Node, state: VerificationState, opts: { open: boolean; condition?: ConditionInput }): Promise<V1Node | 'conflict'> {
+  async save(node: V1Node, state: VerificationState, opts: { condition?: ConditionInput } = {}): Promise<V1Node | 'conflict'> {
     const { kube, config } = this.deps;
-    // Before any write, the Node's included: another installation's node is not ours to open.
-    this.refuseForeign(node);
-    // Recording a finished attempt (and opening the node) goes before launching more workers.
+    // Before any write, the Node's included: another installation's node is not ours.
+    this.assertOurs(node);
+    // Recording a finished attempt goes before launching more workers.
     const priority = state.phase === Phase.Verifying || state.phase === Phase.Waiting ? Priority.Normal : Priority.High;
     let written = node;
-    const ops = nodePatch({ node, config, state, open: opts.open });
+    const ops = nodePatch({ node, config, state, open: false });
     if (ops.some((op) => op.op !== 'test')) {
       try {
         written = await kube.patchNode(nodeName(node), ops, priority);
@@ -160,7 +162,7 @@ export class NodeVerificationStore implements ProgressStore {
   }
 
   /** Throws when the node's NodeVerification (of this node UID) was written by another installation. */
-  private refuseForeign(node: V1Node): void {
+  assertOurs(node: V1Node): void {
     const nv = this.current(nodeName(node));
     if (nv?.spec?.nodeUID !== nodeUid(node)) return;
     const writer = nv.metadata?.labels?.[INSTALLATION_LABEL];
@@ -202,6 +204,8 @@ export class MemoryProgressStore implements ProgressStore {
   }
 
   async ensure(): Promise<void> {}
+
+  assertOurs(): void {}
 
   forget(name: string): void {
     this.states.delete(name);

@@ -1,0 +1,100 @@
+import type { V1Node } from '@kubernetes/client-node';
+import type { Logger } from '@kube-node-ready/core';
+import { nodeName, nodeUid, toMillis } from '../../../../kube/objects.js';
+import { unsupportedOSCondition, waitingCondition } from '../condition.js';
+import { carried, unsupportedOS, type Action } from '../decide.js';
+import { awaitingRegistrationEvent, unsupportedOSEvent, waitingForNodeEvent } from '../events.js';
+import type { ConditionInput } from '../node-patch.js';
+import { Phase, type VerificationState } from '../types.js';
+import { CONFLICT, requeue, type ActionContext, type Applied } from './context.js';
+
+/** How long a node may wait to become launchable before the wait is reported (condition, Event). */
+export const WAITING_REPORT_AFTER_MS = 10_000;
+
+/**
+ * Wait: nothing to start or record now. An attempt whose worker pod is newer than the stored
+ * progress (created just before a restart) is recorded first; a node that waits to become
+ * launchable, for a slot, or forever (not Linux) has its wait recorded and reported.
+ */
+export async function wait(ctx: ActionContext, node: V1Node, action: Extract<Action, { kind: 'Wait' }>, state: VerificationState | undefined, log: Logger): Promise<Applied> {
+  const { config, metrics } = ctx.deps;
+  const name = nodeName(node);
+  let written = node;
+  if (action.persist) {
+    const saved = await ctx.deps.store.save(node, action.persist);
+    if (saved === 'conflict') return CONFLICT;
+    written = saved;
+    log.info({ attempt: action.attempt }, 'resumed an attempt whose worker pod already existed');
+  }
+  log.debug({ reason: action.reason, attempt: action.attempt, requeueAfterMs: action.requeueAfterMs, waitingFor: action.waitingFor }, 'waiting');
+  switch (action.reason) {
+    case 'ConcurrencyLimit': {
+      metrics.setNodeStatus(name, 'waiting');
+      if ((await recordWaiting(ctx, node, state, undefined)) === 'conflict') return CONFLICT;
+      break;
+    }
+    case 'KarpenterRegistration':
+      ctx.emit(name, awaitingRegistrationEvent());
+      break;
+    case 'UnsupportedOS': {
+      const os = unsupportedOS(node) ?? 'unknown';
+      if (tellOnce(ctx, name, `${nodeUid(node)}|os`)) {
+        ctx.emit(name, unsupportedOSEvent(os, config));
+        log.warn({ os }, 'the worker cannot run on this node (not Linux); it is not verified and keeps its taint');
+      }
+      const condition = unsupportedOSCondition(os, config);
+      if ((await recordWaiting(ctx, node, state, condition)) === 'conflict') return CONFLICT;
+      return { kind: 'done', node: written, report: { status: 'waiting', condition }, result: {} };
+    }
+    case 'NodeNotLaunchable': {
+      const waitingFor = action.waitingFor ?? [];
+      const overdue = action.overdue ?? false;
+      // A node that has just registered is usually Ready within seconds: say nothing (no Event, no
+      // status write: only the NodeVerification is created) until it has waited
+      // WAITING_REPORT_AFTER_MS. The status metric costs no request and says it at once.
+      const age = ctx.deps.clock.now() - (toMillis(node.metadata?.creationTimestamp) ?? 0);
+      const condition = waitingCondition(waitingFor, overdue, config);
+      if ((await recordWaiting(ctx, node, state, condition)) === 'conflict') return CONFLICT;
+      if (age < WAITING_REPORT_AFTER_MS) {
+        metrics.setNodeStatus(name, 'waiting');
+        const again = WAITING_REPORT_AFTER_MS - age;
+        return { kind: 'done', node: written, result: requeue(Math.min(again, action.requeueAfterMs ?? again)) };
+      }
+      if (tellOnce(ctx, name, `${nodeUid(node)}|${overdue}`)) {
+        ctx.emit(name, waitingForNodeEvent(waitingFor, overdue, config));
+        (overdue ? log.warn.bind(log) : log.info.bind(log))({ waitingFor }, overdue ? 'the node still cannot run the worker after nodeManagement.bringUpTimeout' : 'waiting until the node can run the worker');
+      }
+      return { kind: 'done', node: written, report: { status: 'waiting', condition }, result: requeue(action.requeueAfterMs) };
+    }
+    default:
+      break;
+  }
+  return { kind: 'done', node: written, ...(action.persist ? { state: action.persist } : {}), result: requeue(action.requeueAfterMs) };
+}
+
+/** Whether the node is told of this wait now (`key` differs from what it was last told). */
+function tellOnce(ctx: ActionContext, name: string, key: string): boolean {
+  const memo = ctx.memory.of(name);
+  if (memo.waitingReported === key) return false;
+  memo.waitingReported = key;
+  return true;
+}
+
+/**
+ * A node to verify waits (it cannot run the worker yet, no slot is free, or it never can): its
+ * NodeVerification exists from the first sight, and a wait longer than WAITING_REPORT_AFTER_MS
+ * is recorded in it (phase Waiting, with what it waits for). A node with an attempt behind it keeps
+ * that phase (its backoff has run out).
+ */
+async function recordWaiting(ctx: ActionContext, node: V1Node, state: VerificationState | undefined, condition: ConditionInput | undefined): Promise<V1Node | 'conflict'> {
+  if (state && state.phase !== Phase.Waiting) return node;
+  const age = ctx.deps.clock.now() - (toMillis(node.metadata?.creationTimestamp) ?? 0);
+  if (age < WAITING_REPORT_AFTER_MS) {
+    if (!state) await ctx.deps.store.ensure(node);
+    return node;
+  }
+  const waiting: VerificationState = { ...carried(state, nodeUid(node)), phase: Phase.Waiting };
+  const launchable = ctx.memory.get(nodeName(node))?.launchableSince;
+  if (launchable !== undefined) waiting.launchableAt = launchable;
+  return ctx.deps.store.save(node, waiting, condition ? { condition } : {});
+}
