@@ -178,7 +178,7 @@ export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number
     // A longer Lease than the product's 15 s / 10 s / 2 s: with those, kube-node-ready lost its Lease
     // in the first 1000-node burst on 2 shared cores (a renewal through the bench's counting proxy,
     // in the bench's own busy process, took over 10 s) and exited, which ends the comparison.
-    // node-readiness-controller keeps its chart's defaults (docs/benchmarks.md says so).
+    // node-readiness-controller keeps its chart's defaults (bench/results/2026-11-23-side-by-side.md says so).
     Object.assign(config.leaderElection, LONG_LEASE);
     writeFileSync(configFile, stringify(config));
     const startOurs = (n: number) =>

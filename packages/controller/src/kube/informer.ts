@@ -282,7 +282,7 @@ interface ResumingWatchOptions {
  *
  * The stream is read without client-node's Watch, which reads it through fetch, a web stream, a Node
  * stream adapter and readline before it parses a line: every watch event of every cached object
- * crosses that path (docs/benchmarks.md). Here the request goes out on the connection pool through
+ * crosses that path (bench/results/2026-11-27-lean-requests-and-runtime.md). Here the request goes out on the connection pool through
  * LeanRequests, and each line of the answer is cut from its buffers and parsed. What ListWatch sees
  * is client-node's contract: `callback(type, object, event)` for each event (a line that does not
  * parse, or a callback that throws, is skipped, as client-node skips it), then `done` exactly once:

@@ -21,7 +21,8 @@ export interface LeanRequest {
  * stream that fetch tees), the typed serialisation of the body and the typed walk over every field
  * of the answer (ObjectSerializer). Sent through undici's own request() on that pool, and parsed
  * with JSON.parse, a request costs the client about 40 % of the CPU it did (a loopback
- * micro-benchmark; in a burst the controller's CPU per node fell by about 5 %: docs/benchmarks.md).
+ * micro-benchmark; in a burst the controller's CPU per node fell by about 5 %:
+ * bench/results/2026-11-27-lean-requests-and-runtime.md).
  *
  * Answers are plain JSON, as the informer caches hold them: times are RFC 3339 strings, not Date
  * objects (read them with kube/objects toMillis). An answer outside 2xx is thrown as client-node's
