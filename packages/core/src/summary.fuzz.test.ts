@@ -3,8 +3,8 @@ import { encodeSummary, parseSummary, SUMMARY_MAX_BYTES, type WorkerSummary } fr
 import { fuzz } from './testing/fuzz.js';
 import { isValidSummaryDoc, knownKeys, randomSummary, randomText, terminationMessage } from './testing/summary-inputs.js';
 
-// Wall-clock budget for a busy machine: the fuzz loops are bounded by count and by CPU time
-// (hangAfterCpuMs), and the default 5 s failed a loaded CI-like run.
+// A wall-clock budget far above Vitest's default 5 s: the fuzz loops are bounded by count and by
+// CPU time (hangAfterCpuMs), so their wall time says only how loaded the machine is.
 vi.setConfig({ testTimeout: 120_000 });
 
 /**

@@ -132,7 +132,8 @@ export function parseSummary(text: string): SummaryParse {
 }
 
 // Unknown keys are ignored (a newer worker may add some); `v` is the compatibility switch.
-// zod/mini: the worker loads this module at start-up, and the full zod costs ~15 MiB of memory.
+// zod/mini: the worker loads this module at start-up, and the full zod API would add to its memory
+// (docs/worker.md, "Start-up cost").
 const checkSchema = z.object({
   name: z.string({ error: 'expected a string' }),
   ok: z.boolean({ error: 'expected a boolean' }),

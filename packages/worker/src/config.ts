@@ -185,7 +185,7 @@ export function formatServiceRef(ref: ServiceRef): string {
 
 // ---------------------------------------------------------------------------------------------
 // The schema of the worker section (docs/worker.md, "Configuration file"). zod/mini keeps the
-// worker's start-up memory low (the full zod API costs about 15 MiB).
+// worker's start-up memory low (docs/worker.md, "Start-up cost").
 
 const checkTimeout = () => z.optional(duration());
 const slowAfter = () => z.optional(duration());

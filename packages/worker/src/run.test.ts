@@ -72,7 +72,7 @@ describe('runWorker end to end (fake API server and DNS servers on loopback)', (
       aSlice('kube-dns', [{ address: '127.0.0.2', ready: true, nodeName: 'node-b' }], { name: 'dns', port: dnsPod.server.port, protocol: 'UDP' }),
     ]);
     // --mtu: the machine's own default-route interface is not the pod's. Deadlines a loaded machine
-    // keeps for answers on loopback (1 s was not always enough beside the sandbox suite).
+    // keeps for answers on loopback (it may run the sandbox suite beside these tests).
     args = ['--dns-server', formatHostPort(clusterDns.server), '--check-timeout', '5s', '--timeout', '15s', '--mtu', '1500'];
   });
   afterAll(async () => {
@@ -157,8 +157,8 @@ describe('runWorker end to end (fake API server and DNS servers on loopback)', (
     const run = await worker([...args, '--tcp-targets', `127.0.0.1:${cluster.api.port}`], cluster.env);
     expect(run.code, JSON.stringify(run.summary?.checks.filter((c) => !c.ok))).toBe(ExitCode.OK);
     await settle();
-    // Nothing new: a resource of another test that ended meanwhile (a child process, seen on a
-    // loaded machine) is not the worker's.
+    // Nothing new: a resource of another test that ended meanwhile (a child process) is not the
+    // worker's.
     const after = count();
     const added = Object.entries(after).filter(([kind, n]) => n > (before[kind] ?? 0));
     expect(added, `before ${JSON.stringify(before)}, after ${JSON.stringify(after)}`).toEqual([]);

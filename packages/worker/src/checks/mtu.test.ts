@@ -39,7 +39,7 @@ async function verify(
   const terminationLog = join(dir, `termination-${pair.pod}`);
   writeFileSync(terminationLog, '');
   const run = await exited(
-    // 5 s: a probe over TCP that took over 2 s on a loaded machine read as lost packets.
+    // 5 s: a probe over TCP slowed by a loaded machine must not read as lost packets.
     pair.spawnIn(pair.pod, ['worker', '--checks', 'dns,mtu', '--dns-server', pair.nodeIp, '--large-dns-name', LARGE, '--check-timeout', '5s', '--termination-log', terminationLog, ...extra], spawnOptions),
   );
   const parsed = parseSummary(readFileSync(terminationLog, 'utf8'));

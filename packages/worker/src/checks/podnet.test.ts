@@ -23,7 +23,7 @@ describe('podnet check', () => {
 
   const slices = (endpoints: Parameters<typeof aSlice>[1]) =>
     c.api.state.slices.set('kube-system/kube-dns', [aSlice('kube-dns', endpoints, { name: 'dns', port: answering.server.port, protocol: 'UDP' })]);
-  // 2 s: the fake API server on loopback missed 400 ms beside the sandbox suite.
+  // 2 s: even on loopback, a machine loaded by the sandbox suite can delay an answer.
   const run = (argv: string[]) => runCheck('podnet', ['--check-timeout', '2s', ...argv], c.env);
 
   it('mode any: passes when one DNS pod answers, querying each pod IP directly', async () => {

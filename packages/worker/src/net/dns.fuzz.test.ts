@@ -10,8 +10,8 @@ import { configOf } from '../testing/harness.js';
 import { deadline } from './deadline.js';
 import { DnsQueryError, lookupAddresses, type DnsAnswer } from './dns-client.js';
 
-// Wall-clock budget for a busy machine: the fuzz loops are bounded by count and by CPU time
-// (hangAfterCpuMs), and the default 5 s failed a loaded CI-like run.
+// A wall-clock budget far above Vitest's default 5 s: the fuzz loops are bounded by count and by
+// CPU time (hangAfterCpuMs), so their wall time says only how loaded the machine is.
 vi.setConfig({ testTimeout: 120_000 });
 
 /**
