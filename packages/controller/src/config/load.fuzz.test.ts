@@ -10,8 +10,8 @@ import { configJsonSchema, type JsonSchemaNode } from './json-schema.js';
 import { formatPath, loadConfig } from './load.js';
 import type { ControllerConfig } from './schema.js';
 
-// Wall-clock budget for a busy machine: the fuzz loops are bounded by count and by CPU time
-// (hangAfterCpuMs), and the default 5 s failed a loaded CI-like run.
+// A wall-clock budget far above Vitest's default 5 s: the fuzz loops are bounded by count and by
+// CPU time (hangAfterCpuMs), so their wall time says only how loaded the machine is.
 vi.setConfig({ testTimeout: 120_000 });
 
 /**
@@ -217,14 +217,14 @@ describe('loadConfig regressions found by fuzzing', () => {
     expect(loadError('&c\nnodeManagement: *c\n')).toBe(
       `config file ${file}: nodeManagement refers back to a mapping or list that contains it (an alias inside its own anchor); aliases must not form a cycle`,
     );
-    // worker.checks takes any mapping: the cycle was accepted and only the worker failed on it.
+    // worker.checks takes any mapping: the cycle is caught here, not left for the worker to fail on.
     expect(loadError('worker:\n  checks: &c\n    dns: [*c]\n')).toMatch(/: worker\.checks\.dns\[0\] refers back to a mapping or list/);
   });
 
   it('reads YAML 1.2 core types only: a tag or a YAML 1.1 directive gives no binary, set or date value', () => {
     const warnings = vi.spyOn(process, 'emitWarning').mockImplementation(() => {});
     onTestFinished(() => warnings.mockRestore());
-    // !!binary made a Buffer, whose prototype's methods the schema reported as unknown keys.
+    // !!binary would make a Buffer, whose prototype's methods the schema would report as unknown keys.
     expect(loadError('nodeManagement:\n  remediation: !!binary aGVsbG8=\n')).toBe(
       `invalid ${file}: nodeManagement.remediation: expected a mapping, got "aGVsbG8="`,
     );
@@ -238,7 +238,7 @@ describe('loadConfig regressions found by fuzzing', () => {
       '  - leaderElection."a\\nb": unknown key; allowed keys here: enabled, leaseName, namespace, leaseDuration, renewDeadline, retryPeriod',
       '  - leaderElection.x: unknown key; allowed keys here: enabled, leaseName, namespace, leaseDuration, renewDeadline, retryPeriod',
     ]);
-    // An empty key was dropped from the path, so the message named its parent.
+    // An empty key stays in the path: the message names it, not its parent.
     expect(loadError('worker:\n  "": 1\n')).toMatch(/: worker\."": unknown key/);
     expect(loadError(`logging:\n  ? ${'k'.repeat(100_000)}\n  : 1\n`)).toBe(
       `invalid ${file}: logging."${'k'.repeat(59)}…": unknown key; allowed keys here: format, level`,

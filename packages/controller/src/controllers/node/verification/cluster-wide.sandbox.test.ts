@@ -3,9 +3,8 @@
 // DNS outage, and one retry allowed (the harness's maxRetries 1). Once most nodes fail the same check
 // against the same target with none passing, attempts are inconclusive: not counted against the
 // node, condition Unknown/ClusterWide, a VerificationInconclusive Event. No node ends Failed; when
-// DNS comes back, every node opens.
-//
-// Before the fix every node used its two attempts and ended Failed (keeping its taint for good).
+// DNS comes back, every node opens. Counted, the outage would use up every node's two attempts and
+// leave each Failed, its taint kept for good.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { FAULT, k8s } from '@kube-node-ready/sandbox';
 import { harness, nodeEvents, progressOf, verificationCondition, waitFor, type Harness } from '../../../../test/harness.js';
@@ -76,8 +75,9 @@ it('a fault most nodes share is not counted against them: no node fails, each sa
 // A leader change at the end of a burst: three nodes with a broken path to the cluster DNS failed
 // before the healthy ones passed, and still fail when a new leader takes over. The new leader reads
 // who passed (verified-at) and who fails what since when (failing) from their NodeVerifications, so the three are
-// not "most nodes": their attempts go on counting against them. Before, it knew only the failures
-// it saw itself: three nodes failing, none passing, and every later attempt was inconclusive.
+// not "most nodes": their attempts go on counting against them. Knowing only the failures it saw
+// itself, it would see three nodes failing and none passing, and take every later attempt for
+// inconclusive.
 it('a new leader takes over who passed and who fails what: a few bad nodes failing since before the others passed keep counting', { timeout: 300_000 }, async () => {
   await h.cleanup();
   const settings = {
@@ -118,13 +118,11 @@ it('a new leader takes over who passed and who fails what: a few bad nodes faili
 
 // The tail of a burst (issue 14 item 3): the healthy nodes passed, then three nodes fail the dns
 // check alike. Counting alone cannot tell a bad batch from an outage that began after the passes
-// (these three are all the nodes failing now): it said inconclusive, for good. A control run of the
-// check on a verified node tells them apart. First the verified nodes' own path to the cluster DNS
-// is broken too (their new pods get the fault, as in an outage): the control run fails, the
-// attempts stay inconclusive and say so. Then only the three are broken: the control run passes,
-// and their failures count until they are Failed.
-//
-// Before control runs, the second half never ended: every attempt of the three was inconclusive.
+// (these three are all the nodes failing now), and its safe answer, inconclusive, would hold the
+// three for good. A control run of the check on a verified node tells them apart. First the
+// verified nodes' own path to the cluster DNS is broken too (their new pods get the fault, as in an
+// outage): the control run fails, the attempts stay inconclusive and say so. Then only the three
+// are broken: the control run passes, and their failures count until they are Failed.
 it('the tail of a burst: a control run on a verified node tells an outage from a few bad nodes failing alike', { timeout: 360_000 }, async () => {
   await h.cleanup();
   const c = await h.start({

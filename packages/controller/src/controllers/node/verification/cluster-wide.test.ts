@@ -155,7 +155,8 @@ describe('ClusterWideFailures', () => {
     const tail = new ClusterWideFailures(clock);
     expect(tail.restore([...['a', 'b', 'c'].map((node) => ({ node, failing: failing(t0 + 1000) })), ...passes, old])).toEqual({ passes: 5, failing: 3 });
     expect(tail.record('a', [failed('dns', DNS)])).toEqual([{ check: 'dns', target: DNS, nodes: 3, passedSince: 5, most: false }]);
-    // Without the restore, as a new leader was before: the same three look like most nodes.
+    // Without the restore (a new leader that knows only what it saw itself), the same three look
+    // like most nodes.
     const fresh = new ClusterWideFailures(clock);
     fresh.record('a', [failed('dns', DNS)]);
     fresh.record('b', [failed('dns', DNS)]);

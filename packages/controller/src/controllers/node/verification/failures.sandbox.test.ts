@@ -189,8 +189,8 @@ describe('attempts that never run', () => {
   it("leaves another installation's nodes alone while it verifies them: no condition, label, progress or worker of ours", async () => {
     // Two installations in one cluster (two Helm releases), each with its own taint, label and
     // condition type, and the progress annotations they share. This one watches every node, as a
-    // release does. It used to write its condition from the other's progress on a node it left
-    // alone, then take that node for its own on the next reconcile.
+    // release does. It must neither write its condition from the other's progress on a node it
+    // leaves alone, nor take that node for its own on a later reconcile.
     const other = await harness('ctlother');
     try {
       const ctl = await h.start({ nodeManagement: { nodeSelector: '' } });

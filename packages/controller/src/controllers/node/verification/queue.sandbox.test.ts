@@ -5,8 +5,8 @@
 // with the shortest timeout (60 s). Beside them a node that never becomes Ready: its own fault,
 // so the stuck-node rule must still fire for it (the check below is not one that cannot fail).
 //
-// Before the fix the stuck clock ran from node creation: the last node in line was reported
-// stuck (a RemediationDryRun for a healthy node that was only waiting its turn).
+// The stuck clock leaves out the wait for a slot: run from node creation, it would report the last
+// node in line stuck (a RemediationDryRun for a healthy node that is only waiting its turn).
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { harness, nodeEvents, readNode, waitFor, type Harness } from '../../../../test/harness.js';
 

@@ -5,8 +5,8 @@
 // worker pods does not get its new nodes replaced. Once the policy goes, every node opens at its
 // first attempt.
 //
-// Before the fix a refused pod was only a reconcile error in the log: no Event, no metric, and the
-// breaker stayed closed (stuck-node remediation would then replace every node).
+// A refusal left as a reconcile error in the log would give no Event and no metric and keep the
+// breaker closed, and stuck-node remediation would then replace every node.
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { k8s } from '@kube-node-ready/sandbox';
 import { harness, progressOf, nodeEvents, waitFor, type Harness } from '../../../../test/harness.js';

@@ -187,8 +187,8 @@ export function verificationController(s: VerificationSetup): Controller {
 /**
  * Nodes the safety-net resync re-queues: those with verification work left (a worker pod still
  * around, a verification taint on a node that is not verified, an attempt in flight or a backoff).
- * A verified node's changes arrive as watch events; re-queuing every verified node each resync cost
- * one reconcile per node per interval for nothing (1000 per minute on a 1000-node cluster).
+ * A verified node's changes arrive as watch events; re-queuing every verified node each resync would
+ * cost one reconcile per node per interval for nothing.
  */
 function hasWork(node: V1Node, config: ControllerConfig, pods: Pick<SelfHealingInformer<V1Pod>, 'byIndex'>, progress: ProgressStore): boolean {
   if (pods.byIndex(nodeName(node)).length > 0) return true;

@@ -35,7 +35,8 @@ export class VerificationSlots {
   /**
    * `pods`: the worker pod cache. What is in flight is kept from its events as they come (a relist's
    * included), so counting it costs the same with 10 or 10,000 pods: it is counted by every
-   * reconcile and every freed slot, and a scan of every pod each time grew with the square of a burst.
+   * reconcile and every freed slot, and a scan of every pod each time would grow with the square of
+   * a burst.
    */
   constructor(
     pods: WorkerPodSource,

@@ -130,9 +130,9 @@ describe('verification', () => {
   });
 
   it('a worker result holding "<" or "&" (e.g. an HTML error page) fails the attempt and the node still gets its verdict', async () => {
-    // Regression (fault suite): such a message, stored as last-message, was tested byte for byte by
-    // the next write's guard; the API server encodes it differently, refused every write, and the
-    // node stayed in Backoff for good.
+    // Such a message is stored with the attempt; the API server may encode it differently, so a
+    // write guarded by it byte for byte would be refused every time and leave the node in Backoff
+    // for good.
     await h.start({ reconciliation: { maxRetries: 1, initialBackoff: '1s' } });
     const node = await h.addNode({ faults: { terminationMessage: '<html><body>502 Bad Gateway & more</body></html>' } });
     await waitFor(async () => (await phaseOf(node)) === 'Failed', 'the node to fail after its retry', 60_000);
@@ -211,8 +211,8 @@ describe('verification', () => {
     const agent = { key: 'node.example.com/agent-not-ready', value: 'true', effect: 'NoSchedule' };
     // The NotReady period and the agent's taint are longer than the schedule deadline (3 s), the CNI
     // wait longer than the start deadline (8 s: the cold pull counts in it, with room for a loaded
-    // machine; 3 s was missed there). Before the launch gate and the sandbox wait, each one failed
-    // an attempt (NotScheduled / NotStarted).
+    // machine). Without the launch gate and the sandbox wait, each one would fail an attempt
+    // (NotScheduled / NotStarted).
     const ctl = await h.start({ worker: { scheduleTimeout: '3s', startTimeout: '8s' }, reconciliation: { maxRetries: 0 }, nodeManagement: { bringUpTimeout: '2m' } });
     // The agent's taint goes after 12 s (a wait under 10 s is not reported); the CNI is ready 12 s
     // after Ready (16 s), so the launched worker's sandbox waits for it too.
@@ -268,8 +268,9 @@ describe('verification', () => {
     const before = await adds();
     await new Promise((r) => setTimeout(r, 6_000)); // six resyncs
     const after = await adds();
-    // Before: one add per resync (6). At most one stray event is allowed for (another test file's
-    // deleted NodeVerifications queue nothing since their Nodes are not this controller's).
+    // Re-queuing every node would make one add per resync (6). At most one stray event is allowed
+    // for (another test file's deleted NodeVerifications queue nothing since their Nodes are not
+    // this controller's).
     expect(after - before, `queue adds during six resyncs (${before} -> ${after})`).toBeLessThanOrEqual(1);
   });
 
