@@ -125,7 +125,7 @@ test: deps sandbox-bins build image typecheck lint ## Everything: typecheck, lin
 	@# Three vitest runs side by side, each with its own log: the unit tests (they need only CPU), the
 	@# serial sandbox project (tests that disrupt a whole cluster, one file at a time on a sandbox of
 	@# its own, slot +30) and the sandbox project (here). The sandbox tests wait on their clusters much
-	@# of the time; run one after the other, the serial files added their 400 s to the sandbox project's.
+	@# of the time, so running them side by side costs little more than the longer of the two.
 	@echo "==> vitest: the unit project (log .test-unit.log) and the serial sandbox project (log .test-serial.log) in the background, the sandbox project here"
 	@# A CI page may keep only the end of the log: the step ends with every failed test of the runs,
 	@# and, when a run failed outside its tests (a setup or teardown error), the end of its output.

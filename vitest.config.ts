@@ -5,29 +5,29 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 const pkg = (name: string) => fileURLToPath(new URL(`./packages/${name}/src/index.ts`, import.meta.url));
 
 /**
- * The sandbox files that take longest, longest first (seconds measured in a CI-like run, from
+ * The sandbox files that take longest, longest first (by the durations a run records in
  * .test-results.json). Vitest runs the longest files first only when its results cache knows them,
  * which a fresh clone's does not; it then starts with the largest files, and a long file left for
- * last (queue.sandbox, 114 s) kept one worker busy alone at the end: 845 s for the project.
+ * last keeps one worker busy alone at the end while the others have nothing left to run.
  */
 const SLOWEST_FIRST = [
-  'real-nodes/real-node.sandbox', // 321 (a CI-like run on a loaded machine, 2026-11-28)
-  'real-nodes/faults.sandbox', // 185
-  'real-nodes/karpenter.sandbox', // 183
-  'verification/cluster-wide.sandbox', // 165 (with the tail-of-a-burst test)
-  'verification/queue.sandbox', // 114
-  'chart/troubleshooting.sandbox', // 93
-  'sandbox/src/cluster.sandbox', // 80
-  'chart/alerts-dns-outage.serial.sandbox', // 79
-  'verification/verification.sandbox', // 76
-  'remediation/leader-change.sandbox', // 75
-  'chart/chart.sandbox', // 72
-  'sandbox/src/kubelet-lifecycle.sandbox', // 66
-  'chart/alerts.live.sandbox', // 62
-  'verification/resilience.sandbox', // 61
-  'verification/failures.sandbox', // 52
-  'verification/refused.sandbox', // 38
-  'sandbox/src/lifecycle.sandbox', // 38
+  'real-nodes/real-node.sandbox',
+  'real-nodes/faults.sandbox',
+  'real-nodes/karpenter.sandbox',
+  'verification/cluster-wide.sandbox',
+  'verification/queue.sandbox',
+  'chart/troubleshooting.sandbox',
+  'sandbox/src/cluster.sandbox',
+  'chart/alerts-dns-outage.serial.sandbox',
+  'verification/verification.sandbox',
+  'remediation/leader-change.sandbox',
+  'chart/chart.sandbox',
+  'sandbox/src/kubelet-lifecycle.sandbox',
+  'chart/alerts.live.sandbox',
+  'verification/resilience.sandbox',
+  'verification/failures.sandbox',
+  'verification/refused.sandbox',
+  'sandbox/src/lifecycle.sandbox',
 ];
 
 /** Vitest's order (projects, groups, its cache), except that within a project the files above go first. */
@@ -64,10 +64,11 @@ export default defineConfig({
         test: {
           name: 'unit',
           sequence: { groupOrder: 0 },
-          // Vitest's default is one worker less than the cores: 1 here, and the unit tests took twice as long.
+          // Vitest's default is one worker less than the cores: on a 2-core machine the unit tests would
+          // run one file at a time.
           maxWorkers: 2,
           // Many unit tests run real binaries (helm, promtool, go): on a loaded 2-core machine beside
-          // the sandbox suite, several of them in one test took over Vitest's default 5 s.
+          // the sandbox suite, several of them in one test can outlast Vitest's default 5 s.
           testTimeout: 30_000,
           include: ['packages/*/src/**/*.test.ts', 'test/unit/**/*.test.ts', 'test/chart/**/*.test.ts'],
           exclude: ['**/*.sandbox.test.ts', '**/node_modules/**'],

@@ -29,7 +29,7 @@ beforeAll(async () => {
     config: { nodeManagement: { deleteFailedNodes: true } },
     // Short `for:` so "a healthy burst fires nothing" means something within the test; 30 s for the
     // controller's own health, since a loaded 2-core machine can miss a few 2 s scrapes in a row
-    // (10 s fired KubeNodeReadyControllerDown once in a full run).
+    // and a shorter `for:` would fire KubeNodeReadyControllerDown on a healthy controller.
     prometheusRule: { alertFor: { KubeNodeReadyNodeVerificationFailed: '4s', KubeNodeReadyControllerDown: '30s', KubeNodeReadyNoLeader: '30s', KubeNodeReadyControllerUnhealthy: '30s' } },
   });
 }, 180_000);

@@ -215,7 +215,7 @@ describe('the controller under the chart\'s RBAC', () => {
     const values = {
       image: { repository: 'kube-node-ready', tag: 'dev' },
       // The chart's own controller pods must not run: kube-controller-manager would start them and
-      // one of them could take the Lease before the controller this test runs (the CI run failed so).
+      // one of them could take the Lease before the controller this test runs.
       controller: { nodeSelector: { [`rbac-${id}.kube-node-ready.io/no-such-node`]: 'true' } },
       config: {
         worker: { priorityClassName: '', timeout: '10s', scheduleTimeout: '10s', startTimeout: '10s', serviceAccountName: `${release}-worker`, configMapName: `${release}-worker` },
