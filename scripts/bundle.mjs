@@ -35,10 +35,10 @@ const [product] = await Promise.all([
   // (start-up time and memory of every verification; docs/worker.md#benchmarks).
   build({
     ...common,
-    // Without comments and indentation the code is all ASCII and half the size. V8 keeps a module's
-    // source in memory for as long as the process runs, as a two-byte string if a single character
-    // of it is not Latin-1 (a comment's "’" was enough): the controller's largest chunk went from
-    // 17 MiB held to 5 MiB (bench/results/2026-11-24-memory-limit.md). Names stay, so stack traces still read.
+    // Without comments and indentation the code is all ASCII and smaller. V8 keeps a module's source
+    // in memory for as long as the process runs, as a two-byte string if a single character of it is
+    // not Latin-1 (one typographic apostrophe in a comment is enough), which doubles what it holds
+    // (bench/results/2026-11-24-memory-limit.md). Names stay, so stack traces still read.
     minifyWhitespace: true,
     entryPoints: { 'kube-node-ready': `${root}/packages/cli/src/entry.ts` },
     outdir: `${root}/dist`,
