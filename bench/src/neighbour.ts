@@ -175,9 +175,9 @@ export async function runSideBySide(env: BenchEnv, sizes: number[], reps: number
     const metricsPort = 18000 + 150 + env.slot;
     const configFile = join(env.sandboxDir, 'controller.yaml');
     const config = benchConfig(env.tuning, metricsPort, INSTANT_WORKER_IMAGE) as { leaderElection: Record<string, string> };
-    // A longer Lease than the product's 15 s / 10 s / 2 s: with those, kube-node-ready lost its Lease
-    // in the first 1000-node burst on 2 shared cores (a renewal through the bench's counting proxy,
-    // in the bench's own busy process, took over 10 s) and exited, which ends the comparison.
+    // A longer Lease than the product's 15 s / 10 s / 2 s: a renewal goes through the bench's counting
+    // proxy, in the bench's own process, which a large burst keeps busy past the product's renew
+    // deadline; kube-node-ready would then lose its Lease and exit, which ends the comparison.
     // node-readiness-controller keeps its chart's defaults (bench/results/2026-11-23-side-by-side.md says so).
     Object.assign(config.leaderElection, LONG_LEASE);
     writeFileSync(configFile, stringify(config));

@@ -35,7 +35,7 @@ export function realisticNode(run: string, i: number): k8s.V1Node {
   node.spec = { ...node.spec, taints: [] };
   const status = kubeletNodeStatus(node, ip, 10250, true, new Date());
   // The condition kube-node-ready wrote when it opened the node: without it the controller
-  // finds each node's verdict missing from its Node and writes it (5000 writes at start-up).
+  // finds each node's verdict missing from its Node and writes it (one write per Node at start-up).
   const verifiedAt = new Date(Date.now() - VERIFIED_AGO_MS);
   const verified = { type: DEFAULT_CONDITION_TYPE, status: 'True', reason: ConditionReason.Passed, message: PASSED_MESSAGE, lastHeartbeatTime: verifiedAt, lastTransitionTime: verifiedAt };
   node.status = { ...node.status, ...status, conditions: [...(status.conditions ?? []), verified] };

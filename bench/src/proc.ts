@@ -21,7 +21,7 @@ export interface ProcSample {
   rssMiB: number;
   /**
    * The anonymous part of RSS (RssAnon): the heap, malloc's arenas, stacks. The rest is mostly the
-   * node binary's code (about 50 MiB), clean file pages the kernel drops before it kills anybody.
+   * node binary's code, clean file pages the kernel drops before it kills anybody.
    */
   anonMiB: number;
   hwmMiB: number;

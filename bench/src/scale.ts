@@ -1,5 +1,5 @@
 // How the controller's cost grows with the cluster (issue 15, goal 4). In one sandbox, the cluster
-// grows to each of `counts` realistic verified Nodes (nodes.ts: about 15 KB each, with their
+// grows to each of `counts` realistic verified Nodes (nodes.ts: as on EKS, with their
 // NodeVerifications). At each size a fresh controller starts as the chart runs it (limited.ts: its
 // NODE_OPTIONS, its memory limit), and the bench records:
 //   start-up  controller start -> synced and leading: the CPU of listing every Node and NodeVerification

@@ -1,6 +1,6 @@
 // Memory with many Nodes, the controller run as the Helm chart runs it (its NODE_OPTIONS, its memory
 // limit enforced by a cgroup, restarted when it exits: limited.ts). `count` realistic Nodes, verified
-// long ago (nodes.ts: about 15 KB of JSON each), are in the cluster before the controller starts.
+// long ago (nodes.ts: as a kubelet on EKS registers them), are in the cluster before the controller starts.
 // Three phases, each with its peak RSS, OOM kills and restarts:
 //   startup  controller start -> caches synced and leading (the first list of every Node)
 //   steady   RSS sampled every second for a while (min/mean/max)

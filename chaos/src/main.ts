@@ -18,7 +18,7 @@ import { markdownTable, premiseCell, textTable } from './table.js';
 import { EXIT, suiteOutcome } from './verdict.js';
 
 /** Scenarios of the short version that `make test` runs. */
-// make test's share of the suite (about 2 minutes on 2 cores): the controller killed mid-burst and
+// make test's share of the suite, kept short for every build: the controller killed mid-burst and
 // nodes re-created under their own names while their worker runs. The others (worker pods deleted
 // and evicted, watches expired by etcd compaction, API and DNS faults, the apiserver restarted) run
 // in make chaos only.

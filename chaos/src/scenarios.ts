@@ -387,8 +387,8 @@ export const SCENARIOS: Scenario[] = [
       worker: { image: { repository: 'ghcr.io/kube-node-ready/kube-node-ready-instant' }, timeout: '60s', scheduleTimeout: '2m', startTimeout: '3m' },
       reconciliation: { maxConcurrentVerifications: quick ? QUEUE.slots.quick : QUEUE.slots.full, workers: 20 },
       kubernetes: { qps: 200, burst: 400 },
-      // The product's defaults: with the suite's 6 s / 4 s lease the leaders of a big burst missed
-      // their renew deadline every minute or so, and each new leader restarts the stuck clock.
+      // The product's defaults: under a big burst the leaders would miss the suite's 6 s / 4 s lease's
+      // renew deadline again and again, and each new leader restarts the stuck clock.
       leaderElection: { leaseDuration: '15s', renewDeadline: '10s', retryPeriod: '2s' },
       nodeManagement: { remediation: { stuckNodeTimeout: `${QUEUE.stuckNodeTimeoutMs / 1000}s` } },
     }),
