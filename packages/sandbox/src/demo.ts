@@ -122,7 +122,7 @@ export async function runDemo(opts: DemoOptions): Promise<number> {
     let scaled = false;
     let report: StatusReport | undefined;
     let story = { webRunning: 0, brokenClaimsDeleted: 0, brokenClaims: 0, firstBroken: '' };
-    // Real nodes: each takes about 15 s to be Ready once Karpenter created it, more on a busy machine.
+    // Real nodes take a while to be Ready once Karpenter created them, longer on a busy machine.
     const deadline = Date.now() + 600_000;
     while (Date.now() < deadline) {
       report = await collectStatus(kc, controllerConfig, Date.now());

@@ -81,8 +81,9 @@ describe('fault proxy in front of the apiserver', () => {
 
   it('breaks the client connection when the apiserver dies mid-response, as a direct connection would', async () => {
     // A stand-in apiserver that answers, sends part of a watch stream, then dies (an apiserver
-    // killed during its restart). Without this the client hung until its own inactivity timeout
-    // (30 s for client-node watches), which made the suite's restart scenarios look like stalls.
+    // killed during its restart). The proxy must break the client's connection too: otherwise the
+    // client waits out its own inactivity timeout (30 s for client-node watches), and a restart of
+    // the apiserver looks like a stall.
     const c = certPaths(sandbox().layout.paths.certs);
     const upstream = createServer({ cert: readFileSync(c.serverCert), key: readFileSync(c.serverKey) }, (_req, res) => {
       res.writeHead(200, { 'content-type': 'application/json' });

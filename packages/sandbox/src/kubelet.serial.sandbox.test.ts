@@ -29,7 +29,7 @@ describe('simulated kubelet and an API server outage', () => {
     } finally {
       await sandboxControl(layout.dir, 'POST', '/start/kube-apiserver');
     }
-    // Before the retry, the pod stayed Running in the API for good.
+    // Without the retry the pod would stay Running in the API for good.
     const pod = await waitFor(async () => {
       const p = await readPod(ns, 'short');
       return p?.status?.phase === 'Succeeded' ? p : undefined;

@@ -18,7 +18,7 @@ export interface PullHooks {
  * serializeImagePulls default): a pull waits for the pulls queued before it on the same node. The
  * first pull of an image on a node takes the node's image-pull delay; after that the image is
  * cached: IfNotPresent finds it present and Always pulls again, fast (only the manifest changes
- * hands). A node whose pulls take no time has every image from the start, as the sandbox always had.
+ * hands). A node whose pulls take no time has every image from the start.
  * Nodes are keyed by uid, so a node deleted and created again under the same name starts empty.
  */
 export class ImageCache {

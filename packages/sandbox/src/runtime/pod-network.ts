@@ -78,8 +78,8 @@ export function podNetnsPrefix(slot: number): string {
  * Both halves of every pod starting at once go in one `ip -batch` process: the pod's half as a
  * `netns exec <pod netns> ip -batch <file>` line, which `ip` runs in a child of its own (a small
  * process, cheap to fork). Each process the daemon spawns itself blocks its event loop while it
- * forks (tens of milliseconds for a daemon of a few hundred MB on a busy machine), so one spawn for
- * a burst instead of one per pod is what lets a burst start fast.
+ * forks (the longer, the more memory the daemon maps), so one spawn for a burst instead of one
+ * per pod is what lets a burst start fast.
  */
 export class PodNetwork {
   private readonly setUps = new IpBatcher([], POD_BATCH_LINES, POD_BATCHES);

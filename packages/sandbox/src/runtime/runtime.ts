@@ -124,7 +124,7 @@ export class ContainerRuntime {
   /**
    * The argv to spawn for one run of a container (in the pod's namespace and its own cgroup with
    * the limits of `resources`). A command that cannot be found is returned unwrapped, so spawning
-   * it fails the way it always did (a StartError), not as a wrapper's exit code.
+   * it fails as a missing command does (a StartError), not as a wrapper's exit code.
    */
   prepareContainer(sb: PodSandbox, name: string, resources: { limits?: Record<string, string> } | undefined, argv: string[], env: { PATH?: string; cwd: string }): PreparedContainer {
     if (sb.released) throw new Error(`the sandbox of pod ${sb.uid} is gone`);
