@@ -4,7 +4,7 @@ import type { Logger } from '@kube-node-ready/core';
 import type { Clock, Timer } from '../clock.js';
 import { NodeAnnotation } from '../api/well-known.js';
 import { messageOf } from './errors.js';
-import { PooledKubeConfig } from './client.js';
+import { PooledKubeConfig } from './config.js';
 import { LeanRequests } from './lean.js';
 
 export interface InformerOptions<T extends KubernetesObject> {
