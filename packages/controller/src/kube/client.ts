@@ -22,6 +22,7 @@ import { FIELD_MANAGER } from '../api/well-known.js';
 import type { Clock } from '../clock.js';
 import { isAlreadyExists, isConflict, isNotFound, isTransient, messageOf } from './errors.js';
 import { PooledKubeConfig } from './config.js';
+import { WriteFence } from './fence.js';
 import { apiPath, LeanRequests, type LeanRequest } from './lean.js';
 import { Priority, PriorityTokenBucket } from './throttle.js';
 
@@ -44,38 +45,8 @@ export interface KubeClientOptions {
   observer?: { request?(operation: string, ok: boolean): void; throttled?(seconds: number): void };
 }
 
-/**
- * A write refused because this replica may not write: it is not leading, or it has just lost
- * leadership. Never retried; the reconcile that made it is abandoned.
- */
-export class WriteFencedError extends TerminalError {
-  override name = 'WriteFencedError';
-}
-
 /** Operations that change the cluster, by the verb their name starts with (`patch node`). */
 const WRITE_OPERATION = /^(create|update|patch|delete|replace)\b/;
-
-/**
- * The signal writes run under, with one abort listener however many writes are in flight: an
- * AbortSignal keeps its listeners in a list, so adding and removing one per write would cost time in
- * proportion to the writes in flight.
- */
-class WriteFence {
-  private readonly waiters = new Set<() => void>();
-
-  constructor(readonly signal: AbortSignal) {
-    signal.addEventListener('abort', () => {
-      for (const waiter of this.waiters) waiter();
-      this.waiters.clear();
-    }, { once: true });
-  }
-
-  /** Calls `onAbort` when the signal aborts, unless the returned function was called first. */
-  watch(onAbort: () => void): () => void {
-    this.waiters.add(onAbort);
-    return () => this.waiters.delete(onAbort);
-  }
-}
 
 export class KubeClient {
   readonly core: CoreV1Api;
@@ -123,12 +94,8 @@ export class KubeClient {
 
   /**
    * From now on, every write (an operation named create/update/patch/delete/replace) runs only while
-   * `signal` has not aborted: one that has not been sent yet is refused with a WriteFencedError,
-   * whether it waits for a rate-limit token or for a retry, and the caller of one in flight gets that
-   * error at once instead of its answer. The composition root fences writes with the leadership
-   * signal, so a replica that is not leading, or has just lost its Lease, writes nothing more. A
-   * request sent before the abort may still be applied: it left while the Lease was ours, and the
-   * Lease outlives the renew deadline by leaseDuration - renewDeadline, so no other leader acts yet.
+   * `signal` has not aborted (kube/fence.ts). The composition root fences writes with the leadership
+   * signal, so a replica that is not leading, or has just lost its Lease, writes nothing more.
    */
   fenceWrites(signal: AbortSignal): void {
     this.writeFence = new WriteFence(signal);
@@ -138,19 +105,7 @@ export class KubeClient {
   async call<T>(what: string, fn: () => Promise<T>, opts: { priority?: Priority; limiter?: PriorityTokenBucket } = {}): Promise<T> {
     const fence = WRITE_OPERATION.test(what) ? this.writeFence : undefined;
     if (!fence) return this.attempts(what, fn, opts);
-    const refused = (): WriteFencedError => new WriteFencedError(`${what} refused: this replica is not leading (leadership lost or not yet acquired)`);
-    if (fence.signal.aborted) throw refused();
-    let unwatch: (() => void) | undefined;
-    const aborted = new Promise<never>((_, reject) => {
-      unwatch = fence.watch(() => reject(refused()));
-    });
-    try {
-      const attempts = this.attempts(what, fn, opts, () => fence.signal.aborted && refused());
-      attempts.catch(() => undefined); // once refused, how the request in flight ends concerns nobody
-      return await Promise.race([attempts, aborted]);
-    } finally {
-      unwatch?.();
-    }
+    return fence.run(what, (refuse) => this.attempts(what, fn, opts, refuse));
   }
 
   /** The call with its retries; `refuse` is asked before each attempt is sent. */
