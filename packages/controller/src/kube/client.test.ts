@@ -10,8 +10,8 @@ describe('KubeClient rate-limit metric', () => {
     const { kube, clock } = await client({ qps: 1, burst: 1 });
     const throttled: number[] = [];
     kube.observe({ throttled: (seconds) => throttled.push(seconds) });
-    await kube.call('patch node', async () => 'spends the burst');
-    const second = kube.call('patch node', async () => 'waited');
+    await kube.write('patch node', async () => 'spends the burst');
+    const second = kube.write('patch node', async () => 'waited');
     await flushPromises();
     await clock.advance(1_000);
     await expect(second).resolves.toBe('waited');
@@ -19,7 +19,7 @@ describe('KubeClient rate-limit metric', () => {
     // The Events budget (its own limiter, a burst of 50 at 10/s): spent, then waited for, and not counted.
     const events = (kube as unknown as { eventLimiter: PriorityTokenBucket }).eventLimiter;
     const spent: Array<Promise<string>> = [];
-    for (let i = 0; i < 60; i++) spent.push(kube.call('create event', async () => 'recorded', { limiter: events }));
+    for (let i = 0; i < 60; i++) spent.push(kube.write('create event', async () => 'recorded', { limiter: events }));
     await flushPromises();
     await clock.advance(10_000);
     expect(await Promise.all(spent)).toHaveLength(60);

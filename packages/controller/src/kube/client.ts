@@ -45,8 +45,11 @@ export interface KubeClientOptions {
   observer?: { request?(operation: string, ok: boolean): void; throttled?(seconds: number): void };
 }
 
-/** Operations that change the cluster, by the verb their name starts with (`patch node`). */
-const WRITE_OPERATION = /^(create|update|patch|delete|replace)\b/;
+/** How one call waits for the rate limit. */
+export interface CallOptions {
+  priority?: Priority;
+  limiter?: PriorityTokenBucket;
+}
 
 export class KubeClient {
   readonly core: CoreV1Api;
@@ -93,23 +96,31 @@ export class KubeClient {
   }
 
   /**
-   * From now on, every write (an operation named create/update/patch/delete/replace) runs only while
-   * `signal` has not aborted (kube/fence.ts). The composition root fences writes with the leadership
-   * signal, so a replica that is not leading, or has just lost its Lease, writes nothing more.
+   * From now on, every write (write()) runs only while `signal` has not aborted (kube/fence.ts). The
+   * composition root fences writes with the leadership signal, so a replica that is not leading, or
+   * has just lost its Lease, writes nothing more.
    */
   fenceWrites(signal: AbortSignal): void {
     this.writeFence = new WriteFence(signal);
   }
 
-  /** Runs one API call under the rate limit, retrying transient failures. */
-  async call<T>(what: string, fn: () => Promise<T>, opts: { priority?: Priority; limiter?: PriorityTokenBucket } = {}): Promise<T> {
-    const fence = WRITE_OPERATION.test(what) ? this.writeFence : undefined;
+  /** Runs one call that changes nothing under the rate limit, retrying transient failures. Never fenced. */
+  read<T>(what: string, fn: () => Promise<T>, opts: CallOptions = {}): Promise<T> {
+    return this.attempts(what, fn, opts);
+  }
+
+  /**
+   * Runs one call that changes the cluster (create, update, patch, delete) under the rate limit,
+   * retrying transient failures, and under the write fence once fenceWrites() has set one.
+   */
+  async write<T>(what: string, fn: () => Promise<T>, opts: CallOptions = {}): Promise<T> {
+    const fence = this.writeFence;
     if (!fence) return this.attempts(what, fn, opts);
     return fence.run(what, (refuse) => this.attempts(what, fn, opts, refuse));
   }
 
   /** The call with its retries; `refuse` is asked before each attempt is sent. */
-  private attempts<T>(what: string, fn: () => Promise<T>, opts: { priority?: Priority; limiter?: PriorityTokenBucket }, refuse?: () => Error | false): Promise<T> {
+  private attempts<T>(what: string, fn: () => Promise<T>, opts: CallOptions, refuse?: () => Error | false): Promise<T> {
     const limiter = opts.limiter ?? this.limiter;
     return pRetry(
       async () => {
@@ -149,7 +160,7 @@ export class KubeClient {
     let token: string | undefined;
     do {
       const page = { limit: this.opts.listPageSize ?? LIST_PAGE_SIZE, ...(token ? { _continue: token } : {}) };
-      const result = await this.call(operation, () => list(page));
+      const result = await this.read(operation, () => list(page));
       token = result.metadata?._continue ?? result.metadata?.continue;
       yield result;
     } while (token);
@@ -164,7 +175,7 @@ export class KubeClient {
    */
   async exists(operation: string, path: string, query?: LeanRequest['query']): Promise<boolean> {
     try {
-      await this.call(operation, () => this.lean.send({ method: 'GET', path, ...(query ? { query } : {}) }));
+      await this.read(operation, () => this.lean.send({ method: 'GET', path, ...(query ? { query } : {}) }));
       return true;
     } catch (err) {
       if (isNotFound(err)) return false;
@@ -184,13 +195,13 @@ export class KubeClient {
 
   /** The node of that name if it exists and matches `labelSelector`: one live list, filtered by name. */
   async findNode(name: string, labelSelector?: string): Promise<V1Node | undefined> {
-    const list = await this.call('list nodes', () => this.core.listNode({ fieldSelector: `metadata.name=${name}`, ...(labelSelector ? { labelSelector } : {}) }));
+    const list = await this.read('list nodes', () => this.core.listNode({ fieldSelector: `metadata.name=${name}`, ...(labelSelector ? { labelSelector } : {}) }));
     return list.items[0];
   }
 
   async getNode(name: string): Promise<V1Node | undefined> {
     try {
-      return await this.call('get node', () => this.lean.json<V1Node>({ method: 'GET', path: apiPath('api/v1/nodes', name) }));
+      return await this.read('get node', () => this.lean.json<V1Node>({ method: 'GET', path: apiPath('api/v1/nodes', name) }));
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
@@ -199,7 +210,7 @@ export class KubeClient {
 
   /** RFC 6902 JSON patch. High priority for writes that record a finished attempt. */
   patchNode(name: string, ops: readonly object[], priority: Priority = Priority.Normal): Promise<V1Node> {
-    return this.call(
+    return this.write(
       'patch node',
       () => this.lean.json<V1Node>({ method: 'PATCH', path: apiPath('api/v1/nodes', name), query: { fieldManager: FIELD_MANAGER }, body: ops, contentType: PatchStrategy.JsonPatch }),
       { priority },
@@ -208,7 +219,7 @@ export class KubeClient {
 
   /** Strategic-merge patch of nodes/status (conditions merge by type). */
   async patchNodeStatus(name: string, body: object): Promise<void> {
-    await this.call('patch node status', () =>
+    await this.write('patch node status', () =>
       this.lean.send({ method: 'PATCH', path: apiPath('api/v1/nodes', name, 'status'), query: { fieldManager: FIELD_MANAGER }, body, contentType: PatchStrategy.StrategicMergePatch }),
     );
   }
@@ -226,7 +237,7 @@ export class KubeClient {
    */
   async requireNodeVerifications(): Promise<void> {
     try {
-      await this.call('list nodeverifications', () => this.custom.listClusterCustomObject({ ...NV, limit: 1 }));
+      await this.read('list nodeverifications', () => this.custom.listClusterCustomObject({ ...NV, limit: 1 }));
     } catch (err) {
       if (!isNotFound(err)) throw err;
       throw new TerminalError(
@@ -239,7 +250,7 @@ export class KubeClient {
 
   async getNodeVerification(name: string): Promise<NodeVerification | undefined> {
     try {
-      return await this.call('get nodeverification', () => this.lean.json<NodeVerification>({ method: 'GET', path: apiPath(NV_PATH, name) }));
+      return await this.read('get nodeverification', () => this.lean.json<NodeVerification>({ method: 'GET', path: apiPath(NV_PATH, name) }));
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
@@ -248,7 +259,7 @@ export class KubeClient {
 
   /** Creates it (without status: the status subresource ignores it on create). AlreadyExists is the caller's to handle. */
   async createNodeVerification(nv: NodeVerification, priority: Priority = Priority.Normal): Promise<NodeVerification> {
-    return this.call('create nodeverification', () => this.lean.json<NodeVerification>({ method: 'POST', path: apiPath(NV_PATH), query: { fieldManager: FIELD_MANAGER }, body: nv }), { priority });
+    return this.write('create nodeverification', () => this.lean.json<NodeVerification>({ method: 'POST', path: apiPath(NV_PATH), query: { fieldManager: FIELD_MANAGER }, body: nv }), { priority });
   }
 
   /**
@@ -257,7 +268,7 @@ export class KubeClient {
    */
   async updateNodeVerificationStatus(nv: NodeVerification, priority: Priority = Priority.Normal): Promise<NodeVerification> {
     const name = nv.metadata?.name ?? '';
-    return this.call('update nodeverification status', () => this.lean.json<NodeVerification>({ method: 'PUT', path: apiPath(NV_PATH, name, 'status'), query: { fieldManager: FIELD_MANAGER }, body: nv }), {
+    return this.write('update nodeverification status', () => this.lean.json<NodeVerification>({ method: 'PUT', path: apiPath(NV_PATH, name, 'status'), query: { fieldManager: FIELD_MANAGER }, body: nv }), {
       priority,
     });
   }
@@ -265,7 +276,7 @@ export class KubeClient {
   /** Deletes it if it is still the object of that UID (a precondition); one already gone is fine. */
   async deleteNodeVerification(name: string, uid: string): Promise<void> {
     try {
-      await this.call('delete nodeverification', () => this.lean.send({ method: 'DELETE', path: apiPath(NV_PATH, name), body: { preconditions: { uid } } }));
+      await this.write('delete nodeverification', () => this.lean.send({ method: 'DELETE', path: apiPath(NV_PATH, name), body: { preconditions: { uid } } }));
     } catch (err) {
       if (!isNotFound(err) && !isConflict(err)) throw err;
     }
@@ -275,14 +286,14 @@ export class KubeClient {
 
   /** The pods (one page: the worker namespace holds at most a few hundred). */
   async *listPodPages(namespace: string, labelSelector: string): AsyncGenerator<V1PodList> {
-    yield await this.call('list pods', () => this.core.listNamespacedPod({ namespace, labelSelector }));
+    yield await this.read('list pods', () => this.core.listNamespacedPod({ namespace, labelSelector }));
   }
 
   /** Creates the pod; if a pod of that name exists already (same attempt), returns undefined. */
   async createPod(pod: V1Pod): Promise<V1Pod | undefined> {
     try {
       const namespace = pod.metadata?.namespace ?? 'default';
-      return await this.call('create pod', () => this.lean.json<V1Pod>({ method: 'POST', path: apiPath('api/v1/namespaces', namespace, 'pods'), query: { fieldManager: FIELD_MANAGER }, body: pod }));
+      return await this.write('create pod', () => this.lean.json<V1Pod>({ method: 'POST', path: apiPath('api/v1/namespaces', namespace, 'pods'), query: { fieldManager: FIELD_MANAGER }, body: pod }));
     } catch (err) {
       if (isAlreadyExists(err)) return undefined;
       throw err;
@@ -291,7 +302,7 @@ export class KubeClient {
 
   async getPod(namespace: string, name: string): Promise<V1Pod | undefined> {
     try {
-      return await this.call('get pod', () => this.lean.json<V1Pod>({ method: 'GET', path: apiPath('api/v1/namespaces', namespace, 'pods', name) }));
+      return await this.read('get pod', () => this.lean.json<V1Pod>({ method: 'GET', path: apiPath('api/v1/namespaces', namespace, 'pods', name) }));
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
@@ -301,7 +312,7 @@ export class KubeClient {
   /** Deletes the pod (background propagation); a pod already gone is fine. */
   async deletePod(namespace: string, name: string): Promise<void> {
     try {
-      await this.call('delete pod', () => this.lean.send({ method: 'DELETE', path: apiPath('api/v1/namespaces', namespace, 'pods', name), query: { gracePeriodSeconds: 0, propagationPolicy: 'Background' } }));
+      await this.write('delete pod', () => this.lean.send({ method: 'DELETE', path: apiPath('api/v1/namespaces', namespace, 'pods', name), query: { gracePeriodSeconds: 0, propagationPolicy: 'Background' } }));
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
@@ -311,7 +322,7 @@ export class KubeClient {
 
   /** EndpointSlices matching `labelSelector` in one namespace (the `kubernetes` Service's: a handful of objects). */
   async listEndpointSlices(namespace: string, labelSelector: string): Promise<V1EndpointSlice[]> {
-    const list = await this.call('list endpointslices', () => this.discovery.listNamespacedEndpointSlice({ namespace, labelSelector }));
+    const list = await this.read('list endpointslices', () => this.discovery.listNamespacedEndpointSlice({ namespace, labelSelector }));
     return list.items;
   }
 
@@ -322,12 +333,12 @@ export class KubeClient {
     const body: V1ConfigMap = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace, labels }, data };
     let current: V1ConfigMap | undefined;
     try {
-      current = await this.call('get configmap', () => this.core.readNamespacedConfigMap({ namespace, name }));
+      current = await this.read('get configmap', () => this.core.readNamespacedConfigMap({ namespace, name }));
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
     if (!current) {
-      await this.call('create configmap', () => this.core.createNamespacedConfigMap({ namespace, body, fieldManager: FIELD_MANAGER }));
+      await this.write('create configmap', () => this.core.createNamespacedConfigMap({ namespace, body, fieldManager: FIELD_MANAGER }));
       return 'created';
     }
     if (JSON.stringify(current.data ?? {}) === JSON.stringify(data)) return 'unchanged';
@@ -336,18 +347,18 @@ export class KubeClient {
       ...body,
       metadata: { ...body.metadata, labels: { ...current.metadata?.labels, ...labels }, annotations: current.metadata?.annotations, resourceVersion: current.metadata?.resourceVersion ?? '' },
     };
-    await this.call('update configmap', () => this.core.replaceNamespacedConfigMap({ namespace, name, body: replacement, fieldManager: FIELD_MANAGER }));
+    await this.write('update configmap', () => this.core.replaceNamespacedConfigMap({ namespace, name, body: replacement, fieldManager: FIELD_MANAGER }));
     return 'updated';
   }
 
   // -- Events ----------------------------------------------------------------------------------
 
   async createEvent(namespace: string, event: CoreV1Event): Promise<void> {
-    await this.call('create event', () => this.lean.send({ method: 'POST', path: apiPath('api/v1/namespaces', namespace, 'events'), body: event }), { limiter: this.eventLimiter });
+    await this.write('create event', () => this.lean.send({ method: 'POST', path: apiPath('api/v1/namespaces', namespace, 'events'), body: event }), { limiter: this.eventLimiter });
   }
 
   async bumpEvent(namespace: string, name: string, count: number, lastTimestamp: string): Promise<void> {
-    await this.call(
+    await this.write(
       'patch event',
       () => this.lean.send({ method: 'PATCH', path: apiPath('api/v1/namespaces', namespace, 'events', name), body: { count, lastTimestamp }, contentType: PatchStrategy.MergePatch }),
       { limiter: this.eventLimiter },
