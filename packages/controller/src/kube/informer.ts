@@ -1,7 +1,6 @@
-import { ListWatch, type KubeConfig, type KubernetesListObject, type KubernetesObject, type V1Node, type V1ObjectMeta } from '@kubernetes/client-node';
+import { ListWatch, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from '@kube-node-ready/core';
 import type { Clock, Timer } from '../clock.js';
-import { NodeAnnotation } from '../api/well-known.js';
 import { messageOf } from './errors.js';
 import { DEFAULT_WATCH_TIMEOUT_SECONDS, ResumingWatch } from './watch.js';
 
@@ -71,8 +70,8 @@ export interface InformerHandlers<T> {
  * only once a minute; client-go can ask for 5-10 minute watches because it finds dead connections
  * with HTTP/2 pings, which this HTTP/1.1 client does not have.
  *
- * Every object entering the cache goes through `transform` (slimNode, stripObject: drop what the
- * controller never reads), then is stored as plain JSON: list results (typed, with Date fields) and
+ * Every object entering the cache goes through `transform` (the verification controller's slimNode,
+ * stripObject: drop what the controller never reads), then is stored as plain JSON: list results (typed, with Date fields) and
  * watch events (raw JSON, with string times) look the same. Read times with kube/objects toMillis.
  */
 export class SelfHealingInformer<T extends KubernetesObject> {
@@ -259,48 +258,7 @@ function toPlain<T>(obj: T): T {
   return JSON.parse(JSON.stringify(obj)) as T;
 }
 
-const READ_ANNOTATIONS: ReadonlySet<string> = new Set(Object.values(NodeAnnotation));
-
-/**
- * A node cut to what the controller reads, for the node cache and the copies its own writes and
- * live reads return: name, uid, resourceVersion, creation and deletion times, labels, the
- * annotations it reads (NodeAnnotation), ownerReferences (a Karpenter NodeClaim), taints, providerID, the condition of type
- * `conditionType` (ours), and Ready without its heartbeat. The rest (other conditions, addresses, capacity, nodeInfo, images, volumes,
- * managedFields) is most of a real Node and none of our business; with 5000 nodes it is the
- * difference between about 2.7 and 0.8 KiB of heap per node for a small one (docs/benchmarks.md).
- */
-export function slimNode(node: V1Node, conditionType: string): V1Node {
-  const m = node.metadata ?? {};
-  const metadata: V1ObjectMeta = {};
-  if (m.name !== undefined) metadata.name = m.name;
-  if (m.uid !== undefined) metadata.uid = m.uid;
-  if (m.resourceVersion !== undefined) metadata.resourceVersion = m.resourceVersion;
-  if (m.creationTimestamp !== undefined) metadata.creationTimestamp = m.creationTimestamp;
-  if (m.deletionTimestamp !== undefined) metadata.deletionTimestamp = m.deletionTimestamp;
-  if (m.labels !== undefined) metadata.labels = m.labels;
-  // Only the annotations the controller reads: a CNI's, a CSI driver's and Karpenter's own are
-  // hundreds of bytes per node.
-  const annotations = Object.entries(m.annotations ?? {}).filter(([key]) => READ_ANNOTATIONS.has(key));
-  if (annotations.length) metadata.annotations = Object.fromEntries(annotations);
-  if (m.ownerReferences !== undefined) metadata.ownerReferences = m.ownerReferences;
-  const slim: V1Node = { metadata };
-  if (node.spec?.taints !== undefined || node.spec?.providerID !== undefined) {
-    slim.spec = {};
-    if (node.spec.taints !== undefined) slim.spec.taints = node.spec.taints;
-    if (node.spec.providerID !== undefined) slim.spec.providerID = node.spec.providerID;
-  }
-  // Our condition, and Ready without its heartbeat (whether a worker can be launched: decide()).
-  const kept = (node.status?.conditions ?? []).flatMap((c) => {
-    if (c.type === conditionType) return [c];
-    if (c.type !== 'Ready') return [];
-    const { lastHeartbeatTime: _heartbeat, ...ready } = c;
-    return [ready];
-  });
-  if (kept.length) slim.status = { conditions: kept };
-  return slim;
-}
-
-/** Drops what the controller never reads from a cached object (the worker pods): managedFields. Nodes go through slimNode. */
+/** Drops what the controller never reads from a cached object (the worker pods): managedFields. Nodes go through the verification controller's slimNode. */
 export function stripObject<T extends KubernetesObject>(obj: T): T {
   if (obj.metadata) delete obj.metadata.managedFields;
   return obj;
