@@ -47,8 +47,8 @@ export interface KubeClientOptions {
 
 /** How one call waits for the rate limit. */
 export interface CallOptions {
+  /** Default Priority.Normal. */
   priority?: Priority;
-  limiter?: PriorityTokenBucket;
 }
 
 export class KubeClient {
@@ -57,9 +57,8 @@ export class KubeClient {
   private readonly discovery: DiscoveryV1Api;
   private readonly custom: CustomObjectsApi;
   private readonly version: VersionApi;
+  /** kubernetes.qps and burst, for every call (Events at Priority.BestEffort). */
   private readonly limiter: PriorityTokenBucket;
-  /** Events have their own budget: they are best effort and must not slow node writes down. */
-  private readonly eventLimiter: PriorityTokenBucket;
   /** Writes are refused once this aborts (see fenceWrites). */
   private writeFence: WriteFence | undefined;
   /** The calls made for every node, without client-node's typed layers (kube/lean.ts). */
@@ -76,7 +75,6 @@ export class KubeClient {
     this.version = kubeConfig.makeApiClient(VersionApi);
     this.lean = new LeanRequests(PooledKubeConfig.of(kubeConfig));
     this.limiter = new PriorityTokenBucket(opts.qps, opts.burst, opts.clock);
-    this.eventLimiter = new PriorityTokenBucket(EVENT_QPS, EVENT_BURST, opts.clock);
   }
 
   /** Reports every request from now on (the composition root wires metrics here). */
@@ -121,14 +119,15 @@ export class KubeClient {
 
   /** The call with its retries; `refuse` is asked before each attempt is sent. */
   private attempts<T>(what: string, fn: () => Promise<T>, opts: CallOptions, refuse?: () => Error | false): Promise<T> {
-    const limiter = opts.limiter ?? this.limiter;
+    const priority = opts.priority ?? Priority.Normal;
     return pRetry(
       async () => {
         const queued = this.opts.clock.now();
-        await limiter.acquire(opts.priority ?? Priority.Normal);
+        await this.limiter.acquire(priority);
         const waited = this.opts.clock.now() - queued;
-        // kubernetes.qps and burst only: Events wait for their own budget, best effort and off the critical path.
-        if (waited > 0 && limiter === this.limiter) this.opts.observer?.throttled?.(waited / 1000);
+        // Best-effort calls (Events) wait behind every other call by design: their wait says how busy
+        // the others keep the budget, which the others' own waits already tell.
+        if (waited > 0 && priority !== Priority.BestEffort) this.opts.observer?.throttled?.(waited / 1000);
         const refusal = refuse?.();
         if (refusal) throw new AbortError(refusal);
         try {
@@ -352,16 +351,18 @@ export class KubeClient {
   }
 
   // -- Events ----------------------------------------------------------------------------------
+  // Best effort (Priority.BestEffort): they wait for the same budget as every other call, but behind
+  // all of them, so they never hold up a node's call that waits.
 
   async createEvent(namespace: string, event: CoreV1Event): Promise<void> {
-    await this.write('create event', () => this.lean.send({ method: 'POST', path: apiPath('api/v1/namespaces', namespace, 'events'), body: event }), { limiter: this.eventLimiter });
+    await this.write('create event', () => this.lean.send({ method: 'POST', path: apiPath('api/v1/namespaces', namespace, 'events'), body: event }), { priority: Priority.BestEffort });
   }
 
   async bumpEvent(namespace: string, name: string, count: number, lastTimestamp: string): Promise<void> {
     await this.write(
       'patch event',
       () => this.lean.send({ method: 'PATCH', path: apiPath('api/v1/namespaces', namespace, 'events', name), body: { count, lastTimestamp }, contentType: PatchStrategy.MergePatch }),
-      { limiter: this.eventLimiter },
+      { priority: Priority.BestEffort },
     );
   }
 }
@@ -378,7 +379,3 @@ type ListMeta = { _continue?: string; continue?: string };
 
 /** Objects per page of a list (client-go's pager uses 500). */
 const LIST_PAGE_SIZE = 500;
-
-/** The Events' own budget (client-go's event recorder has a separate spam filter too). */
-const EVENT_QPS = 10;
-const EVENT_BURST = 50;
