@@ -30,7 +30,14 @@ import { Priority, PriorityTokenBucket } from './throttle.js';
  * The API calls the controller makes, in one place: every call waits for a token of the client-side
  * rate limit (kubernetes.qps / burst) and is retried with p-retry on transient failures (429, 5xx,
  * network). Guarded writes are safe to retry: a repeat of an applied patch fails its `test`
- * operations and the caller re-reads.
+ * operations and the caller re-reads. Writes go through write(), under the leadership fence
+ * (kube/fence.ts); reads through read().
+ *
+ * These retries are the innermost of several layers, each for what the one below cannot do: the
+ * watch resumes and the informer restarts (kube/informer.ts), a reconcile re-reads and decides again
+ * on a conflict, the work queue's per-key backoff retries a reconcile that threw, and requeues and
+ * the resync bring back time-based work. Nothing here retries what those retry: a non-transient
+ * error is thrown at once. docs/architecture.md "Retries" says why each layer exists.
  */
 export interface KubeClientOptions {
   qps: number;
