@@ -16,13 +16,15 @@ import { ClusterWideFailures } from './controllers/node/verification/cluster-wid
 import { configHash, WORKER_POD_SELECTOR, workerConfigDocument, workerImage, workerNodeName } from './controllers/node/verification/pod-spec.js';
 import { checkWorkerPrerequisites } from './controllers/node/verification/prerequisites.js';
 import { verificationController } from './controllers/node/verification/register.js';
+import { slimNode } from './controllers/node/verification/slim-node.js';
 import { VerificationSlots } from './controllers/node/verification/slots.js';
 import { MemoryProgressStore, NodeVerificationStore } from './controllers/node/verification/store.js';
 import { KubeEventRecorder, type EventSink } from './events/recorder.js';
 import { buildServer, parseBindAddress, type Probe } from './http/server.js';
-import { WriteFencedError, type KubeClient } from './kube/client.js';
+import type { KubeClient } from './kube/client.js';
+import { WriteFencedError } from './kube/fence.js';
 import { HeapCompactor } from './kube/heap.js';
-import { SelfHealingInformer, slimNode, stripObject } from './kube/informer.js';
+import { SelfHealingInformer, stripObject } from './kube/informer.js';
 import { LeaderElector, type RunResult } from './leader/elector.js';
 import { KubeLeaseClient } from './leader/lease-client.js';
 import { ControllerMetrics } from './metrics/metrics.js';

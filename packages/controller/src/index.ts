@@ -27,4 +27,4 @@ export { WORKER_POD_SELECTOR } from './controllers/node/verification/pod-spec.js
 export { Reason as EventReason } from './events/reasons.js';
 export { MetricName } from './metrics/names.js';
 export { runAgent, AGENT_USAGE } from './agent/main.js';
-export { PooledKubeConfig } from './kube/client.js';
+export { PooledKubeConfig } from './kube/config.js';

@@ -8,7 +8,8 @@ import { loadConfig, type ConfigOverrides } from './config/load.js';
 import type { ControllerConfig } from './config/schema.js';
 import { startController } from './controllers.js';
 import { workerImage } from './controllers/node/verification/pod-spec.js';
-import { KubeClient, loadKubeConfig } from './kube/client.js';
+import { KubeClient } from './kube/client.js';
+import { loadKubeConfig } from './kube/config.js';
 import { messageOf } from './kube/errors.js';
 
 export const CONTROLLER_USAGE = `Usage: kube-node-ready controller [options]

@@ -7,7 +7,8 @@ import { inProcessVerdict } from '../controllers/node/verification/pod-result.js
 import { MemoryProgressStore, NodeVerificationStore } from '../controllers/node/verification/store.js';
 import { KubeEventRecorder } from '../events/recorder.js';
 import { buildServer, parseBindAddress } from '../http/server.js';
-import { KubeClient, loadKubeConfig } from '../kube/client.js';
+import { KubeClient } from '../kube/client.js';
+import { loadKubeConfig } from '../kube/config.js';
 import { messageOf } from '../kube/errors.js';
 import { parseFlags, processSignals, type Flags, type RunIO } from '../main.js';
 import { NodeAgent } from './agent.js';

@@ -34,7 +34,7 @@ export const PodAnnotation = {
 
 /**
  * The Node annotations the controller reads: remediation's two opt-outs. The node cache keeps only
- * these (kube/informer.ts slimNode), so an annotation read anywhere else must be added here.
+ * these (controllers/node/verification/slim-node.ts), so an annotation read anywhere else must be added here.
  */
 export const NodeAnnotation = {
   /** `kube-node-ready.io/remediation: disabled`: never delete the node (remediation/names.ts). */

@@ -393,7 +393,7 @@ export const configSchema = z
           .default(50)
           .meta({
             description:
-              'Client-side limit of API requests per second (Events have a separate budget). A verification takes about 6 requests; the API server\'s priority and fairness protects it beyond this.',
+              'Client-side limit of API requests per second, Events included (they wait behind every other request). A verification takes about 7 requests and 2 Events; the API server\'s priority and fairness protects it beyond this.',
           }),
         burst: z.number().int().min(1).max(10_000).default(100).meta({ description: 'Requests allowed above qps in a burst.' }),
       })

@@ -1,7 +1,7 @@
 import type { Logger } from '@kube-node-ready/core';
 import { errorMessage, TerminalError } from '@kube-node-ready/core';
 import type { Clock } from '../clock.js';
-import { WriteFencedError } from '../kube/client.js';
+import { WriteFencedError } from '../kube/fence.js';
 import type { WorkQueue } from '../queue/workqueue.js';
 
 /**

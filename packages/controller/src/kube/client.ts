@@ -1,15 +1,10 @@
-import { readFileSync } from 'node:fs';
-import type { AgentOptions } from 'node:https';
 import {
-  type Cluster,
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
   DiscoveryV1Api,
-  type DispatcherOptions,
-  KubeConfig,
+  type KubeConfig,
   PatchStrategy,
-  type RequestContext,
   VersionApi,
   type CoreV1Event,
   type V1ConfigMap,
@@ -26,6 +21,8 @@ import { NodeVerificationApi, type NodeVerification } from '../api/nodeverificat
 import { FIELD_MANAGER } from '../api/well-known.js';
 import type { Clock } from '../clock.js';
 import { isAlreadyExists, isConflict, isNotFound, isTransient, messageOf } from './errors.js';
+import { PooledKubeConfig } from './config.js';
+import { WriteFence } from './fence.js';
 import { apiPath, LeanRequests, type LeanRequest } from './lean.js';
 import { Priority, PriorityTokenBucket } from './throttle.js';
 
@@ -33,7 +30,14 @@ import { Priority, PriorityTokenBucket } from './throttle.js';
  * The API calls the controller makes, in one place: every call waits for a token of the client-side
  * rate limit (kubernetes.qps / burst) and is retried with p-retry on transient failures (429, 5xx,
  * network). Guarded writes are safe to retry: a repeat of an applied patch fails its `test`
- * operations and the caller re-reads.
+ * operations and the caller re-reads. Writes go through write(), under the leadership fence
+ * (kube/fence.ts); reads through read().
+ *
+ * These retries are the innermost of several layers, each for what the one below cannot do: the
+ * watch resumes and the informer restarts (kube/informer.ts), a reconcile re-reads and decides again
+ * on a conflict, the work queue's per-key backoff retries a reconcile that threw, and requeues and
+ * the resync bring back time-based work. Nothing here retries what those retry: a non-transient
+ * error is thrown at once. docs/architecture.md "Retries" says why each layer exists.
  */
 export interface KubeClientOptions {
   qps: number;
@@ -48,37 +52,10 @@ export interface KubeClientOptions {
   observer?: { request?(operation: string, ok: boolean): void; throttled?(seconds: number): void };
 }
 
-/**
- * A write refused because this replica may not write: it is not leading, or it has just lost
- * leadership. Never retried; the reconcile that made it is abandoned.
- */
-export class WriteFencedError extends TerminalError {
-  override name = 'WriteFencedError';
-}
-
-/** Operations that change the cluster, by the verb their name starts with (`patch node`). */
-const WRITE_OPERATION = /^(create|update|patch|delete|replace)\b/;
-
-/**
- * The signal writes run under, with one abort listener however many writes are in flight: an
- * AbortSignal keeps its listeners in a list, so adding and removing one per write would cost time in
- * proportion to the writes in flight.
- */
-class WriteFence {
-  private readonly waiters = new Set<() => void>();
-
-  constructor(readonly signal: AbortSignal) {
-    signal.addEventListener('abort', () => {
-      for (const waiter of this.waiters) waiter();
-      this.waiters.clear();
-    }, { once: true });
-  }
-
-  /** Calls `onAbort` when the signal aborts, unless the returned function was called first. */
-  watch(onAbort: () => void): () => void {
-    this.waiters.add(onAbort);
-    return () => this.waiters.delete(onAbort);
-  }
+/** How one call waits for the rate limit. */
+export interface CallOptions {
+  /** Default Priority.Normal. */
+  priority?: Priority;
 }
 
 export class KubeClient {
@@ -87,9 +64,8 @@ export class KubeClient {
   private readonly discovery: DiscoveryV1Api;
   private readonly custom: CustomObjectsApi;
   private readonly version: VersionApi;
+  /** kubernetes.qps and burst, for every call (Events at Priority.BestEffort). */
   private readonly limiter: PriorityTokenBucket;
-  /** Events have their own budget: they are best effort and must not slow node writes down. */
-  private readonly eventLimiter: PriorityTokenBucket;
   /** Writes are refused once this aborts (see fenceWrites). */
   private writeFence: WriteFence | undefined;
   /** The calls made for every node, without client-node's typed layers (kube/lean.ts). */
@@ -106,7 +82,6 @@ export class KubeClient {
     this.version = kubeConfig.makeApiClient(VersionApi);
     this.lean = new LeanRequests(PooledKubeConfig.of(kubeConfig));
     this.limiter = new PriorityTokenBucket(opts.qps, opts.burst, opts.clock);
-    this.eventLimiter = new PriorityTokenBucket(EVENT_QPS, EVENT_BURST, opts.clock);
   }
 
   /** Reports every request from now on (the composition root wires metrics here). */
@@ -126,47 +101,40 @@ export class KubeClient {
   }
 
   /**
-   * From now on, every write (an operation named create/update/patch/delete/replace) runs only while
-   * `signal` has not aborted: one that has not been sent yet is refused with a WriteFencedError,
-   * whether it waits for a rate-limit token or for a retry, and the caller of one in flight gets that
-   * error at once instead of its answer. The composition root fences writes with the leadership
-   * signal, so a replica that is not leading, or has just lost its Lease, writes nothing more. A
-   * request sent before the abort may still be applied: it left while the Lease was ours, and the
-   * Lease outlives the renew deadline by leaseDuration - renewDeadline, so no other leader acts yet.
+   * From now on, every write (write()) runs only while `signal` has not aborted (kube/fence.ts). The
+   * composition root fences writes with the leadership signal, so a replica that is not leading, or
+   * has just lost its Lease, writes nothing more.
    */
   fenceWrites(signal: AbortSignal): void {
     this.writeFence = new WriteFence(signal);
   }
 
-  /** Runs one API call under the rate limit, retrying transient failures. */
-  async call<T>(what: string, fn: () => Promise<T>, opts: { priority?: Priority; limiter?: PriorityTokenBucket } = {}): Promise<T> {
-    const fence = WRITE_OPERATION.test(what) ? this.writeFence : undefined;
+  /** Runs one call that changes nothing under the rate limit, retrying transient failures. Never fenced. */
+  read<T>(what: string, fn: () => Promise<T>, opts: CallOptions = {}): Promise<T> {
+    return this.attempts(what, fn, opts);
+  }
+
+  /**
+   * Runs one call that changes the cluster (create, update, patch, delete) under the rate limit,
+   * retrying transient failures, and under the write fence once fenceWrites() has set one.
+   */
+  async write<T>(what: string, fn: () => Promise<T>, opts: CallOptions = {}): Promise<T> {
+    const fence = this.writeFence;
     if (!fence) return this.attempts(what, fn, opts);
-    const refused = (): WriteFencedError => new WriteFencedError(`${what} refused: this replica is not leading (leadership lost or not yet acquired)`);
-    if (fence.signal.aborted) throw refused();
-    let unwatch: (() => void) | undefined;
-    const aborted = new Promise<never>((_, reject) => {
-      unwatch = fence.watch(() => reject(refused()));
-    });
-    try {
-      const attempts = this.attempts(what, fn, opts, () => fence.signal.aborted && refused());
-      attempts.catch(() => undefined); // once refused, how the request in flight ends concerns nobody
-      return await Promise.race([attempts, aborted]);
-    } finally {
-      unwatch?.();
-    }
+    return fence.run(what, (refuse) => this.attempts(what, fn, opts, refuse));
   }
 
   /** The call with its retries; `refuse` is asked before each attempt is sent. */
-  private attempts<T>(what: string, fn: () => Promise<T>, opts: { priority?: Priority; limiter?: PriorityTokenBucket }, refuse?: () => Error | false): Promise<T> {
-    const limiter = opts.limiter ?? this.limiter;
+  private attempts<T>(what: string, fn: () => Promise<T>, opts: CallOptions, refuse?: () => Error | false): Promise<T> {
+    const priority = opts.priority ?? Priority.Normal;
     return pRetry(
       async () => {
         const queued = this.opts.clock.now();
-        await limiter.acquire(opts.priority ?? Priority.Normal);
+        await this.limiter.acquire(priority);
         const waited = this.opts.clock.now() - queued;
-        // kubernetes.qps and burst only: Events wait for their own budget, best effort and off the critical path.
-        if (waited > 0 && limiter === this.limiter) this.opts.observer?.throttled?.(waited / 1000);
+        // Best-effort calls (Events) wait behind every other call by design: their wait says how busy
+        // the others keep the budget, which the others' own waits already tell.
+        if (waited > 0 && priority !== Priority.BestEffort) this.opts.observer?.throttled?.(waited / 1000);
         const refusal = refuse?.();
         if (refusal) throw new AbortError(refusal);
         try {
@@ -198,7 +166,7 @@ export class KubeClient {
     let token: string | undefined;
     do {
       const page = { limit: this.opts.listPageSize ?? LIST_PAGE_SIZE, ...(token ? { _continue: token } : {}) };
-      const result = await this.call(operation, () => list(page));
+      const result = await this.read(operation, () => list(page));
       token = result.metadata?._continue ?? result.metadata?.continue;
       yield result;
     } while (token);
@@ -213,7 +181,7 @@ export class KubeClient {
    */
   async exists(operation: string, path: string, query?: LeanRequest['query']): Promise<boolean> {
     try {
-      await this.call(operation, () => this.lean.send({ method: 'GET', path, ...(query ? { query } : {}) }));
+      await this.read(operation, () => this.lean.send({ method: 'GET', path, ...(query ? { query } : {}) }));
       return true;
     } catch (err) {
       if (isNotFound(err)) return false;
@@ -233,13 +201,13 @@ export class KubeClient {
 
   /** The node of that name if it exists and matches `labelSelector`: one live list, filtered by name. */
   async findNode(name: string, labelSelector?: string): Promise<V1Node | undefined> {
-    const list = await this.call('list nodes', () => this.core.listNode({ fieldSelector: `metadata.name=${name}`, ...(labelSelector ? { labelSelector } : {}) }));
+    const list = await this.read('list nodes', () => this.core.listNode({ fieldSelector: `metadata.name=${name}`, ...(labelSelector ? { labelSelector } : {}) }));
     return list.items[0];
   }
 
   async getNode(name: string): Promise<V1Node | undefined> {
     try {
-      return await this.call('get node', () => this.lean.json<V1Node>({ method: 'GET', path: apiPath('api/v1/nodes', name) }));
+      return await this.read('get node', () => this.lean.json<V1Node>({ method: 'GET', path: apiPath('api/v1/nodes', name) }));
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
@@ -248,7 +216,7 @@ export class KubeClient {
 
   /** RFC 6902 JSON patch. High priority for writes that record a finished attempt. */
   patchNode(name: string, ops: readonly object[], priority: Priority = Priority.Normal): Promise<V1Node> {
-    return this.call(
+    return this.write(
       'patch node',
       () => this.lean.json<V1Node>({ method: 'PATCH', path: apiPath('api/v1/nodes', name), query: { fieldManager: FIELD_MANAGER }, body: ops, contentType: PatchStrategy.JsonPatch }),
       { priority },
@@ -257,7 +225,7 @@ export class KubeClient {
 
   /** Strategic-merge patch of nodes/status (conditions merge by type). */
   async patchNodeStatus(name: string, body: object): Promise<void> {
-    await this.call('patch node status', () =>
+    await this.write('patch node status', () =>
       this.lean.send({ method: 'PATCH', path: apiPath('api/v1/nodes', name, 'status'), query: { fieldManager: FIELD_MANAGER }, body, contentType: PatchStrategy.StrategicMergePatch }),
     );
   }
@@ -275,7 +243,7 @@ export class KubeClient {
    */
   async requireNodeVerifications(): Promise<void> {
     try {
-      await this.call('list nodeverifications', () => this.custom.listClusterCustomObject({ ...NV, limit: 1 }));
+      await this.read('list nodeverifications', () => this.custom.listClusterCustomObject({ ...NV, limit: 1 }));
     } catch (err) {
       if (!isNotFound(err)) throw err;
       throw new TerminalError(
@@ -288,7 +256,7 @@ export class KubeClient {
 
   async getNodeVerification(name: string): Promise<NodeVerification | undefined> {
     try {
-      return await this.call('get nodeverification', () => this.lean.json<NodeVerification>({ method: 'GET', path: apiPath(NV_PATH, name) }));
+      return await this.read('get nodeverification', () => this.lean.json<NodeVerification>({ method: 'GET', path: apiPath(NV_PATH, name) }));
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
@@ -297,7 +265,7 @@ export class KubeClient {
 
   /** Creates it (without status: the status subresource ignores it on create). AlreadyExists is the caller's to handle. */
   async createNodeVerification(nv: NodeVerification, priority: Priority = Priority.Normal): Promise<NodeVerification> {
-    return this.call('create nodeverification', () => this.lean.json<NodeVerification>({ method: 'POST', path: apiPath(NV_PATH), query: { fieldManager: FIELD_MANAGER }, body: nv }), { priority });
+    return this.write('create nodeverification', () => this.lean.json<NodeVerification>({ method: 'POST', path: apiPath(NV_PATH), query: { fieldManager: FIELD_MANAGER }, body: nv }), { priority });
   }
 
   /**
@@ -306,7 +274,7 @@ export class KubeClient {
    */
   async updateNodeVerificationStatus(nv: NodeVerification, priority: Priority = Priority.Normal): Promise<NodeVerification> {
     const name = nv.metadata?.name ?? '';
-    return this.call('update nodeverification status', () => this.lean.json<NodeVerification>({ method: 'PUT', path: apiPath(NV_PATH, name, 'status'), query: { fieldManager: FIELD_MANAGER }, body: nv }), {
+    return this.write('update nodeverification status', () => this.lean.json<NodeVerification>({ method: 'PUT', path: apiPath(NV_PATH, name, 'status'), query: { fieldManager: FIELD_MANAGER }, body: nv }), {
       priority,
     });
   }
@@ -314,7 +282,7 @@ export class KubeClient {
   /** Deletes it if it is still the object of that UID (a precondition); one already gone is fine. */
   async deleteNodeVerification(name: string, uid: string): Promise<void> {
     try {
-      await this.call('delete nodeverification', () => this.lean.send({ method: 'DELETE', path: apiPath(NV_PATH, name), body: { preconditions: { uid } } }));
+      await this.write('delete nodeverification', () => this.lean.send({ method: 'DELETE', path: apiPath(NV_PATH, name), body: { preconditions: { uid } } }));
     } catch (err) {
       if (!isNotFound(err) && !isConflict(err)) throw err;
     }
@@ -324,14 +292,14 @@ export class KubeClient {
 
   /** The pods (one page: the worker namespace holds at most a few hundred). */
   async *listPodPages(namespace: string, labelSelector: string): AsyncGenerator<V1PodList> {
-    yield await this.call('list pods', () => this.core.listNamespacedPod({ namespace, labelSelector }));
+    yield await this.read('list pods', () => this.core.listNamespacedPod({ namespace, labelSelector }));
   }
 
   /** Creates the pod; if a pod of that name exists already (same attempt), returns undefined. */
   async createPod(pod: V1Pod): Promise<V1Pod | undefined> {
     try {
       const namespace = pod.metadata?.namespace ?? 'default';
-      return await this.call('create pod', () => this.lean.json<V1Pod>({ method: 'POST', path: apiPath('api/v1/namespaces', namespace, 'pods'), query: { fieldManager: FIELD_MANAGER }, body: pod }));
+      return await this.write('create pod', () => this.lean.json<V1Pod>({ method: 'POST', path: apiPath('api/v1/namespaces', namespace, 'pods'), query: { fieldManager: FIELD_MANAGER }, body: pod }));
     } catch (err) {
       if (isAlreadyExists(err)) return undefined;
       throw err;
@@ -340,7 +308,7 @@ export class KubeClient {
 
   async getPod(namespace: string, name: string): Promise<V1Pod | undefined> {
     try {
-      return await this.call('get pod', () => this.lean.json<V1Pod>({ method: 'GET', path: apiPath('api/v1/namespaces', namespace, 'pods', name) }));
+      return await this.read('get pod', () => this.lean.json<V1Pod>({ method: 'GET', path: apiPath('api/v1/namespaces', namespace, 'pods', name) }));
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
@@ -350,7 +318,7 @@ export class KubeClient {
   /** Deletes the pod (background propagation); a pod already gone is fine. */
   async deletePod(namespace: string, name: string): Promise<void> {
     try {
-      await this.call('delete pod', () => this.lean.send({ method: 'DELETE', path: apiPath('api/v1/namespaces', namespace, 'pods', name), query: { gracePeriodSeconds: 0, propagationPolicy: 'Background' } }));
+      await this.write('delete pod', () => this.lean.send({ method: 'DELETE', path: apiPath('api/v1/namespaces', namespace, 'pods', name), query: { gracePeriodSeconds: 0, propagationPolicy: 'Background' } }));
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
@@ -360,7 +328,7 @@ export class KubeClient {
 
   /** EndpointSlices matching `labelSelector` in one namespace (the `kubernetes` Service's: a handful of objects). */
   async listEndpointSlices(namespace: string, labelSelector: string): Promise<V1EndpointSlice[]> {
-    const list = await this.call('list endpointslices', () => this.discovery.listNamespacedEndpointSlice({ namespace, labelSelector }));
+    const list = await this.read('list endpointslices', () => this.discovery.listNamespacedEndpointSlice({ namespace, labelSelector }));
     return list.items;
   }
 
@@ -371,12 +339,12 @@ export class KubeClient {
     const body: V1ConfigMap = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace, labels }, data };
     let current: V1ConfigMap | undefined;
     try {
-      current = await this.call('get configmap', () => this.core.readNamespacedConfigMap({ namespace, name }));
+      current = await this.read('get configmap', () => this.core.readNamespacedConfigMap({ namespace, name }));
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
     if (!current) {
-      await this.call('create configmap', () => this.core.createNamespacedConfigMap({ namespace, body, fieldManager: FIELD_MANAGER }));
+      await this.write('create configmap', () => this.core.createNamespacedConfigMap({ namespace, body, fieldManager: FIELD_MANAGER }));
       return 'created';
     }
     if (JSON.stringify(current.data ?? {}) === JSON.stringify(data)) return 'unchanged';
@@ -385,21 +353,23 @@ export class KubeClient {
       ...body,
       metadata: { ...body.metadata, labels: { ...current.metadata?.labels, ...labels }, annotations: current.metadata?.annotations, resourceVersion: current.metadata?.resourceVersion ?? '' },
     };
-    await this.call('update configmap', () => this.core.replaceNamespacedConfigMap({ namespace, name, body: replacement, fieldManager: FIELD_MANAGER }));
+    await this.write('update configmap', () => this.core.replaceNamespacedConfigMap({ namespace, name, body: replacement, fieldManager: FIELD_MANAGER }));
     return 'updated';
   }
 
   // -- Events ----------------------------------------------------------------------------------
+  // Best effort (Priority.BestEffort): they wait for the same budget as every other call, but behind
+  // all of them, so they never hold up a node's call that waits.
 
   async createEvent(namespace: string, event: CoreV1Event): Promise<void> {
-    await this.call('create event', () => this.lean.send({ method: 'POST', path: apiPath('api/v1/namespaces', namespace, 'events'), body: event }), { limiter: this.eventLimiter });
+    await this.write('create event', () => this.lean.send({ method: 'POST', path: apiPath('api/v1/namespaces', namespace, 'events'), body: event }), { priority: Priority.BestEffort });
   }
 
   async bumpEvent(namespace: string, name: string, count: number, lastTimestamp: string): Promise<void> {
-    await this.call(
+    await this.write(
       'patch event',
       () => this.lean.send({ method: 'PATCH', path: apiPath('api/v1/namespaces', namespace, 'events', name), body: { count, lastTimestamp }, contentType: PatchStrategy.MergePatch }),
-      { limiter: this.eventLimiter },
+      { priority: Priority.BestEffort },
     );
   }
 }
@@ -416,109 +386,3 @@ type ListMeta = { _continue?: string; continue?: string };
 
 /** Objects per page of a list (client-go's pager uses 500). */
 const LIST_PAGE_SIZE = 500;
-
-/** The Events' own budget (client-go's event recorder has a separate spam filter too). */
-const EVENT_QPS = 10;
-const EVENT_BURST = 50;
-
-type Dispatcher = NonNullable<ReturnType<RequestContext['getDispatcher']>>;
-
-/**
- * A KubeConfig whose requests share one connection pool. client-node 2.0 builds a new undici Agent
- * for every request it authenticates (applySecurityAuthentication), so every API call and every
- * watch opened a TLS connection of its own (a handshake each), left open until that agent's
- * keep-alive ran out: hundreds of sockets and their TLS buffers in a burst (pool.sandbox.test.ts
- * counts them). The first Agent made for the current cluster and user is kept and given to every
- * later request, as client-go keeps one transport per configuration; later requests build none.
- * Its TLS settings are those of the first request, so the CA, client certificate and key files are
- * read once, when the configuration is loaded (inlineCredentialFiles; client-node would read all
- * three again for every request). The bearer token is still read as client-node reads it (a
- * rotated service-account token file is picked up within a minute).
- */
-export class PooledKubeConfig extends KubeConfig {
-  private readonly dispatchers = new Map<string, Dispatcher>();
-
-  /** A copy of `kc`'s clusters, users and contexts with a pool of its own (or `kc` itself, already pooled). */
-  static of(kc: KubeConfig): PooledKubeConfig {
-    if (kc instanceof PooledKubeConfig) return kc;
-    const pooled = new PooledKubeConfig();
-    pooled.loadFromOptions({ clusters: kc.clusters, users: kc.users, contexts: kc.contexts, currentContext: kc.currentContext });
-    return pooled;
-  }
-
-  override createDispatcherOptions(cluster: Cluster | null, agentOptions: AgentOptions): DispatcherOptions {
-    // 'none': client-node sets no dispatcher, and applySecurityAuthentication gives the shared one.
-    if (this.dispatchers.has(this.poolKey())) return { type: 'none' };
-    const options = super.createDispatcherOptions(cluster, agentOptions);
-    // Without TLS settings (plain HTTP) client-node makes no Agent and fetch would use undici's global
-    // one; the pool is made all the same, so that every request has it (LeanRequests sends on it).
-    return options.type === 'none' ? { type: 'agent', connect: { keepAlive: true, keepAliveInitialDelay: 30_000 } } : options;
-  }
-
-  override async applySecurityAuthentication(context: RequestContext): Promise<void> {
-    await super.applySecurityAuthentication(context);
-    const key = this.poolKey();
-    const made = context.getDispatcher();
-    const shared = this.dispatchers.get(key);
-    if (!shared) {
-      if (made) this.dispatchers.set(key, made);
-      return;
-    }
-    context.setDispatcher(shared);
-    // Two first requests in flight at once each built one: the later one is not kept.
-    if (made && made !== shared) made.close().catch(() => undefined); // never connected: nothing to wait for
-  }
-
-  /**
-   * Replaces the current cluster's and user's CA, client certificate and key files by their
-   * contents (the pool keeps the TLS settings of its first request, so later reads were never
-   * used). A file that cannot be read fails here, at start-up, naming the file.
-   */
-  inlineCredentialFiles(): this {
-    const read = (file: string, what: string): string => {
-      try {
-        return readFileSync(file).toString('base64');
-      } catch (err) {
-        throw new TerminalError(`kubeconfig: cannot read the ${what} (${file}): ${messageOf(err)}; fix the path in the kubeconfig or make the file readable`, { cause: err });
-      }
-    };
-    this.clusters = this.clusters.map((c) => (c.caFile ? { ...c, caData: read(c.caFile, `certificate authority file of cluster ${c.name}`), caFile: undefined } : c));
-    this.users = this.users.map((u) => ({
-      ...u,
-      ...(u.certFile ? { certData: read(u.certFile, `client certificate file of user ${u.name}`), certFile: undefined } : {}),
-      ...(u.keyFile ? { keyData: read(u.keyFile, `client key file of user ${u.name}`), keyFile: undefined } : {}),
-    }));
-    return this;
-  }
-
-  private poolKey(): string {
-    return JSON.stringify([this.getCurrentCluster()?.name ?? '', this.getCurrentUser()?.name ?? '']);
-  }
-}
-
-/**
- * A KubeConfig from an explicit file, else KUBECONFIG or ~/.kube/config, else in-cluster: the
- * service-account token and CA (re-read as the kubelet rotates the token) and
- * KUBERNETES_SERVICE_HOST/PORT. KNR_SERVICEACCOUNT_DIR overrides the service-account directory
- * (the test sandbox uses it in place of the kubelet's mount, docs/sandbox.md).
- */
-export function loadKubeConfig(path: string | undefined, env: Readonly<Record<string, string | undefined>> = {}): KubeConfig {
-  const kc = new PooledKubeConfig();
-  if (path) {
-    kc.loadFromFile(path);
-    return kc.inlineCredentialFiles();
-  }
-  const dir = env.KNR_SERVICEACCOUNT_DIR;
-  if (!env.KUBECONFIG && dir && env.KUBERNETES_SERVICE_HOST) {
-    const host = env.KUBERNETES_SERVICE_HOST.includes(':') ? `[${env.KUBERNETES_SERVICE_HOST}]` : env.KUBERNETES_SERVICE_HOST;
-    kc.loadFromOptions({
-      clusters: [{ name: 'inCluster', server: `https://${host}:${env.KUBERNETES_SERVICE_PORT ?? '443'}`, caFile: `${dir}/ca.crt`, skipTLSVerify: false }],
-      users: [{ name: 'inClusterUser', authProvider: { name: 'tokenFile', config: { tokenFile: `${dir}/token` } } }],
-      contexts: [{ name: 'inClusterContext', cluster: 'inCluster', user: 'inClusterUser' }],
-      currentContext: 'inClusterContext',
-    });
-    return kc.inlineCredentialFiles();
-  }
-  kc.loadFromDefault();
-  return kc.inlineCredentialFiles();
-}

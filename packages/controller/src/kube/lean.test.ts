@@ -11,7 +11,7 @@ import { KubeEventRecorder } from '../events/recorder.js';
 import { aNode, testConfig } from '../testing/builders.js';
 import { FakeClock } from '../testing/fake-clock.js';
 import { isAlreadyExists, isConflict, isNotFound, messageOf } from './errors.js';
-import { PooledKubeConfig } from './client.js';
+import { PooledKubeConfig } from './config.js';
 import { apiPath, LeanRequests } from './lean.js';
 
 /** What client-node's generated code would send for `body` of that model type. */

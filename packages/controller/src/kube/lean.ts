@@ -66,7 +66,7 @@ export class LeanRequests {
     if (body !== undefined) context.setHeaderParam('Content-Type', req.contentType ?? 'application/json');
     await this.kubeConfig.applySecurityAuthentication(context);
     const dispatcher = context.getDispatcher();
-    if (!dispatcher) throw new Error('no connection pool for the API server: the kubeconfig must be a PooledKubeConfig (kube/client.ts loadKubeConfig)');
+    if (!dispatcher) throw new Error('no connection pool for the API server: the kubeconfig must be a PooledKubeConfig (kube/config.ts loadKubeConfig)');
     const answer = await dispatcher.request({
       origin: url.origin,
       path: `${url.pathname}${url.search}`,

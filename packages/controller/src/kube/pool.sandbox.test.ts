@@ -6,7 +6,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { KubeConfig, VersionApi } from '@kubernetes/client-node';
 import { certPaths, startFaultProxy, type FaultProxy } from '@kube-node-ready/sandbox';
 import { core, createNamespace, sandbox } from '../../../../test/sandbox.js';
-import { PooledKubeConfig } from './client.js';
+import { PooledKubeConfig } from './config.js';
 
 let proxy: FaultProxy;
 let token = '';

@@ -30,6 +30,21 @@ describe('PriorityTokenBucket', () => {
     expect(order).toEqual(['open-1', 'open-2', 'launch-1', 'launch-2', 'launch-3']);
   });
 
+  it('serves best-effort waiters (Events) only when no other caller waits, however early they came', async () => {
+    const clock = new FakeClock();
+    const bucket = new PriorityTokenBucket(10, 1, clock);
+    const order: string[] = [];
+    await bucket.acquire(); // the burst is spent
+    for (const name of ['event-1', 'event-2']) void bucket.acquire(Priority.BestEffort).then(() => order.push(name));
+    void bucket.acquire(Priority.Normal).then(() => order.push('launch-1'));
+    await clock.advance(100);
+    expect(order).toEqual(['launch-1']);
+    void bucket.acquire(Priority.High).then(() => order.push('open-1'));
+    void bucket.acquire(Priority.Normal).then(() => order.push('launch-2'));
+    await clock.advance(400);
+    expect(order).toEqual(['launch-1', 'open-1', 'launch-2', 'event-1', 'event-2']);
+  });
+
   it('does not let a new caller overtake waiters', async () => {
     const clock = new FakeClock();
     const bucket = new PriorityTokenBucket(10, 1, clock);

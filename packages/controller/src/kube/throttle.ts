@@ -1,18 +1,23 @@
 import type { Clock, Timer } from '../clock.js';
 
 /**
- * The client-side rate limit of API calls (kubernetes.qps, kubernetes.burst): a token bucket whose
- * waiters are served by priority, then in arrival order. When a burst of nodes joins, the calls
- * that open a node whose worker has passed go before the calls that launch more workers, so the
- * latency from "worker finished" to "taint removed" stays short while launches queue.
+ * The client-side rate limit of API calls (kubernetes.qps, kubernetes.burst): one token bucket for
+ * every call made through KubeClient, Events included, whose waiters are served by priority, then in
+ * arrival order. When a burst of nodes joins, the calls that open a node whose worker has passed go
+ * before the calls that launch more workers, so the latency from "worker finished" to "taint
+ * removed" stays short while launches queue; an Event never goes before a call that waits.
  */
 export const Priority = {
   /** Writes that record a finished attempt (open the node, store the outcome). */
   High: 0,
   Normal: 1,
+  /**
+   * Best-effort calls (Events): served only when no call of a higher priority waits. While other
+   * calls keep the budget busy they wait, and are sent once those are served.
+   */
+  BestEffort: 2,
 } as const;
 export type Priority = (typeof Priority)[keyof typeof Priority];
-
 
 export class PriorityTokenBucket {
   private tokens: number;

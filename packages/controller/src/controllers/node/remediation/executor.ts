@@ -57,7 +57,8 @@ export type DeleteResult =
 /** What remediation needs from the API client (KubeClient: rate limit, retries, metrics). */
 export interface RemediationKube {
   readonly kubeConfig: KubeConfig;
-  call<T>(what: string, fn: () => Promise<T>): Promise<T>;
+  read<T>(what: string, fn: () => Promise<T>): Promise<T>;
+  write<T>(what: string, fn: () => Promise<T>): Promise<T>;
 }
 
 /** The executor's surface, so the remediator's unit tests can pass a recording fake. */
@@ -100,7 +101,7 @@ export class RemediationExecutor implements RemediationTargets {
 
   async getNode(name: string): Promise<V1Node | undefined> {
     try {
-      return await this.opts.kube.call('get node', () => this.core.readNode({ name }));
+      return await this.opts.kube.read('get node', () => this.core.readNode({ name }));
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
@@ -116,7 +117,7 @@ export class RemediationExecutor implements RemediationTargets {
   async deleteNodeClaim(claim: NodeClaimRef): Promise<DeleteResult> {
     this.cached = undefined;
     return this.deleting(() =>
-      this.opts.kube.call('delete nodeclaim', () =>
+      this.opts.kube.write('delete nodeclaim', () =>
         this.custom.deleteClusterCustomObject({
           group: this.group,
           version: this.version,
@@ -133,7 +134,7 @@ export class RemediationExecutor implements RemediationTargets {
     // The node exactly as the last decision read it: a change since (an opt-out annotation added,
     // the node verified after all) fails the delete, and the remediator decides again.
     if (node.metadata?.resourceVersion) preconditions.resourceVersion = node.metadata.resourceVersion;
-    return this.deleting(() => this.opts.kube.call('delete node', () => this.core.deleteNode({ name: nodeName(node), body: { preconditions } })));
+    return this.deleting(() => this.opts.kube.write('delete node', () => this.core.deleteNode({ name: nodeName(node), body: { preconditions } })));
   }
 
   private async deleting(fn: () => Promise<unknown>): Promise<DeleteResult> {
@@ -152,7 +153,7 @@ export class RemediationExecutor implements RemediationTargets {
     if (!fresh && this.cached && now - this.cached.at < this.ttl) return this.cached.claims;
     let claims: NodeClaim[] | 'not-served';
     try {
-      const list = (await this.opts.kube.call('list nodeclaims', () =>
+      const list = (await this.opts.kube.read('list nodeclaims', () =>
         this.custom.listClusterCustomObject({ group: this.group, version: this.version, plural: KarpenterApi.NodeClaimPlural }),
       )) as { items?: NodeClaim[] };
       claims = list.items ?? [];

@@ -232,7 +232,7 @@ export class ConfigMapLedger implements RemediationLedger {
   private async read(): Promise<V1ConfigMap | undefined> {
     const { namespace, name } = this.opts;
     try {
-      return await this.opts.kube.call('get configmap', () => this.core.readNamespacedConfigMap({ namespace, name }));
+      return await this.opts.kube.read('get configmap', () => this.core.readNamespacedConfigMap({ namespace, name }));
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw new Error(`${this.where}: read failed: ${messageOf(err)}`, { cause: err });
@@ -248,7 +248,7 @@ export class ConfigMapLedger implements RemediationLedger {
         metadata: { name, namespace, labels: { [PodLabel.Name]: PodLabelValue.Name, [PodLabel.Component]: 'controller', [PodLabel.ManagedBy]: PodLabelValue.ManagedBy } },
         data: { [LEDGER_KEY]: text },
       };
-      await this.opts.kube.call('create configmap', () => this.core.createNamespacedConfigMap({ namespace, body, fieldManager: FIELD_MANAGER }));
+      await this.opts.kube.write('create configmap', () => this.core.createNamespacedConfigMap({ namespace, body, fieldManager: FIELD_MANAGER }));
       return;
     }
     // Only our key changes: labels, annotations (the Helm chart renders this ConfigMap too, and owns
@@ -270,6 +270,6 @@ export class ConfigMapLedger implements RemediationLedger {
       ...(current.binaryData ? { binaryData: current.binaryData } : {}),
       ...(current.immutable !== undefined ? { immutable: current.immutable } : {}),
     };
-    await this.opts.kube.call('update configmap', () => this.core.replaceNamespacedConfigMap({ namespace, name, body, fieldManager: FIELD_MANAGER }));
+    await this.opts.kube.write('update configmap', () => this.core.replaceNamespacedConfigMap({ namespace, name, body, fieldManager: FIELD_MANAGER }));
   }
 }

@@ -7,7 +7,7 @@ import type { ControllerConfig } from '../../../config/schema.js';
 import type { EventRecorder } from '../../../events/recorder.js';
 import type { KubeClient } from '../../../kube/client.js';
 import { messageOf } from '../../../kube/errors.js';
-import { slimNode, stripObject } from '../../../kube/informer.js';
+import { stripObject } from '../../../kube/informer.js';
 import { annotation, nodeName, nodeUid, toMillis } from '../../../kube/objects.js';
 import type { ControllerMetrics } from '../../../metrics/metrics.js';
 import type { NodeStatus } from '../../../metrics/names.js';
@@ -27,6 +27,7 @@ import { workerPodName } from './naming.js';
 import { NodeCopies } from './node-copies.js';
 import { conditionPatch } from './node-patch.js';
 import type { ReactionClock } from './reaction.js';
+import { slimNode } from './slim-node.js';
 import type { VerificationSlots } from './slots.js';
 import type { ProgressStore } from './store.js';
 import { Phase, type VerificationState } from './types.js';
@@ -234,7 +235,7 @@ export class VerificationController {
     return this.slim(live);
   }
 
-  /** A node from the API server cut to what the node cache keeps (kube/informer slimNode). */
+  /** A node from the API server cut to what the node cache keeps (slim-node.ts slimNode). */
   private slim(node: V1Node): V1Node {
     return slimNode(node, this.deps.config.nodeManagement.condition.type);
   }
