@@ -7,6 +7,7 @@ import type { ControllerConfig } from '../../../config/schema.js';
 import type { EventRecorder } from '../../../events/recorder.js';
 import type { KubeClient } from '../../../kube/client.js';
 import { messageOf } from '../../../kube/errors.js';
+import { MutationCache } from '../../../kube/mutation-cache.js';
 import { stripObject } from '../../../kube/informer.js';
 import { annotation, nodeName, nodeUid, toMillis } from '../../../kube/objects.js';
 import type { ControllerMetrics } from '../../../metrics/metrics.js';
@@ -24,7 +25,6 @@ import { attemptToJudge, decide, hasVerificationTaint, podRef, type Action, type
 import type { NodeEvent } from './events.js';
 import { NodeMemory } from './memory.js';
 import { workerPodName } from './naming.js';
-import { NodeCopies } from './node-copies.js';
 import { conditionPatch } from './node-patch.js';
 import type { ReactionClock } from './reaction.js';
 import { slimNode } from './slim-node.js';
@@ -40,7 +40,7 @@ export type { ReconcileResult } from './actions/context.js';
  * attempt that failed checks what the cluster says about them), decide once (decide.ts: the only
  * place a verdict is made), apply the one action decide() returned (actions/: launch, complete,
  * wait, ignore), then bring the condition and the status metric in line. The node is read from the
- * informer, or from our own last write when the informer has not delivered it yet (NodeCopies). A
+ * informer, or from our own last write when the informer has not delivered it yet (kube/mutation-cache.ts). A
  * write refused because the node changed is retried on a live read of the node (the informer's copy
  * may still be the stale one); other errors go back to the queue's backoff.
  */
@@ -84,12 +84,12 @@ export class VerificationController {
   /** What this controller remembers of each node (memory.ts), forgotten with the node. */
   private readonly memory = new NodeMemory();
   /** The informer's nodes, or the newer copies our own writes and live reads returned. */
-  private readonly nodes: NodeCopies;
+  private readonly nodes: MutationCache<V1Node>;
   /** What the actions use (actions/context.ts). */
   private readonly actions: ActionContext;
 
   constructor(private readonly deps: VerificationDeps) {
-    this.nodes = new NodeCopies(deps.nodes);
+    this.nodes = new MutationCache(deps.nodes, 'gone');
     this.actions = {
       deps,
       memory: this.memory,

@@ -5,10 +5,10 @@ import type { Clock } from '../../../clock.js';
 import type { ControllerConfig } from '../../../config/schema.js';
 import type { KubeClient } from '../../../kube/client.js';
 import { isAlreadyExists, isConflict, isNotFound } from '../../../kube/errors.js';
+import { MutationCache } from '../../../kube/mutation-cache.js';
 import { nodeName, nodeUid } from '../../../kube/objects.js';
 import { Priority } from '../../../kube/throttle.js';
 import { desiredCondition } from './condition.js';
-import { compareResourceVersions } from './node-copies.js';
 import { nodePatch, type ConditionInput } from './node-patch.js';
 import { Phase, type VerificationState } from './types.js';
 
@@ -49,7 +49,7 @@ export interface NodeVerificationStoreDeps {
  * Progress in NodeVerification status, written with resourceVersion-guarded status updates (a
  * 409 means another writer moved it on: the caller decides again). Reads come from the informer's
  * cache, or from the copy our own last write returned while the watch has not delivered it yet
- * (client-go's MutationCache): deciding on the older copy would redo that write.
+ * (kube/mutation-cache.ts): deciding on the older copy would redo that write.
  *
  * The Node is written here only for a failed node's taint (guarded by JSON patch tests on the node
  * UID and the taints: node-patch.ts), before the status that records it. Opening a node that passed
@@ -58,22 +58,19 @@ export interface NodeVerificationStoreDeps {
  * (actions/ignore.ts).
  */
 export class NodeVerificationStore implements ProgressStore {
-  /** Copies the API server returned to us that are newer than the cache's (by resourceVersion). */
-  private readonly newer = new Map<string, NodeVerification>();
+  /** The informer's NodeVerifications, or the newer copies our own writes and live reads returned. */
+  private readonly copies: MutationCache<NodeVerification>;
   /** This installation's INSTALLATION_LABEL value. */
   private readonly installation: string;
 
   constructor(private readonly deps: NodeVerificationStoreDeps) {
     this.installation = installationOf(deps.config.nodeManagement.condition.type);
+    this.copies = new MutationCache(deps.cache, 'own');
   }
 
   /** The newest NodeVerification of that name this store knows. */
   current(name: string): NodeVerification | undefined {
-    const cached = this.deps.cache.get(name);
-    const own = this.newer.get(name);
-    if (own && (cached === undefined || compareResourceVersions(own.metadata?.resourceVersion, cached.metadata?.resourceVersion) === 1)) return own;
-    this.newer.delete(name);
-    return cached;
+    return this.copies.get(name);
   }
 
   read(node: V1Node): StateRead {
@@ -110,13 +107,13 @@ export class NodeVerificationStore implements ProgressStore {
   /** Reads it live (after a refused write, or for a reader without a cache). */
   async refresh(name: string): Promise<NodeVerification | undefined> {
     const live = await this.deps.kube.getNodeVerification(name);
-    if (live) this.remember(live);
-    else this.newer.delete(name);
+    if (live) this.copies.observe(live);
+    else this.copies.forget(name);
     return live;
   }
 
   forget(name: string): void {
-    this.newer.delete(name);
+    this.copies.forget(name);
   }
 
   private async writeStatus(node: V1Node, state: VerificationState, condition: ConditionInput, priority: Priority): Promise<'ok' | 'conflict'> {
@@ -130,7 +127,7 @@ export class NodeVerificationStore implements ProgressStore {
     const status = statusOf(state, node, { type: VERIFIED_CONDITION, status: condition.status, reason: condition.reason, message: condition.message }, nv, this.deps.clock.now());
     if (canonical(status) === canonical(nv.status ?? {})) return 'ok';
     try {
-      this.remember(await this.deps.kube.updateNodeVerificationStatus({ ...nv, status }, priority));
+      this.copies.observe(await this.deps.kube.updateNodeVerificationStatus({ ...nv, status }, priority));
       return 'ok';
     } catch (err) {
       if (!isConflict(err) && !isNotFound(err)) throw err;
@@ -152,7 +149,7 @@ export class NodeVerificationStore implements ProgressStore {
     }
     try {
       const created = await this.deps.kube.createNodeVerification(newNodeVerification(node, this.installation), priority);
-      this.remember(created);
+      this.copies.observe(created);
       return created;
     } catch (err) {
       if (!isAlreadyExists(err)) throw err;
@@ -171,13 +168,6 @@ export class NodeVerificationStore implements ProgressStore {
       `node ${nodeName(node)}'s NodeVerification is written by another installation of kube-node-ready (${INSTALLATION_LABEL}=${writer ?? '(none)'}): ` +
         'two installations cannot verify the same node; give the node only one of their verification taints',
     );
-  }
-
-  private remember(nv: NodeVerification): void {
-    const name = nv.metadata?.name ?? '';
-    const known = this.newer.get(name) ?? this.deps.cache.get(name);
-    const order = compareResourceVersions(nv.metadata?.resourceVersion, known?.metadata?.resourceVersion);
-    if (known === undefined || order === 1 || known.metadata?.uid !== nv.metadata?.uid) this.newer.set(name, nv);
   }
 }
 

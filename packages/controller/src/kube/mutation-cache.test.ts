@@ -1,8 +1,8 @@
 import type { V1Node } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { aNode } from '../../../testing/builders.js';
-import { compareResourceVersions, NodeCopies } from './node-copies.js';
-import { Phase } from './types.js';
+import { Phase } from '../controllers/node/verification/types.js';
+import { aNode } from '../testing/builders.js';
+import { compareResourceVersions, MutationCache } from './mutation-cache.js';
 
 /** An informer cache to move by hand. */
 function informer(...nodes: V1Node[]) {
@@ -17,10 +17,10 @@ function informer(...nodes: V1Node[]) {
 const at = (rv: string, uid = 'uid-n1') => aNode('n1').uid(uid).resourceVersion(rv).tainted().build();
 const written = (rv: string) => aNode('n1').resourceVersion(rv).tainted().withState({ attempt: 1, failures: 0, phase: Phase.Verifying }).build();
 
-describe('NodeCopies', () => {
+describe("MutationCache (uncached: 'gone', as for Nodes)", () => {
   it("serves our own write until the informer delivers it (or something newer), then the informer's copy", () => {
     const cache = informer(at('100'));
-    const copies = new NodeCopies(cache);
+    const copies = new MutationCache(cache, 'gone');
     expect(copies.get('n1')).toBe(cache.get('n1'));
 
     const ours = written('105');
@@ -39,7 +39,7 @@ describe('NodeCopies', () => {
 
   it('ignores a copy older than, or as old as, what it already has', () => {
     const cache = informer(at('100'));
-    const copies = new NodeCopies(cache);
+    const copies = new MutationCache(cache, 'gone');
     copies.observe(written('99'));
     copies.observe(written('100'));
     expect(copies.get('n1')).toBe(cache.get('n1'));
@@ -51,7 +51,7 @@ describe('NodeCopies', () => {
 
   it('a node the informer no longer has is gone, whatever we wrote to it', () => {
     const cache = informer(at('100'));
-    const copies = new NodeCopies(cache);
+    const copies = new MutationCache(cache, 'gone');
     copies.observe(written('105'));
     cache.delete('n1');
     expect(copies.get('n1')).toBeUndefined();
@@ -61,7 +61,7 @@ describe('NodeCopies', () => {
 
   it('a node re-created under the same name: the newer object wins, whichever side has it', () => {
     const cache = informer(at('100', 'old'));
-    const copies = new NodeCopies(cache);
+    const copies = new MutationCache(cache, 'gone');
     const recreated = at('150', 'new'); // read live after a write to the old one was refused
     copies.observe(recreated);
     expect(copies.get('n1')).toBe(recreated);
@@ -71,9 +71,29 @@ describe('NodeCopies', () => {
 
   it('without comparable versions, trusts the informer', () => {
     const cache = informer(at('100'));
-    const copies = new NodeCopies(cache);
+    const copies = new MutationCache(cache, 'gone');
     copies.observe(written('opaque-1'));
     expect(copies.get('n1')).toBe(cache.get('n1'));
+  });
+});
+
+describe("MutationCache (uncached: 'own', as for the NodeVerifications this controller creates)", () => {
+  it('our created object stands in until the informer has it; one of another UID replaces what we knew', () => {
+    const cache = informer();
+    const copies = new MutationCache(cache, 'own');
+    const created = at('200', 'nv-1');
+    copies.observe(created);
+    expect(copies.get('n1')).toBe(created);
+    cache.deliver(at('200', 'nv-1'));
+    expect(copies.get('n1')).toBe(cache.get('n1'));
+    // Deleted and created again before the watch said so: the object we know is replaced even
+    // where its version does not compare as newer than our last copy of the other one.
+    const other = informer();
+    const again = new MutationCache(other, 'own');
+    again.observe(at('300', 'nv-1'));
+    const replacement = at('250', 'nv-2');
+    again.observe(replacement);
+    expect(again.get('n1')).toBe(replacement);
   });
 });
 
