@@ -147,12 +147,15 @@ class RecordingEvents implements RemediationEvents {
   }
 }
 
+/** No node waits for a verification slot: the stuck clock counts from creation (or leading). */
+const noSlotQueue = { waiting: (): boolean => false, queuedMs: (): number => 0 };
+
 /**
  * The NodePool rule of the breaker is off unless a test turns it on: with a handful of nodes, two
  * failures are already "more than 20% of the pool", which would hide what the other tests look at.
  */
 function setup(
-  opts: { remediation?: RemediationConfigInput; dryRun?: boolean; enabled?: boolean; progress?: MemoryProgressStore; clock?: FakeClock; targets?: FakeTargets; ledger?: FakeLedger } = {},
+  opts: { remediation?: RemediationConfigInput; dryRun?: boolean; progress?: MemoryProgressStore; clock?: FakeClock; targets?: FakeTargets; ledger?: FakeLedger } = {},
 ) {
   const remediation = { ...opts.remediation, circuitBreaker: { maxFailedPercentPerNodePool: 100, ...opts.remediation?.circuitBreaker } };
   const clock = opts.clock ?? new FakeClock(T0 + 2 * HOUR);
@@ -171,10 +174,10 @@ function setup(
     metrics: registerRemediationMetrics(registry),
     config: testConfig(),
     remediation: parseRemediationConfig(remediation),
-    enabled: opts.enabled ?? true,
     dryRun: opts.dryRun ?? false,
     nodes: () => [...targets.nodes.values()],
     progress: opts.progress ?? testProgress,
+    slots: noSlotQueue,
   });
   const metric = async (name: string, labels: Record<string, string>): Promise<number | undefined> => {
     const m = (await registry.getMetricsAsJSON()).find((x) => x.name === name);
@@ -325,16 +328,6 @@ describe('Remediator: guards hold', () => {
     expect(await remediator.consider(busy)).toMatchObject({ decision: { kind: 'ignore', reason: 'NotFailed' }, reported: false });
     expect(events.events).toEqual([]);
     expect(targets.calls).toEqual([]);
-  });
-
-  it('off (deleteFailedNodes false): nothing is looked up, reported or deleted', async () => {
-    const { targets, events, remediator } = setup({ enabled: false });
-    const node = failed('off').build();
-    targets.add(node);
-    expect(remediator.observe(node)).toBe(false);
-    expect(await remediator.consider(node)).toMatchObject({ decision: { kind: 'ignore', reason: 'Disabled' } });
-    expect(targets.calls).toEqual([]);
-    expect(events.events).toEqual([]);
   });
 
   it('in flight: at most maxInFlight deletions until the nodes are gone, even when called in parallel', async () => {
@@ -712,10 +705,10 @@ it('warns at start-up when stuckNodeTimeout is shorter than a verification can t
     metrics: registerRemediationMetrics(new Registry()),
     config: testConfig(),
     remediation: parseRemediationConfig({ stuckNodeTimeout: '20m' }),
-    enabled: true,
     dryRun: false,
     nodes: () => [],
     progress: testProgress,
+    slots: noSlotQueue,
   });
   expect(lines.join('')).toContain('remediation.stuckNodeTimeout is shorter than the longest a verification can take');
 });

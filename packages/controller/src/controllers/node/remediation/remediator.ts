@@ -13,8 +13,8 @@ import { CircuitBreaker, type PoolCount } from './breaker.js';
 import type { RemediationConfig } from './config.js';
 import { decide, isFailedNode, longestVerificationMs, nodePoolOf, type BreakerVerdict, type Decision, type LimitVerdict, type StuckClock, type Trigger } from './decide.js';
 import type { RemediationEvents } from './events.js';
-import { RemediationExecutor, type NodeClaimRef, type RemediationKube, type RemediationTargets, type Target } from './executor.js';
-import { ConfigMapLedger, ledgerLocation, type LedgerEntry, type RemediationLedger } from './ledger.js';
+import type { NodeClaimRef, RemediationTargets, Target } from './executor.js';
+import type { LedgerEntry, RemediationLedger } from './ledger.js';
 import type { RemediationMetrics } from './metrics.js';
 import { BlockReason, KarpenterApi, RemediationReason, type RemediationAction, type RemediationResult } from './names.js';
 import { RemediationLimiter } from './rate-limit.js';
@@ -46,17 +46,10 @@ import { RemediationLimiter } from './rate-limit.js';
  */
 
 export interface RemediatorOptions {
-  /** The API client; the executor is built on it. Either this or `targets`. */
-  kube?: RemediationKube;
-  /** An executor (tests pass a recording fake). */
-  targets?: RemediationTargets;
-  /**
-   * The ledger of deletions issued. Default, with `kube`: ConfigMap `<leaseName>-remediation` in
-   * worker.namespace (ledger.ts). Tests pass a recording fake.
-   */
-  ledger?: RemediationLedger;
-  /** Where NodeClaims are served (default karpenter.sh/v1). */
-  nodeClaimApi?: { group: string; version: string };
+  /** Finds a node's NodeClaim and deletes it, or the Node (executor.ts RemediationExecutor). */
+  targets: RemediationTargets;
+  /** The ledger of deletions issued (ledger.ts ConfigMapLedger: ConfigMap `<leaseName>-remediation` in worker.namespace). */
+  ledger: RemediationLedger;
   clock: Clock;
   log: Logger;
   events: RemediationEvents;
@@ -65,8 +58,6 @@ export interface RemediatorOptions {
   config: ControllerConfig;
   /** nodeManagement.remediation. */
   remediation: RemediationConfig;
-  /** nodeManagement.deleteFailedNodes. */
-  enabled: boolean;
   /** The controller-wide dry run; remediation.dryRun is honoured as well. */
   dryRun: boolean;
   /** Every node the controller watches (the informer cache), for NodePool shares and deletions in progress. */
@@ -74,7 +65,7 @@ export interface RemediatorOptions {
   /** Where verification progress is read (the verification controller's ProgressStore). */
   progress: { read(node: V1Node): StateRead };
   /** The verification slots (verification/slots.ts): time a node waited for one is not stuck time. */
-  slots?: Pick<StuckClock, 'waiting' | 'queuedMs'>;
+  slots: Pick<StuckClock, 'waiting' | 'queuedMs'>;
 }
 
 export type ConsiderDecision = Decision | { kind: 'ignore'; reason: 'AlreadyRemediated' | 'Busy' | 'Gone' };
@@ -131,12 +122,8 @@ export class Remediator {
 
   constructor(private readonly opts: RemediatorOptions) {
     this.readState = (node) => opts.progress.read(node);
-    const targets = opts.targets ?? (opts.kube ? new RemediationExecutor({ kube: opts.kube, clock: opts.clock, ...(opts.nodeClaimApi ? { api: opts.nodeClaimApi } : {}) }) : undefined);
-    if (!targets) throw new Error('Remediator needs a kube client or an executor');
-    this.targets = targets;
-    const ledger = opts.ledger ?? (opts.kube ? new ConfigMapLedger({ kube: opts.kube, clock: opts.clock, ...ledgerLocation(opts.config) }) : undefined);
-    if (!ledger) throw new Error('Remediator needs a kube client or a ledger');
-    this.ledger = ledger;
+    this.targets = opts.targets;
+    this.ledger = opts.ledger;
     this.breaker = new CircuitBreaker(opts.remediation.circuitBreaker, opts.clock);
     this.limiter = new RemediationLimiter(
       { maxInFlight: opts.remediation.maxInFlight, maxPerHour: opts.remediation.maxPerHour, inFlightTimeoutMs: opts.remediation.inFlightTimeout },
@@ -144,13 +131,13 @@ export class Remediator {
     );
     this.dryRun = opts.dryRun || opts.remediation.dryRun;
     const longest = longestVerificationMs(opts.config);
-    if (opts.enabled && opts.remediation.stuckNodeTimeout > 0 && opts.remediation.stuckNodeTimeout < longest) {
+    if (opts.remediation.stuckNodeTimeout > 0 && opts.remediation.stuckNodeTimeout < longest) {
       opts.log.warn(
         { stuckNodeTimeout: formatDuration(opts.remediation.stuckNodeTimeout), longestVerification: formatDuration(longest) },
         'remediation.stuckNodeTimeout is shorter than the longest a verification can take: a node in backoff between attempts may be treated as stuck',
       );
     }
-    if (opts.enabled) opts.log.info({ dryRun: this.dryRun, ...summary(opts.remediation) }, 'remediation of failed nodes is on');
+    opts.log.info({ dryRun: this.dryRun, ...summary(opts.remediation) }, 'remediation of failed nodes is on');
   }
 
   /** This replica leads from now on: stuck-node remediation first gives it stuckNodeTimeout to act itself. */
@@ -192,7 +179,6 @@ export class Remediator {
     // An inconclusive attempt (a fault most recent nodes share) is no verdict on the node, but the
     // cluster cannot verify nodes: one failure per node for the breaker, as a refused worker pod.
     if (state?.phase === Phase.Backoff && state.lastOutcome === Outcome.ClusterWide) this.breaker.record(`${uid}/cluster-wide`, true);
-    if (!this.opts.enabled) return false;
     if (state?.phase === Phase.Failed || this.remediated.has(uid)) return true;
     return this.opts.remediation.stuckNodeTimeout > 0 && hasVerificationTaint(node, this.opts.config) && !isVerified(node, this.opts.config);
   }
@@ -393,7 +379,8 @@ export class Remediator {
   private decideNow(node: V1Node, target?: Target, self?: string): Decision {
     const now = this.opts.clock.now();
     return decide(node, now, {
-      enabled: this.opts.enabled,
+      // A Remediator exists only while remediation is on (controllers.ts builds it for deleteFailedNodes).
+      enabled: true,
       dryRun: this.dryRun,
       config: this.opts.config,
       remediation: this.opts.remediation,
@@ -438,7 +425,7 @@ export class Remediator {
   /** Reads the ledger unless it was read already (or a read failed less than LEDGER_RELOAD_MS ago). Never throws. */
   private ensureLedger(): Promise<void> {
     const state = this.ledgerState;
-    if (!this.opts.enabled || state.kind === 'loaded') return Promise.resolve();
+    if (state.kind === 'loaded') return Promise.resolve();
     if (state.kind === 'failed' && this.opts.clock.now() - state.at < LEDGER_RELOAD_MS) return Promise.resolve();
     this.ledgerLoading ??= this.loadLedger().finally(() => (this.ledgerLoading = undefined));
     return this.ledgerLoading;
@@ -537,8 +524,8 @@ export class Remediator {
     const slots = this.opts.slots;
     return {
       leadingSince: this.leadingSince,
-      waiting: (node) => slots?.waiting(node) ?? false,
-      queuedMs: (node) => slots?.queuedMs(node) ?? 0,
+      waiting: (node) => slots.waiting(node),
+      queuedMs: (node) => slots.queuedMs(node),
     };
   }
 
