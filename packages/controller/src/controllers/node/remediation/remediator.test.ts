@@ -13,7 +13,9 @@ import type { RemediationEvents } from './events.js';
 import { matchNodeClaim, type DeleteResult, type NodeClaim, type NodeClaimRef, type RemediationTargets, type Target } from './executor.js';
 import { addToLedger, pruneLedger, type LedgerEntry, type RecordResult, type RemediationLedger } from './ledger.js';
 import { registerRemediationMetrics } from './metrics.js';
-import { ERROR_RETRY_MS, LEDGER_RELOAD_MS, LEDGER_RETRY_MS, Remediator } from './remediator.js';
+import { LEDGER_RELOAD_MS, LEDGER_RETRY_MS } from './ledger-gate.js';
+import { Remediator } from './remediator.js';
+import { ERROR_RETRY_MS } from './reporting.js';
 
 // The remediator's orchestration (guards in order, reservations, reporting once, breaker feeding)
 // with recording fakes for the API. The same scenarios run against the real API server in
