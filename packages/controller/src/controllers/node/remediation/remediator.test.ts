@@ -6,12 +6,12 @@ import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { aNode, testConfig, testProgress, type NodeBuilder } from '../../../testing/builders.js';
 import { FakeClock } from '../../../testing/fake-clock.js';
+import { FakeLedger } from '../../../testing/fake-ledger.js';
 import { MemoryProgressStore } from '../verification/store.js';
 import { Outcome, Phase } from '../verification/types.js';
 import { parseRemediationConfig, type RemediationConfigInput } from './config.js';
 import type { RemediationEvents } from './events.js';
 import { matchNodeClaim, type DeleteResult, type NodeClaim, type NodeClaimRef, type RemediationTargets, type Target } from './executor.js';
-import { addToLedger, pruneLedger, type LedgerEntry, type RecordResult, type RemediationLedger } from './ledger.js';
 import { registerRemediationMetrics } from './metrics.js';
 import { LEDGER_RELOAD_MS, LEDGER_RETRY_MS } from './ledger-gate.js';
 import { Remediator } from './remediator.js';
@@ -83,46 +83,6 @@ class FakeTargets implements RemediationTargets {
 
   add(...nodes: V1Node[]): void {
     for (const n of nodes) this.nodes.set(n.metadata?.name ?? '', n);
-  }
-}
-
-/**
- * The ledger in memory, with the real ledger's rules (ledger.ts addToLedger, pruneLedger). Writes
- * are traced into `trace` (the FakeTargets calls, so tests see a record come before its delete).
- */
-class FakeLedger implements RemediationLedger {
-  readonly where = 'ConfigMap kube-system/kube-node-ready-controller-remediation';
-  entries: LedgerEntry[] = [];
-  loads = 0;
-  /** Thrown by every load() while set. */
-  loadError: Error | undefined;
-  /** Thrown by every record() and remove() while set. */
-  writeError: Error | undefined;
-
-  constructor(
-    private readonly clock: { now(): number },
-    private readonly trace: string[],
-  ) {}
-
-  async load(): Promise<LedgerEntry[]> {
-    this.loads++;
-    if (this.loadError) throw this.loadError;
-    return pruneLedger(this.entries, this.clock.now());
-  }
-
-  async record(entry: LedgerEntry, maxPerHour: number): Promise<RecordResult> {
-    this.trace.push(`record ${entry.node}: ${entry.target}`);
-    if (this.writeError) throw this.writeError;
-    const added = addToLedger(this.entries, entry, this.clock.now(), maxPerHour);
-    if (!added.ok) return { ok: false, reason: 'rate-limit', entries: added.entries };
-    this.entries = added.entries;
-    return { ok: true, entries: added.entries };
-  }
-
-  async remove(uid: string): Promise<void> {
-    this.trace.push(`unrecord ${uid}`);
-    if (this.writeError) throw this.writeError;
-    this.entries = this.entries.filter((e) => e.uid !== uid);
   }
 }
 
