@@ -10,6 +10,8 @@ import type { ControllerConfig } from './config/schema.js';
 import { Manager } from './controllers/manager.js';
 import { remediationController } from './controllers/node/remediation/controller.js';
 import { KubeRemediationEvents } from './controllers/node/remediation/events.js';
+import { RemediationExecutor } from './controllers/node/remediation/executor.js';
+import { ConfigMapLedger, ledgerLocation } from './controllers/node/remediation/ledger.js';
 import { Remediator } from './controllers/node/remediation/remediator.js';
 import { ApiEndpoints } from './controllers/node/verification/api-endpoints.js';
 import { ClusterWideFailures } from './controllers/node/verification/cluster-wide.js';
@@ -151,14 +153,14 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   // Remediation of failed nodes (nodeManagement.deleteFailedNodes): a queue of its own, one worker.
   const remediator = config.nodeManagement.deleteFailedNodes
     ? new Remediator({
-        kube,
+        targets: new RemediationExecutor({ kube, clock }),
+        ledger: new ConfigMapLedger({ kube, clock, ...ledgerLocation(config) }),
         clock,
         log: log.child({ controller: 'remediation' }),
         events: new KubeRemediationEvents(events),
         metrics,
         config,
         remediation: config.nodeManagement.remediation,
-        enabled: true,
         dryRun: config.dryRun,
         nodes: () => nodeInformer.list(),
         progress: store,

@@ -32,6 +32,7 @@ import { NodeVerificationStore } from '../verification/store.js';
 import { Outcome, Phase, type VerificationState } from '../verification/types.js';
 import { parseRemediationConfig, type RemediationConfigInput } from './config.js';
 import { KubeRemediationEvents } from './events.js';
+import { RemediationExecutor } from './executor.js';
 import { ConfigMapLedger } from './ledger.js';
 import { registerRemediationMetrics } from './metrics.js';
 import { Remediator } from './remediator.js';
@@ -87,19 +88,18 @@ function scenario(name: string, opts: { remediation?: RemediationConfigInput; dr
   const verifications = new Map<string, NodeVerification>();
   const progress = new NodeVerificationStore({ kube, config, clock: realClock, log: log.logger, cache: verifications });
   const remediator = new Remediator({
-    kube,
+    targets: new RemediationExecutor({ kube, clock, ...(opts.nodeClaimApi ? { api: opts.nodeClaimApi } : {}) }),
+    ledger: new ConfigMapLedger({ kube, clock, namespace: ledgerNamespace, name: `${group}-remediation` }),
     clock,
     log: log.logger,
     events,
     metrics: registerRemediationMetrics(registry),
     config,
     remediation: parseRemediationConfig(opts.remediation ?? {}),
-    enabled: true,
     dryRun: opts.dryRun ?? false,
     nodes: () => cache,
     progress,
-    ledger: new ConfigMapLedger({ kube, clock, namespace: ledgerNamespace, name: `${group}-remediation` }),
-    ...(opts.nodeClaimApi ? { nodeClaimApi: opts.nodeClaimApi } : {}),
+    slots: { waiting: () => false, queuedMs: () => 0 },
   });
 
   /** What the node informer would deliver: adds/updates (observe) and deletions (forget). */

@@ -6,14 +6,16 @@ import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { aNode, testConfig, testProgress, type NodeBuilder } from '../../../testing/builders.js';
 import { FakeClock } from '../../../testing/fake-clock.js';
+import { FakeLedger } from '../../../testing/fake-ledger.js';
 import { MemoryProgressStore } from '../verification/store.js';
 import { Outcome, Phase } from '../verification/types.js';
 import { parseRemediationConfig, type RemediationConfigInput } from './config.js';
 import type { RemediationEvents } from './events.js';
 import { matchNodeClaim, type DeleteResult, type NodeClaim, type NodeClaimRef, type RemediationTargets, type Target } from './executor.js';
-import { addToLedger, pruneLedger, type LedgerEntry, type RecordResult, type RemediationLedger } from './ledger.js';
 import { registerRemediationMetrics } from './metrics.js';
-import { ERROR_RETRY_MS, LEDGER_RELOAD_MS, LEDGER_RETRY_MS, Remediator } from './remediator.js';
+import { LEDGER_RELOAD_MS, LEDGER_RETRY_MS } from './ledger-gate.js';
+import { Remediator } from './remediator.js';
+import { ERROR_RETRY_MS } from './reporting.js';
 
 // The remediator's orchestration (guards in order, reservations, reporting once, breaker feeding)
 // with recording fakes for the API. The same scenarios run against the real API server in
@@ -84,46 +86,6 @@ class FakeTargets implements RemediationTargets {
   }
 }
 
-/**
- * The ledger in memory, with the real ledger's rules (ledger.ts addToLedger, pruneLedger). Writes
- * are traced into `trace` (the FakeTargets calls, so tests see a record come before its delete).
- */
-class FakeLedger implements RemediationLedger {
-  readonly where = 'ConfigMap kube-system/kube-node-ready-controller-remediation';
-  entries: LedgerEntry[] = [];
-  loads = 0;
-  /** Thrown by every load() while set. */
-  loadError: Error | undefined;
-  /** Thrown by every record() and remove() while set. */
-  writeError: Error | undefined;
-
-  constructor(
-    private readonly clock: { now(): number },
-    private readonly trace: string[],
-  ) {}
-
-  async load(): Promise<LedgerEntry[]> {
-    this.loads++;
-    if (this.loadError) throw this.loadError;
-    return pruneLedger(this.entries, this.clock.now());
-  }
-
-  async record(entry: LedgerEntry, maxPerHour: number): Promise<RecordResult> {
-    this.trace.push(`record ${entry.node}: ${entry.target}`);
-    if (this.writeError) throw this.writeError;
-    const added = addToLedger(this.entries, entry, this.clock.now(), maxPerHour);
-    if (!added.ok) return { ok: false, reason: 'rate-limit', entries: added.entries };
-    this.entries = added.entries;
-    return { ok: true, entries: added.entries };
-  }
-
-  async remove(uid: string): Promise<void> {
-    this.trace.push(`unrecord ${uid}`);
-    if (this.writeError) throw this.writeError;
-    this.entries = this.entries.filter((e) => e.uid !== uid);
-  }
-}
-
 interface RecordedEvent {
   on: string;
   type: string;
@@ -147,12 +109,15 @@ class RecordingEvents implements RemediationEvents {
   }
 }
 
+/** No node waits for a verification slot: the stuck clock counts from creation (or leading). */
+const noSlotQueue = { waiting: (): boolean => false, queuedMs: (): number => 0 };
+
 /**
  * The NodePool rule of the breaker is off unless a test turns it on: with a handful of nodes, two
  * failures are already "more than 20% of the pool", which would hide what the other tests look at.
  */
 function setup(
-  opts: { remediation?: RemediationConfigInput; dryRun?: boolean; enabled?: boolean; progress?: MemoryProgressStore; clock?: FakeClock; targets?: FakeTargets; ledger?: FakeLedger } = {},
+  opts: { remediation?: RemediationConfigInput; dryRun?: boolean; progress?: MemoryProgressStore; clock?: FakeClock; targets?: FakeTargets; ledger?: FakeLedger } = {},
 ) {
   const remediation = { ...opts.remediation, circuitBreaker: { maxFailedPercentPerNodePool: 100, ...opts.remediation?.circuitBreaker } };
   const clock = opts.clock ?? new FakeClock(T0 + 2 * HOUR);
@@ -171,10 +136,10 @@ function setup(
     metrics: registerRemediationMetrics(registry),
     config: testConfig(),
     remediation: parseRemediationConfig(remediation),
-    enabled: opts.enabled ?? true,
     dryRun: opts.dryRun ?? false,
     nodes: () => [...targets.nodes.values()],
     progress: opts.progress ?? testProgress,
+    slots: noSlotQueue,
   });
   const metric = async (name: string, labels: Record<string, string>): Promise<number | undefined> => {
     const m = (await registry.getMetricsAsJSON()).find((x) => x.name === name);
@@ -325,16 +290,6 @@ describe('Remediator: guards hold', () => {
     expect(await remediator.consider(busy)).toMatchObject({ decision: { kind: 'ignore', reason: 'NotFailed' }, reported: false });
     expect(events.events).toEqual([]);
     expect(targets.calls).toEqual([]);
-  });
-
-  it('off (deleteFailedNodes false): nothing is looked up, reported or deleted', async () => {
-    const { targets, events, remediator } = setup({ enabled: false });
-    const node = failed('off').build();
-    targets.add(node);
-    expect(remediator.observe(node)).toBe(false);
-    expect(await remediator.consider(node)).toMatchObject({ decision: { kind: 'ignore', reason: 'Disabled' } });
-    expect(targets.calls).toEqual([]);
-    expect(events.events).toEqual([]);
   });
 
   it('in flight: at most maxInFlight deletions until the nodes are gone, even when called in parallel', async () => {
@@ -712,10 +667,10 @@ it('warns at start-up when stuckNodeTimeout is shorter than a verification can t
     metrics: registerRemediationMetrics(new Registry()),
     config: testConfig(),
     remediation: parseRemediationConfig({ stuckNodeTimeout: '20m' }),
-    enabled: true,
     dryRun: false,
     nodes: () => [],
     progress: testProgress,
+    slots: noSlotQueue,
   });
   expect(lines.join('')).toContain('remediation.stuckNodeTimeout is shorter than the longest a verification can take');
 });

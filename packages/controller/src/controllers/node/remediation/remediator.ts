@@ -3,42 +3,34 @@ import type { Logger } from '@kube-node-ready/core';
 import { errorMessage, formatDuration } from '@kube-node-ready/core';
 import type { Clock } from '../../../clock.js';
 import type { ControllerConfig } from '../../../config/schema.js';
-import { EventType } from '../../../events/reasons.js';
-import { messageOf } from '../../../kube/errors.js';
-import { label, nodeName, nodeUid } from '../../../kube/objects.js';
+import { nodeName, nodeUid } from '../../../kube/objects.js';
 import { hasVerificationTaint, isVerified } from '../verification/decide.js';
 import type { StateRead } from '../verification/store.js';
 import { Outcome, Phase } from '../verification/types.js';
 import { CircuitBreaker, type PoolCount } from './breaker.js';
 import type { RemediationConfig } from './config.js';
-import { decide, isFailedNode, longestVerificationMs, nodePoolOf, type BreakerVerdict, type Decision, type LimitVerdict, type StuckClock, type Trigger } from './decide.js';
+import { decide, isFailedNode, longestVerificationMs, nodePoolOf, type BreakerVerdict, type Decision, type LimitVerdict, type StuckClock } from './decide.js';
+import { Deletion } from './deletion.js';
 import type { RemediationEvents } from './events.js';
-import { RemediationExecutor, type NodeClaimRef, type RemediationKube, type RemediationTargets, type Target } from './executor.js';
-import { ConfigMapLedger, ledgerLocation, type LedgerEntry, type RemediationLedger } from './ledger.js';
+import type { RemediationTargets, Target } from './executor.js';
+import type { RemediationLedger } from './ledger.js';
+import { LedgerGate } from './ledger-gate.js';
 import type { RemediationMetrics } from './metrics.js';
-import { BlockReason, KarpenterApi, RemediationReason, type RemediationAction, type RemediationResult } from './names.js';
+import type { RemediationAction, RemediationResult } from './names.js';
 import { RemediationLimiter } from './rate-limit.js';
+import { ERROR_RETRY_MS, Reporter } from './reporting.js';
 
 /**
- * Remediation of failed nodes: decides with decide() (pure, the documented guard order), then
- * deletes the node's Karpenter NodeClaim, or the Node, through the executor. Every decision other
- * than "not a failed node" is reported once per node and decision: an Event on the Node (and on its
- * NodeClaim), a count in kube_node_ready_remediations_total{action,result} and a log line; blocks
- * also set kube_node_ready_remediation_blocked{reason}.
- *
- * A deletion is taken in five steps, so that nothing is deleted on stale information:
- *   1. decide on the cached node; reserve an in-flight slot and an hourly charge (synchronously,
- *      before any await, so parallel calls cannot overshoot the limits);
- *   2. read the node live and decide again on it;
- *   3. look the NodeClaim up afresh (never from the cache);
- *   4. record the deletion in the ledger (ledger.ts: a ConfigMap, so the hourly budget survives
- *      leader changes); a deletion that cannot be recorded is not issued;
- *   5. delete it with a UID precondition (the Node: UID and resourceVersion as read in step 2).
- * A failed step gives the slot and the charge back.
- *
- * The ledger is read when the remediator first acts as leader (tick() or consider()): its
- * deletions of the last hour are charged to the hourly limit, and those whose node still exists
- * count as in flight and are never acted on again. Until it has been read, nothing is deleted.
+ * Remediation of failed nodes, in the shape of Karpenter's nodeclaim/lifecycle: this file reads the
+ * node and what decide() needs (breaker, limits, ledger), decides with decide() (pure, the
+ * documented guard order), and dispatches to the step that acts on the decision:
+ *   - ledger-gate.ts: the ledger is read before anything is deleted, and holds every deletion
+ *     before it is issued;
+ *   - deletion.ts: the five steps of a deletion (reserve, live re-read, fresh NodeClaim lookup,
+ *     ledger record, UID-preconditioned delete), giving the slot and the charge back on failure;
+ *   - reporting.ts: Events, metrics and log lines, once per node and decision.
+ * tick() and consider() run on the leader only, and read the ledger first: until it has been read,
+ * nothing is deleted.
  *
  * Feed it with observe(node) for every node add/update (it records finished verifications for the
  * circuit breaker), forget(node) when a node is deleted, consider(node) for the nodes observe()
@@ -46,17 +38,10 @@ import { RemediationLimiter } from './rate-limit.js';
  */
 
 export interface RemediatorOptions {
-  /** The API client; the executor is built on it. Either this or `targets`. */
-  kube?: RemediationKube;
-  /** An executor (tests pass a recording fake). */
-  targets?: RemediationTargets;
-  /**
-   * The ledger of deletions issued. Default, with `kube`: ConfigMap `<leaseName>-remediation` in
-   * worker.namespace (ledger.ts). Tests pass a recording fake.
-   */
-  ledger?: RemediationLedger;
-  /** Where NodeClaims are served (default karpenter.sh/v1). */
-  nodeClaimApi?: { group: string; version: string };
+  /** Finds a node's NodeClaim and deletes it, or the Node (executor.ts RemediationExecutor). */
+  targets: RemediationTargets;
+  /** The ledger of deletions issued (ledger.ts ConfigMapLedger: ConfigMap `<leaseName>-remediation` in worker.namespace). */
+  ledger: RemediationLedger;
   clock: Clock;
   log: Logger;
   events: RemediationEvents;
@@ -65,8 +50,6 @@ export interface RemediatorOptions {
   config: ControllerConfig;
   /** nodeManagement.remediation. */
   remediation: RemediationConfig;
-  /** nodeManagement.deleteFailedNodes. */
-  enabled: boolean;
   /** The controller-wide dry run; remediation.dryRun is honoured as well. */
   dryRun: boolean;
   /** Every node the controller watches (the informer cache), for NodePool shares and deletions in progress. */
@@ -74,7 +57,7 @@ export interface RemediatorOptions {
   /** Where verification progress is read (the verification controller's ProgressStore). */
   progress: { read(node: V1Node): StateRead };
   /** The verification slots (verification/slots.ts): time a node waited for one is not stuck time. */
-  slots?: Pick<StuckClock, 'waiting' | 'queuedMs'>;
+  slots: Pick<StuckClock, 'waiting' | 'queuedMs'>;
 }
 
 export type ConsiderDecision = Decision | { kind: 'ignore'; reason: 'AlreadyRemediated' | 'Busy' | 'Gone' };
@@ -94,35 +77,22 @@ export interface ConsiderResult {
 
 /** Re-read-and-decide rounds when the node or its NodeClaim changes under a delete. */
 const MAX_ROUNDS = 3;
-/** Retry after an API error. */
-export const ERROR_RETRY_MS = 30_000;
-/** A node held back because the ledger cannot be read or written is looked at again after this long. */
-export const LEDGER_RETRY_MS = 30_000;
-/** An unreadable ledger is read again at most this often (tick() runs every few seconds). */
-export const LEDGER_RELOAD_MS = 5_000;
-
-type LedgerState = { kind: 'unread' } | { kind: 'loaded' } | { kind: 'failed'; message: string; at: number };
 
 export class Remediator {
   private readonly targets: RemediationTargets;
-  private readonly ledger: RemediationLedger;
-  private ledgerState: LedgerState = { kind: 'unread' };
-  private ledgerLoading: Promise<void> | undefined;
-  /** Node UID -> why its deletion could not be recorded (the `ledger` gauge is 1 while any). */
-  private readonly ledgerWriteFailures = new Map<string, string>();
+  private readonly gate: LedgerGate;
+  private readonly reporter: Reporter;
+  private readonly deletion: Deletion;
   private readonly breaker: CircuitBreaker;
   private readonly limiter: RemediationLimiter;
   private readonly dryRun: boolean;
   /** Node UID -> key of the last verification recorded for the breaker. */
   private readonly seen = new Map<string, string>();
-  /** Node UID -> the decision last reported, so repeats are not reported again. */
-  private readonly reported = new Map<string, string>();
   /** Nodes whose NodeClaim or Node this remediator deleted: never acted on again. */
   private readonly remediated = new Map<string, { target: string; at: number }>();
   private readonly busy = new Set<string>();
   private breakerWindow: BreakerVerdict = { open: false };
   private readonly openPools = new Map<string, string>();
-  private breakerWasOpen = false;
   /** Failed nodes being deleted by others, as last counted (for the in-flight gauge). */
   private external = 0;
   private readonly readState: (node: V1Node) => StateRead;
@@ -131,26 +101,45 @@ export class Remediator {
 
   constructor(private readonly opts: RemediatorOptions) {
     this.readState = (node) => opts.progress.read(node);
-    const targets = opts.targets ?? (opts.kube ? new RemediationExecutor({ kube: opts.kube, clock: opts.clock, ...(opts.nodeClaimApi ? { api: opts.nodeClaimApi } : {}) }) : undefined);
-    if (!targets) throw new Error('Remediator needs a kube client or an executor');
-    this.targets = targets;
-    const ledger = opts.ledger ?? (opts.kube ? new ConfigMapLedger({ kube: opts.kube, clock: opts.clock, ...ledgerLocation(opts.config) }) : undefined);
-    if (!ledger) throw new Error('Remediator needs a kube client or a ledger');
-    this.ledger = ledger;
+    this.targets = opts.targets;
     this.breaker = new CircuitBreaker(opts.remediation.circuitBreaker, opts.clock);
     this.limiter = new RemediationLimiter(
       { maxInFlight: opts.remediation.maxInFlight, maxPerHour: opts.remediation.maxPerHour, inFlightTimeoutMs: opts.remediation.inFlightTimeout },
       opts.clock,
     );
+    const changed = (): void => this.updateGauges();
+    this.gate = new LedgerGate({
+      ledger: opts.ledger,
+      limiter: this.limiter,
+      clock: opts.clock,
+      log: opts.log,
+      maxPerHour: opts.remediation.maxPerHour,
+      nodes: opts.nodes,
+      remember: (entry) => {
+        if (!this.remediated.has(entry.uid)) this.remediated.set(entry.uid, { target: entry.target, at: entry.at });
+      },
+      changed,
+    });
+    this.reporter = new Reporter({ clock: opts.clock, log: opts.log, events: opts.events, metrics: opts.metrics });
+    this.deletion = new Deletion({
+      targets: opts.targets,
+      gate: this.gate,
+      limiter: this.limiter,
+      reporter: this.reporter,
+      clock: opts.clock,
+      decide: (node, target, self) => this.decideNow(node, target, self),
+      deleted: (uid, target) => this.remediated.set(uid, { target, at: opts.clock.now() }),
+      changed,
+    });
     this.dryRun = opts.dryRun || opts.remediation.dryRun;
     const longest = longestVerificationMs(opts.config);
-    if (opts.enabled && opts.remediation.stuckNodeTimeout > 0 && opts.remediation.stuckNodeTimeout < longest) {
+    if (opts.remediation.stuckNodeTimeout > 0 && opts.remediation.stuckNodeTimeout < longest) {
       opts.log.warn(
         { stuckNodeTimeout: formatDuration(opts.remediation.stuckNodeTimeout), longestVerification: formatDuration(longest) },
         'remediation.stuckNodeTimeout is shorter than the longest a verification can take: a node in backoff between attempts may be treated as stuck',
       );
     }
-    if (opts.enabled) opts.log.info({ dryRun: this.dryRun, ...summary(opts.remediation) }, 'remediation of failed nodes is on');
+    opts.log.info({ dryRun: this.dryRun, ...summary(opts.remediation) }, 'remediation of failed nodes is on');
   }
 
   /** This replica leads from now on: stuck-node remediation first gives it stuckNodeTimeout to act itself. */
@@ -192,7 +181,6 @@ export class Remediator {
     // An inconclusive attempt (a fault most recent nodes share) is no verdict on the node, but the
     // cluster cannot verify nodes: one failure per node for the breaker, as a refused worker pod.
     if (state?.phase === Phase.Backoff && state.lastOutcome === Outcome.ClusterWide) this.breaker.record(`${uid}/cluster-wide`, true);
-    if (!this.opts.enabled) return false;
     if (state?.phase === Phase.Failed || this.remediated.has(uid)) return true;
     return this.opts.remediation.stuckNodeTimeout > 0 && hasVerificationTaint(node, this.opts.config) && !isVerified(node, this.opts.config);
   }
@@ -208,9 +196,9 @@ export class Remediator {
       );
     }
     this.remediated.delete(uid);
-    this.reported.delete(uid);
+    this.reporter.forget(uid);
     this.seen.delete(uid);
-    this.ledgerWriteFailures.delete(uid);
+    this.gate.clearWriteFailure(uid);
     this.updateGauges();
   }
 
@@ -221,12 +209,8 @@ export class Remediator {
    * so it closes (and the gauge drops) even when no node is being considered.
    */
   async tick(): Promise<void> {
-    await this.ensureLedger();
-    for (const stalled of this.limiter.expire()) {
-      const message = `${stalled.target} was deleted ${formatDuration(this.opts.clock.now() - stalled.at)} ago and the node still exists; it no longer counts as in flight (remediation.inFlightTimeout), and it will not be deleted again`;
-      this.opts.log.warn({ node: stalled.node, target: stalled.target }, message);
-      await this.opts.events.node(stalled.node, EventType.Warning, RemediationReason.Stalled, message);
-    }
+    await this.gate.ensure();
+    for (const stalled of this.limiter.expire()) await this.reporter.stalled(stalled);
     const now = this.opts.clock.now();
     this.external = this.externalInFlight(now);
     this.breakerWindow = this.breaker.checkWindow(now);
@@ -244,10 +228,10 @@ export class Remediator {
     this.busy.add(uid);
     try {
       this.observe(cached);
-      await this.ensureLedger();
+      await this.gate.ensure();
       if (this.remediated.has(uid)) return { decision: { kind: 'ignore', reason: 'AlreadyRemediated' }, reported: false };
       const result = await this.considerRounds(cached);
-      if (!(result.decision.kind === 'blocked' && result.decision.reason === 'ledger') && this.ledgerWriteFailures.delete(uid)) this.updateGauges();
+      if (!(result.decision.kind === 'blocked' && result.decision.reason === 'ledger') && this.gate.clearWriteFailure(uid)) this.updateGauges();
       return result;
     } finally {
       this.busy.delete(uid);
@@ -255,7 +239,6 @@ export class Remediator {
   }
 
   private async considerRounds(cached: V1Node): Promise<ConsiderResult> {
-    const uid = nodeUid(cached);
     const name = nodeName(cached);
     const log = this.opts.log.child({ node: name });
     let node = cached;
@@ -268,16 +251,14 @@ export class Remediator {
       const decision = this.decideNow(node, target);
       if (decision.kind !== 'delete') return this.handle(node, decision, target, log);
 
-      // 1. Reserve, in the same synchronous step as the decision.
-      this.limiter.reserve({ uid, node: name, target: 'pending lookup' });
-      this.updateGauges();
-      const outcome = await this.deleteOnce(node, decision, log).catch((err: unknown) => ({ kind: 'error' as const, err }));
-      if (outcome.kind === 'deleted') return outcome.result;
-      this.limiter.release(uid);
-      this.updateGauges();
+      // The deletion's first step (reserving a slot and a charge) runs before this call's first
+      // await: nothing between the decision and the reservation can change the limits.
+      const outcome = await this.deletion.run(node, decision, log);
       switch (outcome.kind) {
+        case 'deleted':
+          return outcome.result;
         case 'error':
-          return this.reportError(node, decision.trigger, outcome.err, target, log);
+          return this.reporter.error(node, decision.trigger, outcome.err, target, log);
         case 'decided':
           return this.handle(outcome.node, outcome.decision, outcome.target, log);
         case 'gone':
@@ -290,88 +271,6 @@ export class Remediator {
     return { decision: { kind: 'ignore', reason: 'Busy' }, requeueAfterMs: ERROR_RETRY_MS, reported: false };
   }
 
-  /**
-   * Steps 2-4 of a deletion. 'decided': the live node or the fresh lookup changed the decision;
-   * 'again': the object changed under the delete (precondition failed), decide once more.
-   */
-  private async deleteOnce(
-    cached: V1Node,
-    decision: Extract<Decision, { kind: 'delete' }>,
-    log: Logger,
-  ): Promise<
-    | { kind: 'deleted'; result: ConsiderResult }
-    | { kind: 'decided'; node: V1Node; decision: Decision; target: Target }
-    | { kind: 'again'; node: V1Node }
-    | { kind: 'gone' }
-  > {
-    const uid = nodeUid(cached);
-    // 2. The node as it is now.
-    const fresh = await this.targets.getNode(nodeName(cached));
-    if (!fresh || nodeUid(fresh) !== uid) return { kind: 'gone' };
-    // 3. Its NodeClaim, looked up afresh; decided again on both (our reservation not held against it).
-    const target = await this.targets.find(fresh, { fresh: true });
-    const again = this.decideNow(fresh, target, uid);
-    if (again.kind !== 'delete') return { kind: 'decided', node: fresh, decision: again, target };
-    if (target.kind === 'ambiguous') return { kind: 'decided', node: fresh, decision: again, target }; // decide() skips it; kept for the type
-
-    // 4. Record it in the ledger first: no record, no deletion.
-    const what = target.kind === 'nodeclaim' ? `NodeClaim ${target.claim.name}` : `Node ${nodeName(fresh)}`;
-    this.limiter.describe(uid, what);
-    const recorded = await this.record({ uid, node: nodeName(fresh), target: what, at: this.opts.clock.now() });
-    if (recorded.kind === 'full') {
-      // Deletions recorded by another replica fill the hour: the limiter knows them now, and the
-      // next round reports the hourly limit.
-      log.info({ ledger: this.ledger.where }, 'the remediation ledger holds remediation.maxPerHour deletions of the last hour; deciding again');
-      return { kind: 'again', node: fresh };
-    }
-    if (recorded.kind === 'failed') {
-      this.ledgerWriteFailures.set(uid, recorded.message);
-      const blocked: Decision = {
-        kind: 'blocked',
-        reason: 'ledger',
-        trigger: again.trigger,
-        message: `deletion held back: it could not be recorded in the remediation ledger (${recorded.message}); nothing is deleted without a record, trying again in ${formatDuration(LEDGER_RETRY_MS)} (${again.message})`,
-        requeueAfterMs: LEDGER_RETRY_MS,
-      };
-      return { kind: 'decided', node: fresh, decision: blocked, target };
-    }
-
-    // 5. Delete, guarded by UID (and, for the Node, the resourceVersion just read). If the call
-    //    fails, whether it happened is unknown: the record stays (the ledger may over-count, never under-count).
-    const result = target.kind === 'nodeclaim' ? await this.targets.deleteNodeClaim(target.claim) : await this.targets.deleteNode(fresh);
-    if (result === 'changed') {
-      log.info({ target: what }, 'the object changed before the delete (precondition failed); deciding again');
-      await this.unrecord(uid, log);
-      return { kind: 'again', node: fresh };
-    }
-    if (result === 'gone') {
-      // The NodeClaim vanished between lookup and delete: look again. The Node vanished: done.
-      await this.unrecord(uid, log);
-      return target.kind === 'nodeclaim' ? { kind: 'again', node: fresh } : { kind: 'gone' };
-    }
-    this.remediated.set(uid, { target: what, at: this.opts.clock.now() });
-    const message =
-      target.kind === 'nodeclaim'
-        ? `deleted NodeClaim ${target.claim.name} (matched by ${target.matchedBy}): Karpenter drains the node and terminates its instance; ${again.message}`
-        : `deleted the Node object (${target.why === 'api-not-served' ? `the ${KarpenterApi.Group}/${KarpenterApi.Version} NodeClaim API is not served` : 'no NodeClaim matches this node'}): the machine itself may keep running, and be billed, unless an autoscaler or cloud controller removes it; ${again.message}`;
-    return {
-      kind: 'deleted',
-      result: await this.report(fresh, {
-        key: 'deleted',
-        action: actionOf(target),
-        result: 'deleted',
-        type: target.kind === 'nodeclaim' ? EventType.Normal : EventType.Warning,
-        reason: target.kind === 'nodeclaim' ? RemediationReason.NodeClaimDeleted : RemediationReason.NodeDeleted,
-        message,
-        decision: again,
-        target,
-        log,
-        level: 'info',
-        always: true,
-      }),
-    };
-  }
-
   /** Every decision but delete: silent, reported once, or (dry run) charged and reported once. */
   private async handle(node: V1Node, decision: Decision, target: Target | undefined, log: Logger): Promise<ConsiderResult> {
     switch (decision.kind) {
@@ -379,11 +278,11 @@ export class Remediator {
         return { decision, ...(decision.requeueAfterMs !== undefined ? { requeueAfterMs: decision.requeueAfterMs } : {}), reported: false };
       case 'skip':
       case 'blocked':
-        return this.reportHeldBack(node, decision, target, log);
+        return this.reporter.heldBack(node, decision, target, log);
       case 'dry-run':
         this.limiter.charge(nodeUid(node));
         this.updateGauges();
-        return this.reportDryRun(node, decision, target, log);
+        return this.reporter.dryRun(node, decision, target, log);
       case 'delete':
         throw new Error('handle() is not for deletions');
     }
@@ -393,7 +292,8 @@ export class Remediator {
   private decideNow(node: V1Node, target?: Target, self?: string): Decision {
     const now = this.opts.clock.now();
     return decide(node, now, {
-      enabled: this.opts.enabled,
+      // A Remediator exists only while remediation is on (controllers.ts builds it for deleteFailedNodes).
+      enabled: true,
       dryRun: this.dryRun,
       config: this.opts.config,
       remediation: this.opts.remediation,
@@ -404,6 +304,8 @@ export class Remediator {
       limits: () => this.checkLimits(now, self ?? nodeUid(node)),
     });
   }
+
+  // -- What decide() reads: the breaker, the limits, the ledger ------------------------------------
 
   private checkBreaker(node: V1Node, now: number): BreakerVerdict {
     const pool = nodePoolOf(node);
@@ -417,92 +319,9 @@ export class Remediator {
 
   private checkLimits(now: number, self: string): LimitVerdict {
     this.external = this.externalInFlight(now);
-    const ledger = this.ledgerVerdict();
+    const ledger = this.gate.verdict();
     if (ledger) return ledger;
     return this.limiter.check({ external: this.external, self });
-  }
-
-  // -- The ledger ----------------------------------------------------------------------------
-
-  /** Blocked while the ledger has not been read: the hourly budget is never assumed empty. */
-  private ledgerVerdict(): LimitVerdict | undefined {
-    const state = this.ledgerState;
-    if (state.kind === 'loaded') return undefined;
-    const message =
-      state.kind === 'failed'
-        ? `the remediation ledger cannot be read (${state.message}); remediation stays paused until it can be, rather than assume no deletions in the last hour`
-        : `the remediation ledger (${this.ledger.where}) has not been read yet`;
-    return { ok: false, reason: 'ledger', message, retryAfterMs: LEDGER_RETRY_MS };
-  }
-
-  /** Reads the ledger unless it was read already (or a read failed less than LEDGER_RELOAD_MS ago). Never throws. */
-  private ensureLedger(): Promise<void> {
-    const state = this.ledgerState;
-    if (!this.opts.enabled || state.kind === 'loaded') return Promise.resolve();
-    if (state.kind === 'failed' && this.opts.clock.now() - state.at < LEDGER_RELOAD_MS) return Promise.resolve();
-    this.ledgerLoading ??= this.loadLedger().finally(() => (this.ledgerLoading = undefined));
-    return this.ledgerLoading;
-  }
-
-  private async loadLedger(): Promise<void> {
-    const was = this.ledgerState;
-    try {
-      const entries = await this.ledger.load();
-      const inFlight = this.absorb(entries, { fromLoad: true });
-      this.ledgerState = { kind: 'loaded' };
-      this.opts.log.info(
-        { ledger: this.ledger.where, deletionsLastHour: entries.length, inFlight, maxPerHour: this.opts.remediation.maxPerHour },
-        was.kind === 'failed' ? 'remediation ledger read: remediation resumes' : 'remediation ledger read',
-      );
-    } catch (err) {
-      const message = errorMessage(err);
-      if (was.kind !== 'failed' || was.message !== message) {
-        this.opts.log.error({ ledger: this.ledger.where, err: message }, 'remediation paused: the remediation ledger cannot be read; nothing is deleted until it can be');
-      }
-      this.ledgerState = { kind: 'failed', message, at: this.opts.clock.now() };
-    }
-    this.updateGauges();
-  }
-
-  /**
-   * Takes the ledger's deletions into the limiter (hourly charges). On the first read, those whose
-   * node still exists also count as in flight and are remembered as remediated (never acted on
-   * again). Returns how many are in flight.
-   */
-  private absorb(entries: readonly LedgerEntry[], opts: { fromLoad: boolean }): number {
-    const present = opts.fromLoad ? new Set(this.opts.nodes().map(nodeUid)) : new Set<string>();
-    let inFlight = 0;
-    for (const entry of entries) {
-      const exists = present.has(entry.uid);
-      this.limiter.restore(entry, { inFlight: exists });
-      if (exists) {
-        inFlight++;
-        if (!this.remediated.has(entry.uid)) this.remediated.set(entry.uid, { target: entry.target, at: entry.at });
-      }
-    }
-    return inFlight;
-  }
-
-  /** Step 4: 'full' when other replicas' deletions fill the hour; 'failed' when it cannot be written. */
-  private async record(entry: LedgerEntry): Promise<{ kind: 'ok' } | { kind: 'full' } | { kind: 'failed'; message: string }> {
-    try {
-      const result = await this.ledger.record(entry, this.opts.remediation.maxPerHour);
-      this.ledgerWriteFailures.clear();
-      this.absorb(result.entries, { fromLoad: false });
-      this.updateGauges();
-      return result.ok ? { kind: 'ok' } : { kind: 'full' };
-    } catch (err) {
-      return { kind: 'failed', message: errorMessage(err) };
-    }
-  }
-
-  /** A recorded deletion that was certainly not issued (precondition failed, object gone). Best effort. */
-  private async unrecord(uid: string, log: Logger): Promise<void> {
-    try {
-      await this.ledger.remove(uid);
-    } catch (err) {
-      log.warn({ ledger: this.ledger.where, err: errorMessage(err) }, 'could not take a deletion that was not issued out of the remediation ledger; it counts against the hourly budget until it is an hour old');
-    }
   }
 
   /** Failed nodes being deleted that this remediator did not delete (another leader, Karpenter, a person). */
@@ -537,8 +356,8 @@ export class Remediator {
     const slots = this.opts.slots;
     return {
       leadingSince: this.leadingSince,
-      waiting: (node) => slots?.waiting(node) ?? false,
-      queuedMs: (node) => slots?.queuedMs(node) ?? 0,
+      waiting: (node) => slots.waiting(node),
+      queuedMs: (node) => slots.queuedMs(node),
     };
   }
 
@@ -547,110 +366,17 @@ export class Remediator {
     else this.openPools.delete(pool);
   }
 
+  /** The block gauges, from the breaker, the limits and the ledger as they are now. */
   private updateGauges(): void {
-    const open = this.breakerWindow.open || this.openPools.size > 0;
-    if (open !== this.breakerWasOpen) {
-      this.breakerWasOpen = open;
-      const reasons = [...(this.breakerWindow.open ? [this.breakerWindow.message] : []), ...this.openPools.values()];
-      if (open) this.opts.log.warn({ reasons }, 'remediation paused: circuit breaker open; no failed node is deleted until failures drop');
-      else this.opts.log.info('remediation resumed: circuit breaker closed');
-    }
-    const values: Record<BlockReason, boolean> = {
-      'circuit-breaker': open,
-      'in-flight': this.limiter.inFlightCount(this.external) >= this.opts.remediation.maxInFlight,
-      'rate-limit': this.limiter.hourlyCount() >= this.opts.remediation.maxPerHour,
-      ledger: this.ledgerState.kind === 'failed' || this.ledgerWriteFailures.size > 0,
-    };
-    for (const reason of BlockReason) this.opts.metrics.remediationBlocked.set({ reason }, values[reason] ? 1 : 0);
-  }
-
-  // -- Reporting -------------------------------------------------------------------------------
-
-  private async reportHeldBack(node: V1Node, decision: Extract<Decision, { kind: 'skip' | 'blocked' }>, target: Target | undefined, log: Logger): Promise<ConsiderResult> {
-    const key = `${decision.kind}:${decision.reason}`;
-    const requeue = decision.requeueAfterMs !== undefined ? { requeueAfterMs: decision.requeueAfterMs } : {};
-    if (this.reported.get(nodeUid(node)) === key) return { decision, result: 'skipped', ...requeue, reported: false };
-    const result = await this.report(node, {
-      key,
-      action: target ? actionOf(target) : guessAction(node),
-      result: 'skipped',
-      type: decision.kind === 'blocked' || decision.reason === 'AmbiguousNodeClaim' ? EventType.Warning : EventType.Normal,
-      reason: decision.kind === 'blocked' ? RemediationReason.Blocked : RemediationReason.Skipped,
-      message: decision.message,
-      decision,
-      ...(target ? { target } : {}),
-      log,
-      level: decision.kind === 'blocked' || decision.reason === 'AmbiguousNodeClaim' ? 'warn' : 'info',
-    });
-    return { ...result, ...requeue };
-  }
-
-  private async reportDryRun(node: V1Node, decision: Extract<Decision, { kind: 'dry-run' }>, target: Target | undefined, log: Logger): Promise<ConsiderResult> {
-    if (this.reported.get(nodeUid(node)) === 'dry-run') return { decision, result: 'dry-run', reported: false };
-    const what = !target
-      ? 'its NodeClaim, or the Node'
-      : target.kind === 'nodeclaim'
-        ? `NodeClaim ${target.claim.name} (matched by ${target.matchedBy})`
-        : target.kind === 'node'
-          ? `the Node object (${target.why === 'api-not-served' ? 'NodeClaim API not served' : 'no NodeClaim'}; the machine may keep running)`
-          : `nothing (${target.claims.length} NodeClaims match: ambiguous)`;
-    return this.report(node, {
-      key: 'dry-run',
-      action: target ? actionOf(target) : guessAction(node),
-      result: 'dry-run',
-      type: EventType.Normal,
-      reason: RemediationReason.DryRun,
-      message: decision.message.replace(/^dry run: would delete the node/, `dry run: would delete ${what}`),
-      decision,
-      ...(target ? { target } : {}),
-      log,
-      level: 'info',
-    });
-  }
-
-  private async reportError(node: V1Node, trigger: Trigger, err: unknown, target: Target | undefined, log: Logger): Promise<ConsiderResult> {
-    const message = `remediation failed, retrying in ${formatDuration(ERROR_RETRY_MS)}: ${messageOf(err)}`;
-    const result = await this.report(node, {
-      key: 'error',
-      action: target && target.kind !== 'ambiguous' ? actionOf(target) : guessAction(node),
-      result: 'error',
-      type: EventType.Warning,
-      reason: RemediationReason.Failed,
-      message,
-      decision: { kind: 'delete', trigger, message },
-      log,
-      level: 'error',
-      always: true,
-    });
-    return { ...result, requeueAfterMs: ERROR_RETRY_MS };
-  }
-
-  private async report(
-    node: V1Node,
-    r: {
-      key: string;
-      action: RemediationAction;
-      result: RemediationResult;
-      type: EventType;
-      reason: RemediationReason;
-      message: string;
-      decision: ConsiderDecision;
-      target?: Target;
-      log: Logger;
-      level?: 'info' | 'warn' | 'error';
-      always?: boolean;
-    },
-  ): Promise<ConsiderResult> {
-    const uid = nodeUid(node);
-    const out: ConsiderResult = { decision: r.decision, action: r.action, result: r.result, ...(r.target ? { target: r.target } : {}), reported: false };
-    if (!r.always && this.reported.get(uid) === r.key) return out;
-    this.reported.set(uid, r.key);
-    this.opts.metrics.remediationsTotal.inc({ action: r.action, result: r.result });
-    r.log[r.level ?? 'info']({ action: r.action, result: r.result, reason: r.reason, ...(r.target?.kind === 'nodeclaim' ? { nodeClaim: r.target.claim.name } : {}) }, r.message);
-    await this.opts.events.node(nodeName(node), r.type, r.reason, r.message);
-    const claim: NodeClaimRef | undefined = r.target?.kind === 'nodeclaim' ? r.target.claim : undefined;
-    if (claim) await this.opts.events.nodeClaim(claim, r.type, r.reason, `node ${nodeName(node)}: ${r.message}`);
-    return { ...out, reported: true };
+    this.reporter.blocked(
+      {
+        'circuit-breaker': this.breakerWindow.open || this.openPools.size > 0,
+        'in-flight': this.limiter.inFlightCount(this.external) >= this.opts.remediation.maxInFlight,
+        'rate-limit': this.limiter.hourlyCount() >= this.opts.remediation.maxPerHour,
+        ledger: this.gate.unavailable,
+      },
+      [...(this.breakerWindow.open ? [this.breakerWindow.message] : []), ...this.openPools.values()],
+    );
   }
 
   /** Best-effort lookup for reporting (cached list); undefined when it fails. */
@@ -662,16 +388,6 @@ export class Remediator {
       return undefined;
     }
   }
-}
-
-function actionOf(target: Target): RemediationAction {
-  return target.kind === 'node' ? 'delete-node' : 'delete-nodeclaim';
-}
-
-/** When the lookup failed: a node Karpenter manages would have its NodeClaim deleted. */
-function guessAction(node: V1Node): RemediationAction {
-  const owned = (node.metadata?.ownerReferences ?? []).some((o) => o.kind === KarpenterApi.NodeClaimKind);
-  return owned || label(node, KarpenterApi.NodePoolLabel) !== undefined ? 'delete-nodeclaim' : 'delete-node';
 }
 
 function summary(r: RemediationConfig): Record<string, unknown> {
