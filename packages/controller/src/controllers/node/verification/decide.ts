@@ -368,6 +368,8 @@ function inconclusiveState(base: VerificationState, result: AttemptResult, now: 
  * without a judgement, it says which attempt finished and how).
  */
 export function attemptToJudge(node: V1Node, workerPods: readonly V1Pod[], now: number, config: ControllerConfig, state: VerificationState | undefined): readonly CheckSummary[] | undefined {
+  // Failed checks are reported by a worker container that has ended: without one there is nothing to judge.
+  if (!workerPods.some((p) => p.status?.containerStatuses?.some((c) => c.state?.terminated !== undefined))) return undefined;
   const action = decide(node, workerPods, now, config, { state, slotsTaken: 0 });
   return action.kind === 'Complete' && action.result.outcome === Outcome.ChecksFailed ? action.result.checks : undefined;
 }
