@@ -73,9 +73,6 @@ export interface VerificationDeps {
   reactions?: ReactionClock;
 }
 
-/** How long a pod we created stands in for the cache's copy (the watch usually delivers in ms). */
-const RECENTLY_CREATED_TTL_MS = 10_000;
-
 /** Node writes refused for a changed node before the reconcile gives up and requeues. */
 const MAX_CONFLICT_ROUNDS = 3;
 
@@ -140,7 +137,7 @@ export class VerificationController {
       if (action.kind === 'Launch' || (action.kind === 'Wait' && action.reason === 'ConcurrencyLimit')) this.memory.of(name).launchableSince ??= now;
       // A pod launched from a copy the write found stale runs on only if the fresh decision follows it.
       if (launched && !follows(action, launched.name, node)) {
-        await this.discardLaunched(name, launched, log);
+        await this.discardLaunched(launched, log);
         launched = undefined;
       }
       // A reaction's clock runs only toward its own step: a node that must wait (for a slot, a
@@ -160,7 +157,7 @@ export class VerificationController {
         log.debug({ round }, 'node changed since it was read; reading it again');
         const fresh = applied.live ? applied.live.node : await kube.getNode(name);
         if (!fresh) {
-          if (launched) await this.discardLaunched(name, launched, log);
+          if (launched) await this.discardLaunched(launched, log);
           return this.forget(name, log);
         }
         node = this.slim(fresh);
@@ -282,14 +279,7 @@ export class VerificationController {
     const pods = [...this.deps.pods.byIndex(name)];
     if (state?.phase !== Phase.Verifying) return pods;
     const expected = workerPodName(name, nodeUid(node), state.attempt);
-    const memo = this.memory.get(name);
-    const created = memo?.created?.pod.metadata?.name === expected ? memo.created : undefined;
-    if (pods.some((p) => p.metadata?.name === expected)) {
-      if (memo) delete memo.created;
-      return pods;
-    }
-    if (created && this.deps.clock.now() - created.at < RECENTLY_CREATED_TTL_MS) return [...pods, created.pod];
-    if (memo) delete memo.created;
+    if (pods.some((p) => p.metadata?.name === expected)) return pods;
     const live = await this.deps.kube.getPod(this.deps.config.worker.namespace, expected);
     return live ? [...pods, stripObject(live)] : pods;
   }
@@ -344,9 +334,7 @@ export class VerificationController {
   }
 
   /** Deletes a worker pod launched on a decision the node write then showed to be based on a stale copy. */
-  private async discardLaunched(name: string, pod: PodRef, log: Logger): Promise<void> {
-    const memo = this.memory.get(name);
-    if (memo?.created?.pod.metadata?.name === pod.name) delete memo.created;
+  private async discardLaunched(pod: PodRef, log: Logger): Promise<void> {
     await this.deletePods([pod], log);
     log.info({ pod: pod.name }, 'deleted a worker pod started from an outdated copy of the node');
   }

@@ -1,9 +1,7 @@
-import type { V1Pod } from '@kubernetes/client-node';
-
 /**
  * What the verification controller remembers of one node between reconciles. Nothing here decides
- * anything: it spares repeated Events and writes, and a live read. Lost on a restart (every field
- * is either said again once or rebuilt from the cluster).
+ * anything: it spares repeated Events and writes. Lost on a restart (every field is either said
+ * again once or rebuilt from the cluster).
  */
 export interface NodeMemo {
   /** The unusable stored progress last warned about. */
@@ -16,11 +14,6 @@ export interface NodeMemo {
   writtenCondition?: string;
   /** When the node was first found able to run the worker (it may have waited for a slot since). */
   launchableSince?: number;
-  /**
-   * The worker pod this controller created that the pod cache may not show yet (client-go's
-   * "expectations"): spares a live read when the next reconcile comes before the watch event.
-   */
-  created?: { pod: V1Pod; at: number };
 }
 
 /** Each node's memo, by node name, with one forget. */

@@ -1,7 +1,6 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '@kube-node-ready/core';
 import { isRefusal, messageOf, reasonOf } from '../../../../kube/errors.js';
-import { stripObject } from '../../../../kube/informer.js';
 import { nodeName } from '../../../../kube/objects.js';
 import { podRef, POD_REFUSED_RETRY_MS, type Action } from '../decide.js';
 import { podRefusedEvent, startedEvent } from '../events.js';
@@ -14,7 +13,7 @@ import { CONFLICT, requeue, type ActionContext, type Applied } from './context.j
  * controller before any await.
  */
 export async function launch(ctx: ActionContext, node: V1Node, action: Extract<Action, { kind: 'Launch' }>, log: Logger): Promise<Applied> {
-  const { config, kube, worker, clock } = ctx.deps;
+  const { config, kube, worker } = ctx.deps;
   const name = nodeName(node);
   const pod = buildWorkerPod({
     node,
@@ -35,7 +34,6 @@ export async function launch(ctx: ActionContext, node: V1Node, action: Extract<A
     return { kind: 'done', node, result: requeue(POD_REFUSED_RETRY_MS) };
   }
   ctx.deps.reactions?.stop('launch', name);
-  if (created) ctx.memory.of(name).created = { pod: stripObject(created), at: clock.now() };
 
   // Refused, the decision was made on a stale copy: the controller decides again on a live one,
   // and keeps the pod only if that decision follows it.
