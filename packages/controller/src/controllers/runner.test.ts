@@ -10,10 +10,10 @@ class ScriptedReconciler implements Reconciler {
   calls: string[] = [];
   running = new Set<string>();
   overlaps = 0;
-  script = new Map<string, Array<{ requeueAfterMs?: number } | Error>>();
+  script = new Map<string, Array<{ requeueAfterMs?: number; requeue?: boolean } | Error>>();
   gate: Promise<void> | undefined;
 
-  async reconcile(key: string): Promise<{ requeueAfterMs?: number }> {
+  async reconcile(key: string): Promise<{ requeueAfterMs?: number; requeue?: boolean }> {
     this.calls.push(key);
     if (this.running.has(key)) this.overlaps++;
     this.running.add(key);
@@ -80,6 +80,24 @@ describe('runWorkers', () => {
     expect(reconciler.calls).toHaveLength(5);
     expect(results.slice(0, 3)).toEqual(['error', 'error', 'success']);
     expect(failures()).toBe(3);
+    queue.shutDown();
+    await done;
+  });
+
+  it('a conflict (requeue) comes back rate-limited, backing off while it repeats, without counting as a failure', async () => {
+    const { clock, queue, reconciler, done, results, failures } = setup();
+    reconciler.script.set('a', [{ requeue: true }, { requeue: true }, {}]);
+    queue.add('a');
+    await flushPromises();
+    await clock.advance(100);
+    expect(reconciler.calls).toHaveLength(2);
+    await clock.advance(199);
+    expect(reconciler.calls).toHaveLength(2); // the backoff grows: not forgotten between conflicts
+    await clock.advance(1);
+    expect(reconciler.calls).toHaveLength(3);
+    expect(queue.numRequeues('a')).toBe(0);
+    expect(results).toEqual(['success', 'success', 'success']);
+    expect(failures()).toBe(0);
     queue.shutDown();
     await done;
   });

@@ -8,12 +8,14 @@ import type { WorkQueue } from '../queue/workqueue.js';
  * The queue workers (controller-runtime's processNextWorkItem): each takes a key, reconciles it,
  * and then
  *   - on success forgets the key's error backoff and, if asked, re-adds it after requeueAfterMs;
+ *   - on a conflict (`requeue`: a write refused because the object changed) re-adds it
+ *     rate-limited, quietly: keeping its backoff, as controller-runtime does for Result{Requeue};
  *   - on a TerminalError logs it and drops the key (no retry); a WriteFencedError (leadership
  *     lost) drops it quietly;
  *   - on any other error re-adds it rate-limited (per-key exponential backoff).
  */
 export interface Reconciler {
-  reconcile(key: string): Promise<{ requeueAfterMs?: number }>;
+  reconcile(key: string): Promise<{ requeueAfterMs?: number; requeue?: boolean }>;
 }
 
 export interface RunnerObserver {
@@ -44,8 +46,11 @@ async function worker(opts: RunWorkersOptions): Promise<void> {
     try {
       const result = await reconciler.reconcile(key);
       observer?.reconciled?.('success', (clock.now() - started) / 1000);
-      queue.forget(key);
-      if (result.requeueAfterMs !== undefined) queue.addAfter(key, result.requeueAfterMs);
+      if (result.requeue) queue.addRateLimited(key);
+      else {
+        queue.forget(key);
+        if (result.requeueAfterMs !== undefined) queue.addAfter(key, result.requeueAfterMs);
+      }
     } catch (err) {
       observer?.reconciled?.('error', (clock.now() - started) / 1000);
       if (err instanceof WriteFencedError) {

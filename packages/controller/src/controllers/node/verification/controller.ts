@@ -41,8 +41,8 @@ export type { ReconcileResult } from './actions/context.js';
  * place a verdict is made), apply the one action decide() returned (actions/: launch, complete,
  * wait, ignore), then bring the condition and the status metric in line. The node is read from the
  * informer, or from our own last write when the informer has not delivered it yet (kube/mutation-cache.ts). A
- * write refused because the node changed is retried on a live read of the node (the informer's copy
- * may still be the stale one); other errors go back to the queue's backoff.
+ * write refused because the node changed is a requeue, after a live read of the node (the informer's
+ * copy may still be the stale one); other errors go back to the queue's backoff.
  */
 export interface VerificationDeps {
   config: ControllerConfig;
@@ -73,9 +73,6 @@ export interface VerificationDeps {
   reactions?: ReactionClock;
 }
 
-/** Node writes refused for a changed node before the reconcile gives up and requeues. */
-const MAX_CONFLICT_ROUNDS = 3;
-
 
 export class VerificationController {
   /** What this controller remembers of each node (memory.ts), forgotten with the node. */
@@ -102,78 +99,80 @@ export class VerificationController {
     const startedAt = clock.now();
 
     // 1. The node is gone: remove its workers and its memory.
-    let node = this.nodes.get(name) ?? (await this.uncachedNode(name, log));
+    const node = this.nodes.get(name) ?? (await this.uncachedNode(name, log));
     if (!node) return this.forget(name, log);
-    /** A worker pod this reconcile created for a launch whose progress write was then refused. */
-    let launched: PodRef | undefined;
 
-    for (let round = 1; ; round++) {
-      // 2. Read: the stored progress, the node's worker pods, and for an attempt that failed
-      //    checks, what the cluster says about them.
-      const state = this.readProgress(node, log);
-      const pods = await this.workerPods(node, state);
-      const now = clock.now();
-      const judgement = await this.judge(node, pods, state, now);
+    // 2. Read: the stored progress, the node's worker pods, and for an attempt that failed checks,
+    //    what the cluster says about them.
+    const state = this.readProgress(node, log);
+    const pods = await this.workerPods(node, state);
+    const now = clock.now();
+    const judgement = await this.judge(node, pods, state, now);
 
-      // 3. Decide, once.
-      const arrival = toMillis(node.metadata?.creationTimestamp) ?? 0;
-      const launchableSince = this.memory.get(name)?.launchableSince;
-      const action = decide(node, pods, now, config, {
-        state,
-        slotsTaken: slots.taken(name, arrival),
-        ...(launchableSince !== undefined ? { launchableSince } : {}),
-        ...(judgement ? { judgement } : {}),
-      });
+    // 3. Decide, once.
+    const arrival = toMillis(node.metadata?.creationTimestamp) ?? 0;
+    const launchableSince = this.memory.get(name)?.launchableSince;
+    const action = decide(node, pods, now, config, {
+      state,
+      slotsTaken: slots.taken(name, arrival),
+      ...(launchableSince !== undefined ? { launchableSince } : {}),
+      ...(judgement ? { judgement } : {}),
+    });
 
-      // 4. The line for slots and the controller's own memory follow the decision. A launch takes
-      //    its slot now, before any await, so parallel reconciles see it; a node that found none
-      //    keeps its place in line; any other step leaves the line.
-      if (action.kind === 'Launch') slots.reserve(name);
-      else if (action.kind === 'Wait' && action.reason === 'ConcurrencyLimit') slots.wait(name, arrival);
-      else if (slots.waiting(name)) {
-        slots.leaveQueue(name);
-        this.slotFreed(); // its place in line goes to the next
-      }
-      if (action.kind === 'Launch' || (action.kind === 'Wait' && action.reason === 'ConcurrencyLimit')) this.memory.of(name).launchableSince ??= now;
-      // A pod launched from a copy the write found stale runs on only if the fresh decision follows it.
-      if (launched && !follows(action, launched.name, node)) {
-        await this.discardLaunched(launched, log);
-        launched = undefined;
-      }
-      // A reaction's clock runs only toward its own step: a node that must wait (for a slot, a
-      // backoff, Karpenter's registration) is not the controller reacting.
-      if (action.kind !== 'Launch') this.deps.reactions?.cancel('launch', name, startedAt);
-      if (action.kind !== 'Complete') this.deps.reactions?.cancel('open', name, startedAt);
-
-      // 5. Apply it.
-      const applied = await this.apply(node, pods, action, state, log);
-
-      // 6. The node changed under us: read it again, live (the informer may still hold the copy
-      //    the write was refused for; a conflict found by a live read brings that read), and
-      //    decide again.
-      if (applied.kind === 'conflict') {
-        launched = applied.launched ?? launched;
-        if (round >= MAX_CONFLICT_ROUNDS) throw new Error(`node ${name} kept changing during ${round} attempts to write it`);
-        log.debug({ round }, 'node changed since it was read; reading it again');
-        const fresh = applied.live ? applied.live.node : await kube.getNode(name);
-        if (!fresh) {
-          if (launched) await this.discardLaunched(launched, log);
-          return this.forget(name, log);
-        }
-        node = this.slim(fresh);
-        this.nodes.observe(node);
-        continue;
-      }
-      if (applied.node !== node) this.nodes.observe(this.slim(applied.node));
-
-      // 7. Bring the condition and the status metric in line with the stored progress, on a node
-      //    that is ours. Never on one decide() leaves alone (not a candidate, going away): a
-      //    condition of ours there would claim a node another installation, or nobody, verifies.
-      if (!(action.kind === 'Ignore' && (action.reason === 'NotCandidate' || action.reason === 'NodeDeleting'))) {
-        await this.syncReport(applied.node, applied.report ?? applied.state ?? stored(this.deps.store, applied.node), log);
-      }
-      return applied.result;
+    // 4. The line for slots and the controller's own memory follow the decision. A launch takes its
+    //    slot now, before any await, so parallel reconciles see it; a node that found none keeps its
+    //    place in line; any other step leaves the line.
+    if (action.kind === 'Launch') slots.reserve(name);
+    else if (action.kind === 'Wait' && action.reason === 'ConcurrencyLimit') slots.wait(name, arrival);
+    else if (slots.waiting(name)) {
+      slots.leaveQueue(name);
+      this.slotFreed(); // its place in line goes to the next
     }
+    if (action.kind === 'Launch' || (action.kind === 'Wait' && action.reason === 'ConcurrencyLimit')) this.memory.of(name).launchableSince ??= now;
+    // A pod the last reconcile launched from a copy its write found stale runs on only if this
+    // decision follows it (the pod cache may not show it yet, so decide()'s cleanup cannot).
+    const launched = this.memory.get(name)?.launchedOnConflict;
+    if (launched) {
+      delete this.memory.of(name).launchedOnConflict;
+      if (!follows(action, launched.name, node)) {
+        await this.deletePods([launched], log);
+        log.info({ pod: launched.name }, 'deleted a worker pod started from an outdated copy of the node');
+      }
+    }
+    // A reaction's clock runs only toward its own step: a node that must wait (for a slot, a
+    // backoff, Karpenter's registration) is not the controller reacting.
+    if (action.kind !== 'Launch') this.deps.reactions?.cancel('launch', name, startedAt);
+    if (action.kind !== 'Complete') this.deps.reactions?.cancel('open', name, startedAt);
+
+    // 5. Apply it.
+    const applied = await this.apply(node, pods, action, state, log);
+
+    // 6. A conflict is a requeue. A write was refused because the node or its NodeVerification
+    //    changed since they were read: the node is read live (the informer may still hold the
+    //    refused copy; a conflict found by a live read brings that read) so that the next reconcile
+    //    decides on it, and the key goes back to the queue, backing off if it keeps conflicting. A
+    //    worker pod this reconcile created stays only if that decision follows it (step 4).
+    if (applied.kind === 'conflict') {
+      const fresh = applied.live ? applied.live.node : await kube.getNode(name);
+      if (!fresh) {
+        // Gone: its worker pods go, the one just created included (the pod cache may not have it yet).
+        if (applied.launched) await this.deletePods([applied.launched], log);
+        return this.forget(name, log);
+      }
+      this.nodes.observe(this.slim(fresh));
+      if (applied.launched) this.memory.of(name).launchedOnConflict = applied.launched;
+      log.debug('node changed since it was read; reconciling it again');
+      return { requeue: true };
+    }
+    if (applied.node !== node) this.nodes.observe(this.slim(applied.node));
+
+    // 7. Bring the condition and the status metric in line with the stored progress, on a node that
+    //    is ours. Never on one decide() leaves alone (not a candidate, going away): a condition of
+    //    ours there would claim a node another installation, or nobody, verifies.
+    if (!(action.kind === 'Ignore' && (action.reason === 'NotCandidate' || action.reason === 'NodeDeleting'))) {
+      await this.syncReport(applied.node, applied.report ?? applied.state ?? stored(this.deps.store, applied.node), log);
+    }
+    return applied.result;
   }
 
   /**
@@ -244,8 +243,11 @@ export class VerificationController {
 
   /** The node is gone (deleted, or no longer matching the node selector): delete its workers, drop its series and memory. */
   async forget(name: string, log: Logger = this.deps.log.child({ node: name })): Promise<ReconcileResult> {
-    const orphans = this.workersOf(name);
-    await this.deletePods(orphans.map(podRef), log);
+    const orphans = this.workersOf(name).map(podRef);
+    // A pod launched on a stale copy may not be in the pod cache yet.
+    const launched = this.memory.get(name)?.launchedOnConflict;
+    if (launched && !orphans.some((p) => p.name === launched.name)) orphans.push(launched);
+    await this.deletePods(orphans, log);
     this.deps.metrics.forgetNode(name);
     this.deps.store.forget(name);
     this.nodes.forget(name);
@@ -331,12 +333,6 @@ export class VerificationController {
       log.debug({ condition: patch.status.conditions[0] }, 'updated the node condition');
     }
     this.memory.of(name).writtenCondition = key;
-  }
-
-  /** Deletes a worker pod launched on a decision the node write then showed to be based on a stale copy. */
-  private async discardLaunched(pod: PodRef, log: Logger): Promise<void> {
-    await this.deletePods([pod], log);
-    log.info({ pod: pod.name }, 'deleted a worker pod started from an outdated copy of the node');
   }
 
   private async deletePods(pods: readonly PodRef[], log: Logger): Promise<void> {

@@ -1,7 +1,10 @@
+import type { PodRef } from './decide.js';
+
 /**
  * What the verification controller remembers of one node between reconciles. Nothing here decides
- * anything: it spares repeated Events and writes. Lost on a restart (every field is either said
- * again once or rebuilt from the cluster).
+ * anything: it spares repeated Events and writes, and carries a pod launched on a stale copy to the
+ * next decision. Lost on a restart (every field is either said again once or rebuilt from the
+ * cluster; a pod left over is a worker of an older attempt, which decide() cleans up).
  */
 export interface NodeMemo {
   /** The unusable stored progress last warned about. */
@@ -14,6 +17,8 @@ export interface NodeMemo {
   writtenCondition?: string;
   /** When the node was first found able to run the worker (it may have waited for a slot since). */
   launchableSince?: number;
+  /** A worker pod launched by a reconcile whose write was then refused: the next decision keeps it or deletes it. */
+  launchedOnConflict?: PodRef;
 }
 
 /** Each node's memo, by node name, with one forget. */

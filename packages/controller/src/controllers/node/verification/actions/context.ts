@@ -31,14 +31,15 @@ export interface Report {
 
 export interface ReconcileResult {
   requeueAfterMs?: number;
+  /** A conflict: reconcile again soon, backing off while it repeats (the runner's rate limiter). */
+  requeue?: boolean;
 }
 
 /**
  * What apply() did. A refused write is a conflict: the node or its NodeVerification changed since
- * they were read, and the controller reads the node live and decides again. A write refused after
- * the worker pod was created reports that pod (`launched`), which goes unless the next decision
- * follows it; a conflict found by reading the node live carries that read (`live.node` undefined:
- * it is gone).
+ * they were read, and the controller reads the node live and requeues it. A write refused after the
+ * worker pod was created reports that pod (`launched`: deleted if the node is gone); a conflict
+ * found by reading the node live carries that read (`live.node` undefined: it is gone).
  */
 export type Applied =
   | { kind: 'done'; node: V1Node; state?: VerificationState; report?: Report; result: ReconcileResult }
