@@ -19,10 +19,9 @@ export interface LeanRequest {
  * (PooledKubeConfig: one pool, shared with the typed calls and the watches). What it does not do
  * here: the WHATWG fetch around each request (Request, Headers and Response objects, the body as a
  * stream that fetch tees), the typed serialisation of the body and the typed walk over every field
- * of the answer (ObjectSerializer). Sent through undici's own request() on that pool, and parsed
- * with JSON.parse, a request costs the client about 40 % of the CPU it did (a loopback
- * micro-benchmark; in a burst the controller's CPU per node fell by about 5 %:
- * bench/results/2026-11-27-lean-requests-and-runtime.md).
+ * of the answer (ObjectSerializer): each costs CPU on every request of every node. Sent through
+ * undici's own request() on that pool and parsed with JSON.parse instead
+ * (bench/results/2026-11-27-lean-requests-and-runtime.md has what it saved).
  *
  * Answers are plain JSON, as the informer caches hold them: times are RFC 3339 strings, not Date
  * objects (read them with kube/objects toMillis). An answer outside 2xx is thrown as client-node's

@@ -8,8 +8,8 @@ const READ_ANNOTATIONS: ReadonlySet<string> = new Set(Object.values(NodeAnnotati
  * live reads return: name, uid, resourceVersion, creation and deletion times, labels, the
  * annotations it reads (NodeAnnotation), ownerReferences (a Karpenter NodeClaim), taints, providerID, the condition of type
  * `conditionType` (ours), and Ready without its heartbeat. The rest (other conditions, addresses, capacity, nodeInfo, images, volumes,
- * managedFields) is most of a real Node and none of our business; with 5000 nodes it is the
- * difference between about 2.7 and 0.8 KiB of heap per node for a small one (docs/benchmarks.md).
+ * managedFields) is most of a real Node and none of our business: the cache's memory grows with
+ * the nodes, so each cached node keeps only what a decision reads (docs/benchmarks.md, Memory).
  */
 export function slimNode(node: V1Node, conditionType: string): V1Node {
   const m = node.metadata ?? {};
