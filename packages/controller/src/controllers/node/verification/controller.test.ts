@@ -161,6 +161,19 @@ describe('VerificationController', () => {
     expect(api.nodes.get('n1')!.spec?.taints ?? []).not.toContainEqual(expect.objectContaining({ key: DEFAULT_TAINT.key }));
   });
 
+  it('the verdict condition is patched once: a reconcile before the watch shows it does not patch it again', async () => {
+    const { api, controller } = setup();
+    api.nodes.set('n1', aNode('n1').tainted().registered().createdAt(T0 - 60_000).build());
+    await controller.reconcile('n1');
+    finishPod(api, api.nodes.get('n1')!, 1, (p) => p.passed());
+    api.taken();
+    await controller.reconcile('n1');
+    expect(api.taken().filter((c) => c.startsWith('patch node status'))).toEqual(['patch node status n1']);
+    // The fake's nodes never show the condition (a status patch returns no Node): the cache lags our write.
+    await controller.reconcile('n1');
+    expect(api.taken()).toEqual([]);
+  });
+
   it('dry run: a pass is recorded but the node is not opened', async () => {
     const { api, controller } = setup({ config: { dryRun: true } });
     api.nodes.set('n1', aNode('n1').tainted().registered().createdAt(T0 - 60_000).build());
