@@ -104,9 +104,11 @@ export async function setRealNodeFault(
     case 'kubelet-stopped':
       if (on && node.kubelet) {
         // Killed, as a crashed or OOM-killed kubelet ends: nothing is cleaned up, the pods run on.
-        node.kubelet.kill('SIGKILL');
-        await stopProcess(node.kubelet, 5_000);
+        // Taken off the node first, so that its supervisor does not start it again.
+        const kubelet = node.kubelet;
         node.kubelet = undefined;
+        kubelet.kill('SIGKILL');
+        await stopProcess(kubelet, 5_000);
       }
       if (!on && !node.kubelet && node.faults.has(fault)) node.kubelet = node.startKubelet();
       break;

@@ -67,6 +67,8 @@ export interface RealNodeOptions {
 }
 
 export const CNI_CONFIG = '10-sandbox.conflist';
+/** How long after a kubelet exits on its own it is started again (systemd's RestartSec for kubeadm's kubelet is 10 s). */
+const KUBELET_RESTART_MS = 2_000;
 
 /** A running real node, as its faults (real-node-faults.ts) reach into it. */
 export interface RunningNode {
@@ -270,7 +272,21 @@ export class RealNodes {
       '--node-labels', Object.entries(labels).map(([k, v]) => `${k}=${v}`).join(','),
       '--v=1',
     ]);
-    const startKubelet = () => startLogged(kCmd!, kArgs, join(dir, 'kubelet.log'));
+    // Supervised as systemd supervises a node's kubelet (Restart=always): one that exits on its own
+    // (a container runtime not answering yet on a busy machine ends its start with an error) is
+    // started again. One stopped on purpose (the kubelet-stopped fault, the node's removal) is
+    // taken off the node first, and stays stopped.
+    const startKubelet = (): ChildProcess => {
+      const child = startLogged(kCmd!, kArgs, join(dir, 'kubelet.log'));
+      child.once('exit', (code, signal) => {
+        if (node.kubelet !== child) return;
+        log.warn({ node: opts.name, code, signal, log: join(dir, 'kubelet.log') }, 'the kubelet exited on its own; starting it again in 2 s, as systemd would');
+        setTimeout(() => {
+          if (node.kubelet === child) node.kubelet = startKubelet();
+        }, KUBELET_RESTART_MS);
+      });
+      return child;
+    };
 
     // 4. kube-proxy, nftables mode, programming the node's namespace.
     const proxyCert = join(dir, 'kube-proxy.crt');
@@ -382,7 +398,9 @@ export class RealNodes {
   private async teardown(node: RunningNode): Promise<void> {
     const name = node.name;
     if (node.kubeProxy) await stopProcess(node.kubeProxy);
-    if (node.kubelet) await stopProcess(node.kubelet, 10_000);
+    const kubelet = node.kubelet;
+    node.kubelet = undefined; // stopped on purpose: not started again
+    if (kubelet) await stopProcess(kubelet, 10_000);
     const sock = join(node.dir, 'containerd.sock');
     const ctr = (args: string[]) => run('ctr', ['--address', sock, '--namespace', 'k8s.io', ...args]);
     // The pods' network namespaces (containerd's CRI makes one per pod sandbox under /run/netns).
