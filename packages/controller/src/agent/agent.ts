@@ -6,7 +6,7 @@ import { desiredCondition, writesToNode } from '../controllers/node/verification
 import { failedState, karpenterRegistered, passedState, type Action } from '../controllers/node/verification/decide.js';
 import { awaitingRegistrationEvent, completedEvents, type NodeEvent } from '../controllers/node/verification/events.js';
 import { conditionPatch, taintsToRemove, type ConditionInput } from '../controllers/node/verification/node-patch.js';
-import { openNode } from '../controllers/node/verification/open.js';
+import { storeOutcome } from '../controllers/node/verification/open.js';
 import type { ProgressStore } from '../controllers/node/verification/store.js';
 import { Outcome, Phase, type AttemptResult, type VerificationState } from '../controllers/node/verification/types.js';
 import { EventType, Reason } from '../events/reasons.js';
@@ -150,9 +150,7 @@ export class NodeAgent {
     const state = result.outcome === Outcome.Passed ? passedState(step.state, result, now) : failedState(step.state, result, now, config);
     const open = state.phase === Phase.Passed;
     const removedTaints = open ? taintsToRemove(current, config) : [];
-    store.assertOurs(current);
-    const opened = open ? await openNode(this.deps.kube, current, state, config) : current;
-    const saved = opened === 'conflict' ? 'conflict' : await store.save(opened, state);
+    const saved = await storeOutcome({ kube: this.deps.kube, store, config }, current, state, open);
     if (saved === 'conflict') {
       log.warn({ attempt }, 'the node changed during the attempt (a new verification was asked for?): its result is not recorded');
       return;

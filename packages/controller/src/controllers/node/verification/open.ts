@@ -5,6 +5,7 @@ import { isConflict } from '../../../kube/errors.js';
 import { nodeName } from '../../../kube/objects.js';
 import { Priority } from '../../../kube/throttle.js';
 import { nodePatch } from './node-patch.js';
+import type { ProgressStore } from './store.js';
 import type { VerificationState } from './types.js';
 
 /**
@@ -24,4 +25,19 @@ export async function openNode(kube: Pick<KubeClient, 'patchNode'>, node: V1Node
     if (isConflict(err)) return 'conflict';
     throw err;
   }
+}
+
+/**
+ * Stores a finished attempt's outcome: another installation's node is refused before any write, a
+ * pass opens the node first, then the state is stored. The node as written, or 'conflict'.
+ */
+export async function storeOutcome(
+  deps: { kube: Pick<KubeClient, 'patchNode'>; store: ProgressStore; config: ControllerConfig },
+  node: V1Node,
+  state: VerificationState,
+  open: boolean,
+): Promise<V1Node | 'conflict'> {
+  deps.store.assertOurs(node);
+  const opened = open ? await openNode(deps.kube, node, state, deps.config) : node;
+  return opened === 'conflict' ? 'conflict' : deps.store.save(opened, state);
 }

@@ -5,7 +5,7 @@ import { recordVerdict } from '../cluster-wide.js';
 import type { Action } from '../decide.js';
 import { completedEvents } from '../events.js';
 import { taintsToRemove } from '../node-patch.js';
-import { openNode } from '../open.js';
+import { storeOutcome } from '../open.js';
 import { CONFLICT, requeue, type ActionContext, type Applied } from './context.js';
 
 /**
@@ -20,10 +20,7 @@ export async function complete(ctx: ActionContext, node: V1Node, pods: readonly 
 
   // 1. Write: open the node (a pass), then store the outcome. Another installation's node is
   //    refused before either.
-  store.assertOurs(node);
-  const opened = action.open ? await openNode(kube, node, action.state, config) : node;
-  if (opened === 'conflict') return CONFLICT;
-  const saved = await store.save(opened, action.state);
+  const saved = await storeOutcome({ kube, store, config }, node, action.state, action.open);
   if (saved === 'conflict') return CONFLICT;
   const now = clock.now();
   const openedNow = action.open && !config.dryRun && removedTaints.length > 0;
