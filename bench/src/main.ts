@@ -37,6 +37,7 @@ import { distribution, median, percentile, type Distribution } from './stats.js'
 import { runScale, type ScaleResult } from './scale.js';
 import { runSteady, type SteadyResult } from './steady.js';
 import type { WorkerResult } from './worker.js';
+import { measureProfileLookup } from './profiles.js';
 import { children, round } from './util.js';
 
 const TARGETS = {
@@ -50,6 +51,14 @@ const TARGETS = {
 };
 
 async function main(argv: string[]): Promise<number> {
+  if (argv[0] === 'profiles') {
+    // What choosing a node's profile costs per reconcile (docs/profiles.md): no cluster needed.
+    const results = [1, 5, 20].map((n) => measureProfileLookup(n));
+    for (const r of results) console.log(`${r.profiles} profiles: ${r.nsPerLookup} ns per lookup (${r.nsPerLookupNoMatch} ns for a node no profile selects), ${r.lookups} lookups`);
+    const { values } = parseArgs({ args: argv.slice(1), options: { out: { type: 'string' } } });
+    if (values.out) writeFileSync(resolve(values.out), `${JSON.stringify({ date: new Date().toISOString(), node: process.version, results }, null, 2)}\n`);
+    return 0;
+  }
   if (argv[0] === 'observe') {
     const { values } = parseArgs({
       args: argv.slice(1),

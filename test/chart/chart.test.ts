@@ -6,7 +6,9 @@ import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { loadConfig, parseConfig } from '../../packages/controller/src/config/load.js';
+import { Profiles } from '../../packages/controller/src/config/profiles.js';
 import { ledgerLocation } from '../../packages/controller/src/controllers/node/remediation/ledger.js';
+import { WorkerConfigMap } from '../../packages/controller/src/controllers/node/verification/worker-config.js';
 import { LARGE_ANSWER_BYTES } from '../../packages/worker/src/checks/mtu.js';
 import { workerConfigSchema } from '../../packages/worker/src/config.js';
 import { ALL_FEATURES, CHART_DIR, NAMESPACE, find, findAll, helm, kubeVersion, template, tryTemplate, type KubeObject } from './helm.js';
@@ -213,6 +215,23 @@ describe('helm template: what is created', () => {
     expect(parseYaml((custom.data as Record<string, string>)['worker.yaml'] ?? '')).toEqual({ ...checks, mtu: { largeName: LARGE_DNS_NAME } });
     const plain = find(await template({ config: { worker: { checks } }, largeDnsAnswer: { enabled: false } }), 'ConfigMap', 'kube-node-ready-worker');
     expect(parseYaml((plain.data as Record<string, string>)['worker.yaml'] ?? '')).toEqual(checks);
+  });
+
+  it('renders each profile\'s checks under its own key, merged with the top-level ones as the controller merges them; the schema checks profiles', async () => {
+    const checks = { enabled: ['dns', 'api'], dns: { names: ['kubernetes.default.svc.cluster.local'], slowAfter: '1s' } };
+    const profiles = [
+      { name: 'gpu', nodeSelector: { matchLabels: { 'karpenter.sh/nodepool': 'gpu' } }, worker: { timeout: '2m', checks: { enabled: ['dns'], dns: { slowAfter: '3s' } } } },
+      { name: 'plain', nodeSelector: {} },
+    ];
+    const values = { config: { worker: { checks }, profiles }, largeDnsAnswer: { enabled: false } };
+    const data = find(await template(values), 'ConfigMap', 'kube-node-ready-worker').data as Record<string, string>;
+    const controller = new WorkerConfigMap(new Profiles(parseConfig(values.config))).data();
+    expect(Object.keys(data).sort()).toEqual(Object.keys(controller).sort());
+    for (const key of Object.keys(controller)) expect(parseYaml(data[key] ?? ''), key).toEqual(parseYaml(controller[key] ?? ''));
+    expect(parseYaml(data['worker.gpu.yaml'] ?? '')).toEqual({ enabled: ['dns'], dns: { names: ['kubernetes.default.svc.cluster.local'], slowAfter: '3s' } });
+    const bad = await tryTemplate({ config: { profiles: [{ name: 'gpu', nodeSelector: {}, nodeManagement: { taints: [] } }] } });
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('taints');
   });
 
   it('passes the mtu, egress and slowness keys to the worker ConfigMap, and the schema rejects bad ones', async () => {

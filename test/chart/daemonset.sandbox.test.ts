@@ -26,6 +26,7 @@ const nodes: string[] = [];
 const taint = () => ({ key: `ds-${id}.kube-node-ready.io/unverified`, value: 'true', effect: 'NoSchedule' as const });
 const verifiedLabel = () => ({ key: `ds-${id}.kube-node-ready.io/verified`, value: 'true' });
 const conditionType = () => `ds-${id}.kube-node-ready.io/NetworkVerified`;
+const profileLabel = () => `ds-${id}.kube-node-ready.io/profile`;
 const MAX_RETRIES = 2;
 
 const helmKube = (args: string[]) => helm([...args, '--kubeconfig', sandbox().state.kubeconfig]);
@@ -44,6 +45,7 @@ beforeAll(async () => {
       worker: { timeout: '20s' },
       reconciliation: { initialBackoff: '1s', maxBackoff: '2s', maxRetries: MAX_RETRIES },
       nodeManagement: { taints: [taint()], verifiedLabel: verifiedLabel(), condition: { type: conditionType() } },
+      profiles: [{ name: 'dns-only', nodeSelector: { matchLabels: { [profileLabel()]: 'dns-only' } }, worker: { checks: { enabled: ['dns'] } } }],
     },
   };
   dir = mkdtempSync(join(tmpdir(), 'knr-ds-'));
@@ -90,9 +92,10 @@ const condition = (n: k8s.V1Node) => n.status?.conditions?.find((c) => c.type ==
 /** The progress in the node's NodeVerification (status), or undefined while it has none. */
 interface Progress {
   phase?: string;
+  profile?: string;
   attempt?: number;
   failures?: number;
-  lastAttempt?: { reason?: string; message?: string };
+  lastAttempt?: { reason?: string; message?: string; checks?: Array<{ name: string }> };
 }
 const NV = { group: 'kube-node-ready.io', version: 'v1alpha1', plural: 'nodeverifications' };
 async function progressOf(node: string): Promise<Progress | undefined> {
@@ -143,6 +146,13 @@ describe('deploymentMode=daemonset', () => {
     expect(events.find((e) => e.reason === 'VerificationStarted')?.message).toContain('runs the checks on its own node');
     await waitWithPods(node, async () => (await podsOn(node)).length === 0, `the DaemonSet controller to remove the pod from ${node}`, 60_000);
   }, 240_000);
+
+  it("a node a profile selects is verified with that profile's checks (docs/profiles.md)", async () => {
+    const node = await newNode(undefined, { [profileLabel()]: 'dns-only' });
+    const passed = await waitOnProgress(node, (p) => p.phase === 'Passed' && p, 'the node to pass with its profile', 120_000);
+    expect(passed.profile).toBe('dns-only');
+    expect(passed.lastAttempt?.checks?.map((c) => c.name)).toEqual(['dns']);
+  }, 180_000);
 
   it('a Karpenter node is opened only once Karpenter has registered it', async () => {
     const node = await newNode(undefined, { 'karpenter.sh/nodepool': 'default' });

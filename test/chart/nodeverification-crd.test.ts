@@ -98,9 +98,10 @@ describe('the NodeVerification CRD (crds/)', () => {
     expect(version.subresources).toEqual({ status: {} });
   });
 
-  it('`kubectl get nv` shows phase, attempt, failures, last outcome, verified and age; -o wide the message and the worker pod', () => {
+  it('`kubectl get nv` shows phase, profile, attempt, failures, last outcome, verified and age; -o wide the message and the worker pod', () => {
     expect(version.additionalPrinterColumns.map((c) => `${c.name} ${c.type} ${c.jsonPath}${c.priority ? ` wide` : ''}`)).toEqual([
       'Phase string .status.phase',
+      'Profile string .status.profile',
       'Attempt integer .status.attempt',
       'Failures integer .status.failures',
       'Outcome string .status.lastAttempt.reason',
@@ -145,7 +146,7 @@ describe('the NodeVerification CRD (crds/)', () => {
   it('takes what the product writes: newNodeVerification, and statusOf with every field (messages cut to MAX_MESSAGE)', () => {
     const nv = newNodeVerification(node);
     expect(nv.metadata?.name).toBe(nv.spec?.nodeName);
-    const written = statusOf(fullState(), node, { type: VERIFIED_CONDITION, status: 'False', reason: 'ChecksFailed', message: `attempt 3 of 6 failed: ${'y'.repeat(2 * MAX_MESSAGE)}` }, { ...nv, metadata: { ...nv.metadata, generation: 1 } }, T);
+    const written = statusOf(fullState(), node, { type: VERIFIED_CONDITION, status: 'False', reason: 'ChecksFailed', message: `attempt 3 of 6 failed: ${'y'.repeat(2 * MAX_MESSAGE)}` }, { ...nv, metadata: { ...nv.metadata, generation: 1 } }, T, 'gpu');
     // Every field the schema knows is written here, so an unknown field or a changed type in the product shows.
     expect(Object.keys(written).sort()).toEqual(Object.keys(status.properties!).sort());
     expect(validateAgainstSchema({ ...nv, status: written }, schema)).toEqual([]);

@@ -15,7 +15,9 @@ import { ConfigMapLedger, ledgerLocation } from './controllers/node/remediation/
 import { Remediator } from './controllers/node/remediation/remediator.js';
 import { ApiEndpoints } from './controllers/node/verification/api-endpoints.js';
 import { ClusterWideFailures } from './controllers/node/verification/cluster-wide.js';
-import { configHash, WORKER_POD_SELECTOR, workerConfigDocument, workerImage, workerNodeName } from './controllers/node/verification/pod-spec.js';
+import { WORKER_POD_SELECTOR, workerImage, workerNodeName } from './controllers/node/verification/pod-spec.js';
+import { WorkerConfigMap } from './controllers/node/verification/worker-config.js';
+import { Profiles } from './config/profiles.js';
 import { checkWorkerPrerequisites } from './controllers/node/verification/prerequisites.js';
 import { verificationController } from './controllers/node/verification/register.js';
 import { slimNode } from './controllers/node/verification/slim-node.js';
@@ -73,9 +75,11 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
 
   // 1. Caches: all nodes, our worker pods, the NodeVerifications.
   const clusterWide = new ClusterWideFailures(clock);
+  const profiles = new Profiles(config);
   const metrics = new ControllerMetrics(registry, {
     version: opts.version,
     commit: opts.commit,
+    profiles: profiles.names(),
     // Called at scrape time only, after `pods` below exists.
     workerPods: () => countWorkerPods(pods.list()),
     clusterWideFailures: () => clusterWide.maxNodesByCheck(),
@@ -143,15 +147,14 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
   // 2. The controllers. Each registers its own watches, filters and queue; the manager runs their
   //    workers while this replica leads.
   const manager = new Manager({ clock, log, resyncIntervalMs: config.reconciliation.resyncInterval });
-  const workerConfig = workerConfigDocument(config.worker);
   const slots = new VerificationSlots(pods, clock);
   const eventSink: EventSink = { create: (ns, e) => kube.createEvent(ns, e), bump: (ns, name, count, at) => kube.bumpEvent(ns, name, count, at) };
   const events = new KubeEventRecorder({ sink: eventSink, clock, log, component: PodLabelValue.ManagedBy, instance: opts.identity });
   const store = verifications ? new NodeVerificationStore({ kube, config, clock, log, cache: verifications }) : new MemoryProgressStore();
   // The API server addresses for the worker pods, read by the leader (started when it leads).
   const apiEndpoints = new ApiEndpoints({ kube, clock, log: log.child({ component: 'api-endpoints' }) });
-  // Remediation of failed nodes (nodeManagement.deleteFailedNodes): a queue of its own, one worker.
-  const remediator = config.nodeManagement.deleteFailedNodes
+  // Remediation of failed nodes (nodeManagement.deleteFailedNodes, at the top level or in a profile): a queue of its own, one worker.
+  const remediator = profiles.all().some((p) => p.config.nodeManagement.deleteFailedNodes)
     ? new Remediator({
         targets: new RemediationExecutor({ kube, clock }),
         ledger: new ConfigMapLedger({ kube, clock, ...ledgerLocation(config) }),
@@ -181,8 +184,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       ...(verifications ? { verifications } : {}),
       events,
       clusterWide,
-      workerConfig,
-      worker: { image: workerImage(config.worker.image, opts.version), configHash: configHash(workerConfig) },
+      worker: { image: workerImage(config.worker.image, opts.version), configs: new WorkerConfigMap(profiles) },
       apiEndpoints,
       ...(remediator ? { podRefused: (node: V1Node) => remediator.podRefused(node) } : {}),
     }),

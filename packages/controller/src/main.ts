@@ -203,6 +203,7 @@ export function describeConfig(config: Readonly<ControllerConfig>, path: string 
     ['max concurrent verifications', String(config.reconciliation.maxConcurrentVerifications)],
     ['dryRun', String(config.dryRun)],
     ['remediation', remediation],
+    ...(config.profiles.length > 0 ? ([['profiles', `${config.profiles.map((p) => p.name).join(', ')} (the first that selects a node applies; else the top-level settings)`] as [string, string]]) : []),
   ];
   const width = Math.max(...rows.map(([name]) => name.length)) + 1;
   return [`configuration OK: ${path ?? 'defaults'}`, ...rows.map(([name, value]) => `  ${`${name}:`.padEnd(width)} ${value}`)];

@@ -1,8 +1,14 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { V1Node } from '@kubernetes/client-node';
 import { COMMIT, ConfigError, createLogger, errorMessage, ExitCode, formatDuration, VERSION, type WorkerSummary } from '@kube-node-ready/core';
 import { CHECKS, loadWorkerConfig, runChecks, type WorkerConfig } from '@kube-node-ready/worker';
 import { realClock, withDeadline } from '../clock.js';
 import { loadConfig } from '../config/load.js';
-import type { ControllerConfig } from '../config/schema.js';
+import { Profiles, type Profile } from '../config/profiles.js';
+import { DEFAULT_PROFILE, type ControllerConfig } from '../config/schema.js';
+import { workerConfigDocument } from '../controllers/node/verification/pod-spec.js';
 import { inProcessVerdict } from '../controllers/node/verification/pod-result.js';
 import { MemoryProgressStore, NodeVerificationStore } from '../controllers/node/verification/store.js';
 import { KubeEventRecorder } from '../events/recorder.js';
@@ -13,6 +19,16 @@ import { messageOf } from '../kube/errors.js';
 import { parseFlags, processSignals, type Flags, type RunIO } from '../main.js';
 import { NodeAgent } from './agent.js';
 import { AgentMetrics } from './metrics.js';
+
+/** The worker settings of a profile's checks (worker.checks merged as the controller merges them), validated as the worker validates them. */
+function profileChecks(profile: Profile, base: ControllerConfig, env: NodeJS.ProcessEnv): WorkerConfig {
+  const dir = mkdtempSync(join(tmpdir(), 'kube-node-ready-agent-'));
+  const file = join(dir, `worker.${profile.name}.yaml`);
+  writeFileSync(file, workerConfigDocument(profile.config.worker));
+  const checks = loadWorkerConfig(['--config', file, '--timeout', formatDuration(profile.config.worker.timeout), '--log-format', base.logging.format, '--log-level', base.logging.level], env);
+  if (checks.kind !== 'run') throw new ConfigError('unexpected --help in the checks settings');
+  return checks.config;
+}
 
 export const AGENT_USAGE = `Usage: kube-node-ready agent [options]
 
@@ -73,6 +89,29 @@ export async function runAgent(argv: readonly string[], env: NodeJS.ProcessEnv, 
   } catch (err) {
     stderr(`error: cannot reach the Kubernetes API server: ${messageOf(err)}`);
     return ExitCode.INTERNAL_ERROR;
+  }
+
+  // Profiles (docs/profiles.md): the node's profile, chosen from its labels when the agent starts,
+  // gives the settings and checks it is verified with.
+  if (config.profiles.length > 0) {
+    let node: V1Node | undefined;
+    try {
+      node = await kube.getNode(nodeName);
+    } catch (err) {
+      stderr(`error: cannot read node ${nodeName} to choose its profile: ${messageOf(err)}`);
+      return ExitCode.INTERNAL_ERROR;
+    }
+    const profile = new Profiles(config).of(node ?? { metadata: { name: nodeName } });
+    if (profile.name !== DEFAULT_PROFILE) {
+      try {
+        workerConfig = profileChecks(profile, config, env);
+      } catch (err) {
+        stderr(`error: profile ${profile.name}: ${errorMessage(err)}`);
+        return ExitCode.CONFIG_ERROR;
+      }
+      config = profile.config;
+      log.info({ profile: profile.name, checks: workerConfig.enabled }, "verifying with the settings of the node's profile");
+    }
   }
 
   const metrics = new AgentMetrics(nodeName, workerConfig.enabled);

@@ -67,6 +67,8 @@ export interface StatusCondition {
 
 export interface NodeVerificationStatus {
   phase?: NodeVerificationPhase;
+  /** The profile whose settings verify the node (config profiles; "default": the top-level settings). */
+  profile?: string;
   /** Latest attempt started (0 before the first). */
   attempt?: number;
   /** Consecutive failed attempts of the current verification. */
@@ -162,8 +164,15 @@ export function parseStatus(uid: string, s: NodeVerificationStatus | undefined):
  * status that the state does not carry (observedGeneration, the condition's transition time) are
  * kept or moved as Kubernetes conventions say.
  */
-export function statusOf(state: VerificationState, node: V1Node, condition: Omit<StatusCondition, 'lastTransitionTime' | 'observedGeneration'>, current: NodeVerification | undefined, now: number): NodeVerificationStatus {
-  const s: NodeVerificationStatus = { phase: state.phase, attempt: state.attempt, failures: state.failures };
+export function statusOf(
+  state: VerificationState,
+  node: V1Node,
+  condition: Omit<StatusCondition, 'lastTransitionTime' | 'observedGeneration'>,
+  current: NodeVerification | undefined,
+  now: number,
+  profile?: string,
+): NodeVerificationStatus {
+  const s: NodeVerificationStatus = { phase: state.phase, ...(profile !== undefined ? { profile } : {}), attempt: state.attempt, failures: state.failures };
   if (state.nextAttemptAt !== undefined) s.nextAttemptAt = formatTime(state.nextAttemptAt);
   if (state.pod) s.workerPod = state.pod;
   if (state.lastOutcome !== undefined) {

@@ -53,7 +53,7 @@ function rows(path: string, node: JsonSchemaNode): string[] {
   }
   const out = [row(path, node)];
   if (node.type === 'array' && node.items?.properties) {
-    for (const [key, child] of Object.entries(node.items.properties)) out.push(row(`${path}[].${key}`, child));
+    for (const [key, child] of Object.entries(node.items.properties)) out.push(...rows(`${path}[].${key}`, child));
   }
   return out;
 }

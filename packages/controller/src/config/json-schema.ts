@@ -25,7 +25,16 @@ export interface JsonSchemaNode {
 }
 
 export function configJsonSchema(): JsonSchemaNode {
-  return z.toJSONSchema(configSchema, { io: 'input', unrepresentable: 'any' }) as JsonSchemaNode;
+  return z.toJSONSchema(configSchema, {
+    io: 'input',
+    unrepresentable: 'any',
+    // zod leaves out the default of a field whose value contains a transform (the profiles' durations)
+    // in input mode; the default is what a user leaves out, so it is said all the same.
+    override: (ctx) => {
+      const def = ctx.zodSchema._zod.def as { type: string; defaultValue?: unknown };
+      if (def.type === 'default' && ctx.jsonSchema.default === undefined) ctx.jsonSchema.default = structuredClone(def.defaultValue);
+    },
+  }) as JsonSchemaNode;
 }
 
 /** The schema node at a zod issue path (array indexes step into `items`). */

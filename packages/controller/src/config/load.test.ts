@@ -83,6 +83,7 @@ describe('defaults', () => {
       health: { bindAddress: '' },
       logging: { format: 'json', level: 'info' },
       kubernetes: { qps: 50, burst: 100 },
+      profiles: [],
       dryRun: false,
     });
   });

@@ -349,6 +349,85 @@ const leaderElectionSchema = z
     }
   });
 
+// ---------------------------------------------------------------------------------------------
+// Profiles
+
+const LABEL_SELECTOR_OPERATORS = ['In', 'NotIn', 'Exists', 'DoesNotExist'] as const;
+
+/** A Kubernetes label selector (metav1.LabelSelector): every requirement must hold; empty selects every node. */
+export const labelSelectorSchema = z
+  .object({
+    matchLabels: z
+      .record(
+        z.string().refine(isQualifiedName, { message: 'expected a label key such as "karpenter.sh/nodepool"' }),
+        labelValue('The label value the node must have.'),
+      )
+      .optional()
+      .meta({ description: 'Labels the node must carry with exactly these values.', 'x-allowed': 'a map of label keys to label values' }),
+    matchExpressions: z
+      .array(
+        z
+          .object({
+            key: qualifiedName('Label key.'),
+            operator: z.enum(LABEL_SELECTOR_OPERATORS).meta({ description: 'In, NotIn, Exists or DoesNotExist.' }),
+            values: z.array(labelValue('A label value.')).optional().meta({ description: 'For In and NotIn: at least one value; for Exists and DoesNotExist: none.' }),
+          })
+          .strict()
+          .superRefine((req, ctx) => {
+            const count = req.values?.length ?? 0;
+            const setBased = req.operator === 'In' || req.operator === 'NotIn';
+            if (setBased && count === 0) ctx.addIssue({ code: 'custom', path: ['values'], message: `operator ${req.operator} needs at least one value`, input: req.values });
+            if (!setBased && count > 0) ctx.addIssue({ code: 'custom', path: ['values'], message: `operator ${req.operator} takes no values`, input: req.values });
+          }),
+      )
+      .optional()
+      .meta({ description: 'Set-based requirements (key, operator, values), as in a Deployment\'s selector.' }),
+  })
+  .strict();
+export type LabelSelectorConfig = z.output<typeof labelSelectorSchema>;
+
+/**
+ * The same section with every default removed and every field optional: what a profile sets
+ * replaces the top-level value, what it leaves out is inherited (config/profiles.ts merges them).
+ */
+function inheriting(schema: z.ZodType): z.ZodOptional<z.ZodType> {
+  let inner: z.ZodType = schema;
+  const meta = z.globalRegistry.get(schema);
+  while (inner instanceof z.ZodDefault || inner instanceof z.ZodPrefault || inner instanceof z.ZodOptional) inner = inner.unwrap() as z.ZodType;
+  if (inner instanceof z.ZodObject) {
+    const shape = Object.fromEntries(Object.entries(inner.shape as Record<string, z.ZodType>).map(([key, field]) => [key, inheriting(field)]));
+    inner = z.object(shape).strict();
+  }
+  const { default: _default, ...rest } = (meta ?? {}) as Record<string, unknown>;
+  return meta ? inner.optional().meta({ ...rest, description: String(rest['description'] ?? '') }) : inner.optional();
+}
+
+/** The settings a profile may set: what can differ between node pools. The rest is the installation's. */
+const profileSchema = z
+  .object({
+    name: dnsLabel('The profile\'s name: in the NodeVerification (`kubectl get nv`), the `profile` label of the metrics, Events and logs. Not "default" (the name of the top-level settings).'),
+    nodeSelector: labelSelectorSchema.meta({
+      description: 'The nodes this profile applies to (matchLabels, matchExpressions). The first profile whose selector matches a node applies; an empty selector matches every node.',
+    }),
+    worker: inheriting(workerSchema.pick({ checks: true, timeout: true, scheduleTimeout: true, startTimeout: true, resources: true, tolerations: true })).meta({
+      description: 'worker settings of this profile\'s nodes: checks (its own worker configuration; mappings merge with the top-level one key by key), timeouts, resources, tolerations.',
+    }),
+    reconciliation: inheriting(reconciliationSchema.pick({ maxRetries: true, initialBackoff: true, maxBackoff: true, backoffFactor: true })).meta({
+      description: 'Retries and backoff of this profile\'s nodes.',
+    }),
+    nodeManagement: inheriting(nodeManagementSchema.pick({ bringUpTimeout: true, deleteFailedNodes: true })).meta({
+      description: 'How long this profile\'s nodes may take to become able to run the worker, and whether its failed nodes are deleted (the remediation guards and budget stay the installation\'s).',
+    }),
+  })
+  .strict();
+export type ProfileConfig = z.output<typeof profileSchema>;
+
+/** The profile of nodes no profile selects: the top-level settings. */
+export const DEFAULT_PROFILE = 'default';
+
+/** At most this many profiles: the `profile` label of the metrics stays bounded. */
+export const MAX_PROFILES = 20;
+
 const loggingSchema = z
   .object({
     format: z.enum(['json', 'pretty']).default('json').meta({ description: 'json (one object per line) or pretty (for humans).' }),
@@ -400,6 +479,22 @@ export const configSchema = z
       .strict()
       .prefault({})
       .meta({ description: 'API client.' }),
+    profiles: z
+      .array(profileSchema)
+      .max(MAX_PROFILES)
+      .superRefine((profiles, ctx) => {
+        const seen = new Set<string>();
+        for (const [i, profile] of profiles.entries()) {
+          if (profile.name === DEFAULT_PROFILE) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `"${DEFAULT_PROFILE}" names the top-level settings; choose another name`, input: profile.name });
+          if (seen.has(profile.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `profile "${profile.name}" is defined twice; names must be unique`, input: profile.name });
+          seen.add(profile.name);
+        }
+      })
+      .default([])
+      .meta({
+        description:
+          'Per-pool settings (docs/profiles.md). The first profile whose nodeSelector matches a node applies to it: its settings replace the top-level ones it names, mappings merge key by key, lists replace. Nodes no profile selects use the top-level settings (profile "default").',
+      }),
     dryRun: z
       .boolean()
       .default(false)

@@ -33,14 +33,14 @@ describe('ControllerMetrics', () => {
   it('pre-sets known series to 0', async () => {
     const text = await setup().text();
     for (const line of [
-      'kube_node_ready_verifications_total{status="success"} 0',
-      'kube_node_ready_verifications_total{status="failed"} 0',
-      'kube_node_ready_attempt_outcomes_total{outcome="NotScheduled"} 0',
+      'kube_node_ready_verifications_total{status="success",profile="default"} 0',
+      'kube_node_ready_verifications_total{status="failed",profile="default"} 0',
+      'kube_node_ready_attempt_outcomes_total{outcome="NotScheduled",profile="default"} 0',
       'kube_node_ready_worker_pods{status="running"} 0',
-      'kube_node_ready_check_failures_total{check="dns"} 0',
+      'kube_node_ready_check_failures_total{check="dns",profile="default"} 0',
       'kube_node_ready_check_duration_seconds_count{check="podnet",result="fail"} 0',
-      'kube_node_ready_check_failures_total{check="mtu"} 0',
-      'kube_node_ready_check_failures_total{check="egress"} 0',
+      'kube_node_ready_check_failures_total{check="mtu",profile="default"} 0',
+      'kube_node_ready_check_failures_total{check="egress",profile="default"} 0',
       'kube_node_ready_worker_warnings_total{check="dns"} 0',
       'kube_node_ready_cluster_wide_failures{check="dns"} 0',
       'kube_node_ready_worker_warnings_total{check="egress"} 0',
@@ -86,13 +86,13 @@ describe('ControllerMetrics', () => {
     });
     metrics.recordAttempt({ outcome: 'Passed', durationSeconds: 3, checks: [] });
     const out = await text();
-    expect(out).toContain('kube_node_ready_verifications_total{status="failed"} 1');
-    expect(out).toContain('kube_node_ready_verifications_total{status="success"} 1');
-    expect(out).toContain('kube_node_ready_attempt_outcomes_total{outcome="ChecksFailed"} 1');
-    expect(out).toContain('kube_node_ready_check_failures_total{check="dns"} 1');
-    expect(out).toContain('kube_node_ready_check_failures_total{check="api"} 0');
+    expect(out).toContain('kube_node_ready_verifications_total{status="failed",profile="default"} 1');
+    expect(out).toContain('kube_node_ready_verifications_total{status="success",profile="default"} 1');
+    expect(out).toContain('kube_node_ready_attempt_outcomes_total{outcome="ChecksFailed",profile="default"} 1');
+    expect(out).toContain('kube_node_ready_check_failures_total{check="dns",profile="default"} 1');
+    expect(out).toContain('kube_node_ready_check_failures_total{check="api",profile="default"} 0');
     expect(out).toContain('kube_node_ready_check_duration_seconds_bucket{le="2.5",check="dns",result="fail"} 1');
-    expect(out).toContain('kube_node_ready_verification_duration_seconds_sum{status="failed"} 4');
+    expect(out).toContain('kube_node_ready_verification_duration_seconds_sum{status="failed",profile="default"} 4');
   });
 
   it('counts worker warnings by check', async () => {
@@ -114,7 +114,7 @@ describe('ControllerMetrics', () => {
   it('observes creation-to-taint-removal', async () => {
     const { metrics, text } = setup();
     metrics.recordOpened(42);
-    expect(await text()).toContain('kube_node_ready_creation_to_taint_removal_seconds_bucket{le="45"} 1');
+    expect(await text()).toContain('kube_node_ready_creation_to_taint_removal_seconds_bucket{le="45",profile="default"} 1');
   });
 });
 
@@ -123,5 +123,20 @@ describe('docs/metrics.md', () => {
     const doc = readFileSync(fileURLToPath(new URL('../../../../docs/metrics.md', import.meta.url)), 'utf8');
     const missing = Object.values(MetricName).filter((name) => !doc.includes(`\`${name}\``));
     expect(missing, 'metrics missing from docs/metrics.md').toEqual([]);
+  });
+
+  it('carries the profile of the node: every configured profile preset at 0, an attempt counted under its own', async () => {
+    const registry = new Registry();
+    const metrics = new ControllerMetrics(registry, { version: '1.2.3', commit: 'abc', profiles: ['gpu', 'default'] });
+    const before = await registry.metrics();
+    expect(before).toContain('kube_node_ready_verifications_total{status="failed",profile="gpu"} 0');
+    expect(before).toContain('kube_node_ready_attempt_outcomes_total{outcome="ChecksFailed",profile="default"} 0');
+    metrics.recordAttempt({ profile: 'gpu', outcome: 'ChecksFailed', checks: [{ name: 'dns', ok: false, durationMs: 10 }] });
+    metrics.recordOpened(30, 'gpu');
+    const after = await registry.metrics();
+    expect(after).toContain('kube_node_ready_attempt_outcomes_total{outcome="ChecksFailed",profile="gpu"} 1');
+    expect(after).toContain('kube_node_ready_check_failures_total{check="dns",profile="gpu"} 1');
+    expect(after).toContain('kube_node_ready_check_failures_total{check="dns",profile="default"} 0');
+    expect(after).toContain('kube_node_ready_creation_to_taint_removal_seconds_count{profile="gpu"} 1');
   });
 });

@@ -15,6 +15,7 @@ import {
   WorkerPodStatus,
 } from './names.js';
 import { OUTCOMES } from '../controllers/node/verification/types.js';
+import { DEFAULT_PROFILE } from '../config/schema.js';
 
 /**
  * Every metric of the controller, registered on an injected Registry (no global registry), with
@@ -30,21 +31,23 @@ export interface MetricsOptions {
   clusterWideFailures?: () => ReadonlyMap<string, number>;
   /** The checks whose cluster-wide signal is raised (an attempt was inconclusive on them, no node passed them since), at scrape time. */
   clusterWideFaults?: () => ReadonlyMap<string, unknown>;
+  /** The profile names (config profiles, "default" included), preset at 0: the values of the `profile` label. */
+  profiles?: readonly string[];
 }
 
 const L = LabelName;
 
 export class ControllerMetrics {
   readonly verificationStatus: Gauge<typeof L.Node | typeof L.Status>;
-  readonly verificationDuration: Histogram<typeof L.Status>;
-  readonly verificationsTotal: Counter<typeof L.Status>;
+  readonly verificationDuration: Histogram<typeof L.Status | typeof L.Profile>;
+  readonly verificationsTotal: Counter<typeof L.Status | typeof L.Profile>;
   readonly workerPods: Gauge<typeof L.Status>;
   readonly retryAttemptsTotal: Counter<typeof L.Node>;
   readonly controllerHealthy: Gauge;
   readonly reconcileErrorsTotal: Counter;
-  readonly attemptOutcomesTotal: Counter<typeof L.Outcome>;
-  readonly creationToTaintRemoval: Histogram;
-  readonly checkFailuresTotal: Counter<typeof L.Check>;
+  readonly attemptOutcomesTotal: Counter<typeof L.Outcome | typeof L.Profile>;
+  readonly creationToTaintRemoval: Histogram<typeof L.Profile>;
+  readonly checkFailuresTotal: Counter<typeof L.Check | typeof L.Profile>;
   readonly checkDuration: Histogram<typeof L.Check | typeof L.Result>;
   readonly workerWarningsTotal: Counter<typeof L.Check>;
   readonly workerPodsRefusedTotal: Counter<typeof L.Reason>;
@@ -80,15 +83,15 @@ export class ControllerMetrics {
     });
     this.verificationDuration = new Histogram({
       name: MetricName.VerificationDuration,
-      help: 'Duration of worker attempts, from pod creation to result, by result (success, failed).',
-      labelNames: [L.Status],
+      help: 'Duration of worker attempts, from pod creation to result, by result (success, failed) and profile.',
+      labelNames: [L.Status, L.Profile],
       buckets: [...Buckets.attemptSeconds],
       registers,
     });
     this.verificationsTotal = new Counter({
       name: MetricName.VerificationsTotal,
-      help: 'Worker attempts finished, by result (success, failed).',
-      labelNames: [L.Status],
+      help: 'Worker attempts finished, by result (success, failed) and profile.',
+      labelNames: [L.Status, L.Profile],
       registers,
     });
     const workerPods = opts.workerPods;
@@ -121,20 +124,21 @@ export class ControllerMetrics {
     });
     this.attemptOutcomesTotal = new Counter({
       name: MetricName.AttemptOutcomesTotal,
-      help: 'Worker attempts finished, by outcome (Passed, ChecksFailed, WorkerError, NotScheduled, NotStarted, DeadlineExceeded, PodDeleted).',
-      labelNames: [L.Outcome],
+      help: 'Worker attempts finished, by outcome (Passed, ChecksFailed, WorkerError, NotScheduled, NotStarted, DeadlineExceeded, PodDeleted, ClusterWide) and profile.',
+      labelNames: [L.Outcome, L.Profile],
       registers,
     });
     this.creationToTaintRemoval = new Histogram({
       name: MetricName.CreationToTaintRemoval,
-      help: 'Time from node creation to the removal of its verification taint (node opened).',
+      help: 'Time from node creation to the removal of its verification taint (node opened), by profile.',
+      labelNames: [L.Profile],
       buckets: [...Buckets.creationToTaintRemovalSeconds],
       registers,
     });
     this.checkFailuresTotal = new Counter({
       name: MetricName.CheckFailuresTotal,
-      help: 'Failed checks reported by workers, by check.',
-      labelNames: [L.Check],
+      help: 'Failed checks reported by workers, by check and profile.',
+      labelNames: [L.Check, L.Profile],
       registers,
     });
     this.checkDuration = new Histogram({
@@ -268,14 +272,18 @@ export class ControllerMetrics {
 
   /** Known label combinations start at 0, so absent-vs-zero never confuses an alert. */
   private preset(opts: MetricsOptions): void {
-    for (const status of AttemptStatus) {
-      this.verificationsTotal.inc({ status }, 0);
-      this.verificationDuration.zero({ status });
+    const profiles = opts.profiles ?? [DEFAULT_PROFILE];
+    for (const profile of profiles) {
+      for (const status of AttemptStatus) {
+        this.verificationsTotal.inc({ status, profile }, 0);
+        this.verificationDuration.zero({ status, profile });
+      }
+      for (const outcome of OUTCOMES) this.attemptOutcomesTotal.inc({ outcome, profile }, 0);
+      for (const check of KNOWN_CHECKS) this.checkFailuresTotal.inc({ check, profile }, 0);
+      this.creationToTaintRemoval.zero({ profile });
     }
-    for (const outcome of OUTCOMES) this.attemptOutcomesTotal.inc({ outcome }, 0);
     for (const status of WorkerPodStatus) this.workerPods.set({ status }, 0);
     for (const check of KNOWN_CHECKS) {
-      this.checkFailuresTotal.inc({ check }, 0);
       this.workerWarningsTotal.inc({ check }, 0);
       this.clusterWideFailures.set({ check }, 0);
       this.clusterWideFault.set({ check }, 0);
@@ -310,8 +318,9 @@ export class ControllerMetrics {
     this.retryAttemptsTotal.remove({ node });
   }
 
-  /** One finished worker attempt. */
+  /** One finished worker attempt of a node of `profile`. */
   recordAttempt(attempt: {
+    profile?: string;
     outcome: string;
     durationSeconds?: number;
     checks: ReadonlyArray<{ name: string; ok: boolean; durationMs: number }>;
@@ -319,14 +328,15 @@ export class ControllerMetrics {
     warnings?: ReadonlyArray<{ check: string }>;
   }): void {
     const status: AttemptStatus = attempt.outcome === 'Passed' ? 'success' : 'failed';
-    this.verificationsTotal.inc({ status });
-    this.attemptOutcomesTotal.inc({ outcome: attempt.outcome });
+    const profile = attempt.profile ?? DEFAULT_PROFILE;
+    this.verificationsTotal.inc({ status, profile });
+    this.attemptOutcomesTotal.inc({ outcome: attempt.outcome, profile });
     if (attempt.durationSeconds !== undefined && attempt.durationSeconds >= 0) {
-      this.verificationDuration.observe({ status }, attempt.durationSeconds);
+      this.verificationDuration.observe({ status, profile }, attempt.durationSeconds);
     }
     for (const check of attempt.checks) {
       const result = check.ok ? 'pass' : 'fail';
-      if (!check.ok) this.checkFailuresTotal.inc({ check: check.name });
+      if (!check.ok) this.checkFailuresTotal.inc({ check: check.name, profile });
       this.checkDuration.observe({ check: check.name, result }, check.durationMs / 1000);
     }
     for (const warning of attempt.warnings ?? []) this.workerWarningsTotal.inc({ check: warning.check });
@@ -340,7 +350,7 @@ export class ControllerMetrics {
     this.retryAttemptsTotal.inc({ node });
   }
 
-  recordOpened(creationToOpenSeconds: number): void {
-    if (creationToOpenSeconds >= 0) this.creationToTaintRemoval.observe(creationToOpenSeconds);
+  recordOpened(creationToOpenSeconds: number, profile: string = DEFAULT_PROFILE): void {
+    if (creationToOpenSeconds >= 0) this.creationToTaintRemoval.observe({ profile }, creationToOpenSeconds);
   }
 }

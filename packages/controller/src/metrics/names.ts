@@ -57,6 +57,8 @@ export const LabelName = {
   Step: 'step',
   Version: 'version',
   Commit: 'commit',
+  /** The node's profile (config profiles; "default"): bounded by the configuration (at most 20 profiles). */
+  Profile: 'profile',
 } as const;
 
 /** kube_node_ready_verification_status{status}: where each node is; exactly one is 1 per node. */

@@ -2,6 +2,7 @@ import type { V1Node } from '@kubernetes/client-node';
 import type { Logger } from '@kube-node-ready/core';
 import { errorMessage, formatDuration } from '@kube-node-ready/core';
 import type { Clock } from '../../../clock.js';
+import { Profiles } from '../../../config/profiles.js';
 import type { ControllerConfig } from '../../../config/schema.js';
 import { nodeName, nodeUid } from '../../../kube/objects.js';
 import { hasVerificationTaint, isVerified } from '../verification/decide.js';
@@ -86,6 +87,7 @@ export class Remediator {
   private readonly breaker: CircuitBreaker;
   private readonly limiter: RemediationLimiter;
   private readonly dryRun: boolean;
+  private readonly profiles: Profiles;
   /** Node UID -> key of the last verification recorded for the breaker. */
   private readonly seen = new Map<string, string>();
   /** Nodes whose NodeClaim or Node this remediator deleted: never acted on again. */
@@ -132,7 +134,9 @@ export class Remediator {
       changed,
     });
     this.dryRun = opts.dryRun || opts.remediation.dryRun;
-    const longest = longestVerificationMs(opts.config);
+    // Per profile (config/profiles.ts): a node's retries, timeouts and remediation switch are its profile's.
+    this.profiles = new Profiles(opts.config);
+    const longest = Math.max(...this.profiles.all().map((p) => longestVerificationMs(p.config)));
     if (opts.remediation.stuckNodeTimeout > 0 && opts.remediation.stuckNodeTimeout < longest) {
       opts.log.warn(
         { stuckNodeTimeout: formatDuration(opts.remediation.stuckNodeTimeout), longestVerification: formatDuration(longest) },
@@ -291,11 +295,12 @@ export class Remediator {
   /** decide() with the breaker and limits of this moment. `self`: a node holding a reservation. */
   private decideNow(node: V1Node, target?: Target, self?: string): Decision {
     const now = this.opts.clock.now();
+    const profile = this.profiles.of(node);
     return decide(node, now, {
-      // A Remediator exists only while remediation is on (controllers.ts builds it for deleteFailedNodes).
-      enabled: true,
+      // A Remediator exists while deleteFailedNodes is on at the top level or in a profile; the node's profile says whether it is on for it.
+      enabled: profile.config.nodeManagement.deleteFailedNodes,
       dryRun: this.dryRun,
-      config: this.opts.config,
+      config: profile.config,
       remediation: this.opts.remediation,
       readState: this.readState,
       stuckClock: this.stuckClock,
@@ -329,7 +334,7 @@ export class Remediator {
     let n = 0;
     for (const node of this.opts.nodes()) {
       if (!node.metadata?.deletionTimestamp || this.limiter.isInFlight(nodeUid(node))) continue;
-      if (isFailedNode(node, now, this.failedCtx)) n++;
+      if (isFailedNode(node, now, this.failedCtx(node))) n++;
     }
     return n;
   }
@@ -343,13 +348,13 @@ export class Remediator {
       let c = counts.get(pool);
       if (!c) counts.set(pool, (c = { nodes: 0, failed: 0 }));
       c.nodes++;
-      if (isFailedNode(node, now, this.failedCtx)) c.failed++;
+      if (isFailedNode(node, now, this.failedCtx(node))) c.failed++;
     }
     return counts;
   }
 
-  private get failedCtx(): Parameters<typeof isFailedNode>[2] {
-    return { config: this.opts.config, remediation: this.opts.remediation, readState: this.readState, stuckClock: this.stuckClock };
+  private failedCtx(node: V1Node): Parameters<typeof isFailedNode>[2] {
+    return { config: this.profiles.of(node).config, remediation: this.opts.remediation, readState: this.readState, stuckClock: this.stuckClock };
   }
 
   private get stuckClock(): StuckClock {

@@ -1,5 +1,7 @@
 // ControlRuns' own logic: which node runs the control, what its pod is, when an answer holds. Its
 // use by the controller against the real API server: cluster-wide.sandbox.test.ts.
+import { Profiles } from '../../../config/profiles.js';
+import { WorkerConfigMap } from './worker-config.js';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '@kube-node-ready/core';
@@ -40,7 +42,7 @@ function setup(nodes: V1Node[], opts: { refuse?: boolean } = {}) {
     nodes: { list: () => nodes, get: (name) => nodes.find((n) => n.metadata?.name === name) },
     progress: testProgress,
     pods: { list: () => (cache.visible ? [...pods.values()] : []), get: (name) => (cache.visible ? pods.get(name) : undefined) },
-    worker: { image: 'kube-node-ready:test', configHash: 'hash' },
+    worker: { image: 'kube-node-ready:test', configs: new WorkerConfigMap(new Profiles(config)) },
     observed: (r) => results.push(r),
   });
   /** The control pod's container exits with a summary of these checks. */

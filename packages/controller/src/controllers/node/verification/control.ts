@@ -3,7 +3,8 @@ import type { Logger } from '@kube-node-ready/core';
 import { errorMessage } from '@kube-node-ready/core';
 import { GROUP } from '../../../api/well-known.js';
 import type { Clock } from '../../../clock.js';
-import type { ControllerConfig } from '../../../config/schema.js';
+import { Profiles } from '../../../config/profiles.js';
+import { DEFAULT_PROFILE, type ControllerConfig, type WorkerConfig } from '../../../config/schema.js';
 import type { KubeClient } from '../../../kube/client.js';
 import { isRefusal, messageOf } from '../../../kube/errors.js';
 import { stripObject } from '../../../kube/informer.js';
@@ -12,6 +13,7 @@ import { isVerified, launchBlockers, unsupportedOS } from './decide.js';
 import { shortHash } from './naming.js';
 import { evaluateWorkerPod } from './pod-result.js';
 import { buildWorkerPod } from './pod-spec.js';
+import type { WorkerConfigMap } from './worker-config.js';
 import type { StateRead } from './store.js';
 import { Outcome } from './types.js';
 
@@ -63,7 +65,7 @@ export interface ControlRunsDeps {
   progress: { read(node: V1Node): StateRead };
   /** The worker pod informer's cache (control pods carry the worker labels, so they are in it). */
   pods: { list(): readonly V1Pod[]; get(name: string, namespace?: string): V1Pod | undefined };
-  worker: { image: string; configHash: string; apiEndpoints?: () => readonly string[] };
+  worker: { image: string; configs: Pick<WorkerConfigMap, 'of'>; apiEndpoints?: () => readonly string[] };
   /** A control run ended (passed | failed | unavailable), for the metric. */
   observed?: (result: 'passed' | 'failed' | 'unavailable') => void;
 }
@@ -74,6 +76,8 @@ interface Run {
   node: string;
   pod: string;
   startedAt: number;
+  /** The worker settings it runs with: the failing node's profile's. */
+  worker: WorkerConfig;
   /** Set once the run ended; then the verdict it gave. */
   verdict?: Exclude<ControlVerdict, { kind: 'pending' }>;
   endedAt?: number;
@@ -82,7 +86,11 @@ interface Run {
 export class ControlRuns {
   private readonly runs = new Map<string, Run>();
 
-  constructor(private readonly deps: ControlRunsDeps) {}
+  private readonly profiles: Profiles;
+
+  constructor(private readonly deps: ControlRunsDeps) {
+    this.profiles = new Profiles(deps.config);
+  }
 
   /**
    * What a control run says about `checks` failing on `failing` now: a fresh answer, or a run
@@ -90,7 +98,9 @@ export class ControlRuns {
    */
   async verdict(checks: readonly string[], failing: V1Node): Promise<ControlVerdict> {
     const sorted = [...new Set(checks)].sort();
-    const key = sorted.join('.');
+    // The checks run with the failing node's profile's settings (their targets): one run per profile.
+    const profile = this.profiles.of(failing);
+    const key = profile.name === DEFAULT_PROFILE ? sorted.join('.') : `${profile.name}.${sorted.join('.')}`.slice(0, 63).replace(/[^a-z0-9]+$/, '');
     const now = this.deps.clock.now();
     const run = this.runs.get(key);
     if (run?.verdict && run.endedAt !== undefined && now - run.endedAt <= CONTROL_VALID_MS) return run.verdict;
@@ -109,15 +119,26 @@ export class ControlRuns {
   }
 
   private async start(key: string, checks: readonly string[], failing: V1Node): Promise<ControlVerdict> {
-    const { config, clock, kube, log, worker } = this.deps;
+    const { clock, kube, log, worker } = this.deps;
+    const profile = this.profiles.of(failing);
     const node = this.pick(failing);
-    if (!node) return this.end({ key, checks, node: '', pod: '', startedAt: clock.now() }, { kind: 'unavailable', why: 'no verified node can run one now: none is Ready, schedulable and free of taints the worker does not tolerate' }, false);
+    if (!node) return this.end({ key, checks, node: '', pod: '', startedAt: clock.now(), worker: profile.config.worker }, { kind: 'unavailable', why: 'no verified node can run one now: none is Ready, schedulable and free of taints the worker does not tolerate' }, false);
     const now = clock.now();
     const name = nodeName(node);
     const pod = controlPodName(key, name, now);
-    const run: Run = { key, checks, node: name, pod, startedAt: now };
+    const run: Run = { key, checks, node: name, pod, startedAt: now, worker: profile.config.worker };
     this.runs.set(key, run);
-    const spec = buildWorkerPod({ node, attempt: 1, podName: pod, config, image: worker.image, configHash: worker.configHash, apiEndpoints: worker.apiEndpoints?.() ?? [] });
+    const checksConfig = worker.configs.of(profile.name);
+    const spec = buildWorkerPod({
+      node,
+      attempt: 1,
+      podName: pod,
+      config: profile.config,
+      image: worker.image,
+      configKey: checksConfig.key,
+      configHash: checksConfig.hash,
+      apiEndpoints: worker.apiEndpoints?.() ?? [],
+    });
     const container = spec.spec!.containers[0]!;
     container.args = [...(container.args ?? []), '--checks', checks.join(',')];
     spec.metadata!.labels = { ...spec.metadata!.labels, [CONTROL_LABEL]: key };
@@ -145,7 +166,7 @@ export class ControlRuns {
       pod = stripObject(live);
     }
     if (!pod) return { kind: 'pending', node: run.node };
-    const progress = evaluateWorkerPod(pod, now, config.worker, this.deps.nodes.get(run.node)?.spec?.taints ?? []);
+    const progress = evaluateWorkerPod(pod, now, run.worker, this.deps.nodes.get(run.node)?.spec?.taints ?? []);
     if (!progress.done) return { kind: 'pending', node: run.node };
     const { result } = progress;
     if (result.outcome !== Outcome.Passed && result.outcome !== Outcome.ChecksFailed) {

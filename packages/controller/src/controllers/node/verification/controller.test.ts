@@ -1,3 +1,5 @@
+import { Profiles } from '../../../config/profiles.js';
+import { WorkerConfigMap } from './worker-config.js';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { ApiException } from '@kubernetes/client-node';
 import { silentLogger } from '@kube-node-ready/core';
@@ -120,7 +122,7 @@ function setup(opts: { config?: Parameters<typeof testConfig>[0]; clusterWide?: 
     events: new LogEventRecorder(silentLogger()),
     metrics: new ControllerMetrics(new Registry(), { version: 'v', commit: 'c' }),
     slots: new VerificationSlots(podSource, clock),
-    worker: { image: 'kube-node-ready:test', configHash: 'h' },
+    worker: { image: 'kube-node-ready:test', configs: new WorkerConfigMap(new Profiles(config)) },
     enqueue: () => undefined,
     ...(opts.clusterWide ? { clusterWide: opts.clusterWide } : {}),
     ...(opts.controlRuns ? { controlRuns: opts.controlRuns } : {}),

@@ -3,7 +3,8 @@ import type { Logger } from '@kube-node-ready/core';
 import { errorMessage } from '@kube-node-ready/core';
 import { PodAnnotation } from '../../../api/well-known.js';
 import type { Clock } from '../../../clock.js';
-import type { ControllerConfig } from '../../../config/schema.js';
+import { Profiles } from '../../../config/profiles.js';
+import { DEFAULT_PROFILE, type ControllerConfig } from '../../../config/schema.js';
 import type { EventRecorder } from '../../../events/recorder.js';
 import type { KubeClient } from '../../../kube/client.js';
 import { messageOf } from '../../../kube/errors.js';
@@ -30,6 +31,7 @@ import type { ReactionClock } from './reaction.js';
 import { slimNode } from './slim-node.js';
 import type { VerificationSlots } from './slots.js';
 import type { ProgressStore } from './store.js';
+import type { WorkerConfigMap } from './worker-config.js';
 import { Phase, type VerificationState } from './types.js';
 
 export type { ReconcileResult } from './actions/context.js';
@@ -57,8 +59,11 @@ export interface VerificationDeps {
   events: EventRecorder;
   metrics: ControllerMetrics;
   slots: VerificationSlots;
-  /** `apiEndpoints`: the API server addresses new worker pods get (`--api-endpoints`), as known now. */
-  worker: { image: string; configHash: string; apiEndpoints?: () => readonly string[] };
+  /**
+   * `configs`: each profile's key in the worker ConfigMap; `apiEndpoints`: the API server addresses
+   * new worker pods get (`--api-endpoints`), as known now.
+   */
+  worker: { image: string; configs: Pick<WorkerConfigMap, 'of'>; apiEndpoints?: () => readonly string[] };
   /** Puts a node back on the work queue (to wake nodes waiting for a verification slot). */
   enqueue: (name: string) => void;
   /** Recent failed checks of all nodes: a failure shared with other nodes is named cluster-wide. */
@@ -79,35 +84,44 @@ export class VerificationController {
   private readonly memory = new NodeMemory();
   /** The informer's nodes, or the newer copies our own writes and live reads returned. */
   private readonly nodes: MutationCache<V1Node>;
-  /** What the actions use (actions/context.ts). */
-  private readonly actions: ActionContext;
+  /** Which profile's settings apply to a node (config/profiles.ts). */
+  private readonly profiles: Profiles;
+  /** What the actions use (actions/context.ts), one per profile: its `deps.config` is the profile's. */
+  private readonly actions = new Map<string, ActionContext>();
 
   constructor(private readonly deps: VerificationDeps) {
     this.nodes = new MutationCache(deps.nodes, 'gone');
-    this.actions = {
-      deps,
-      memory: this.memory,
-      emit: (node, event) => this.emit(node, event),
-      deletePods: (pods, log) => this.deletePods(pods, log),
-      slotFreed: () => this.slotFreed(),
-    };
+    this.profiles = new Profiles(deps.config);
+    for (const profile of this.profiles.all()) {
+      this.actions.set(profile.name, {
+        deps: { ...deps, config: profile.config },
+        profile: profile.name,
+        memory: this.memory,
+        emit: (node, event) => this.emit(node, event),
+        deletePods: (pods, log) => this.deletePods(pods, log),
+        slotFreed: () => this.slotFreed(),
+      });
+    }
   }
 
   async reconcile(name: string): Promise<ReconcileResult> {
-    const { config, clock, kube, slots } = this.deps;
-    const log = this.deps.log.child({ node: name });
+    const { clock, kube, slots } = this.deps;
     const startedAt = clock.now();
 
     // 1. The node is gone: remove its workers and its memory.
-    const node = this.nodes.get(name) ?? (await this.uncachedNode(name, log));
-    if (!node) return this.forget(name, log);
+    const node = this.nodes.get(name) ?? (await this.uncachedNode(name, this.deps.log.child({ node: name })));
+    if (!node) return this.forget(name);
+    // Everything below runs with the settings of the node's profile.
+    const profile = this.profiles.of(node);
+    const config = profile.config;
+    const log = this.deps.log.child({ node: name, ...(profile.name !== DEFAULT_PROFILE ? { profile: profile.name } : {}) });
 
     // 2. Read: the stored progress, the node's worker pods, and for an attempt that failed checks,
     //    what the cluster says about them.
     const state = this.readProgress(node, log);
     const pods = await this.workerPods(node, state);
     const now = clock.now();
-    const judgement = await this.judge(node, pods, state, now);
+    const judgement = await this.judge(node, pods, state, now, config);
 
     // 3. Decide, once.
     const arrival = toMillis(node.metadata?.creationTimestamp) ?? 0;
@@ -145,7 +159,7 @@ export class VerificationController {
     if (action.kind !== 'Complete') this.deps.reactions?.cancel('open', name, startedAt);
 
     // 5. Apply it.
-    const applied = await this.apply(node, pods, action, state, log);
+    const applied = await this.apply(this.actions.get(profile.name) as ActionContext, node, pods, action, state, log);
 
     // 6. A conflict is a requeue. A write was refused because the node or its NodeVerification
     //    changed since they were read: the node is read live (the informer may still hold the
@@ -170,7 +184,7 @@ export class VerificationController {
     //    is ours. Never on one decide() leaves alone (not a candidate, going away): a condition of
     //    ours there would claim a node another installation, or nobody, verifies.
     if (!(action.kind === 'Ignore' && (action.reason === 'NotCandidate' || action.reason === 'NodeDeleting'))) {
-      await this.syncReport(applied.node, applied.report ?? applied.state ?? stored(this.deps.store, applied.node), log);
+      await this.syncReport(applied.node, applied.report ?? applied.state ?? stored(this.deps.store, applied.node), config, log);
     }
     return applied.result;
   }
@@ -182,10 +196,10 @@ export class VerificationController {
    * only the failures of other nodes make the failure look cluster-wide, a control run's answer
    * ('pending' while it runs: decide() then waits for it).
    */
-  private async judge(node: V1Node, pods: readonly V1Pod[], state: VerificationState | undefined, now: number): Promise<Judgement | undefined> {
+  private async judge(node: V1Node, pods: readonly V1Pod[], state: VerificationState | undefined, now: number, config: ControllerConfig): Promise<Judgement | undefined> {
     const failures = this.deps.clusterWide;
     if (!failures) return undefined;
-    const checks = attemptToJudge(node, pods, now, this.deps.config, state);
+    const checks = attemptToJudge(node, pods, now, config, state);
     if (!checks) return undefined;
     const evidence: Evidence[] = [];
     const dns = this.deps.clusterDns;
@@ -201,19 +215,19 @@ export class VerificationController {
     return judgement;
   }
 
-  private async apply(node: V1Node, pods: readonly V1Pod[], action: Action, state: VerificationState | undefined, log: Logger): Promise<Applied> {
+  private async apply(ctx: ActionContext, node: V1Node, pods: readonly V1Pod[], action: Action, state: VerificationState | undefined, log: Logger): Promise<Applied> {
     const newer = await this.newerNodeThanCleanup(node, pods, action.cleanup);
     if (newer) return { kind: 'conflict', live: newer };
     await this.deletePods(action.cleanup, log);
     switch (action.kind) {
       case 'Ignore':
-        return ignore(this.actions, node, action, state, log);
+        return ignore(ctx, node, action, state, log);
       case 'Wait':
-        return wait(this.actions, node, action, state, log);
+        return wait(ctx, node, action, state, log);
       case 'Launch':
-        return launch(this.actions, node, action, log);
+        return launch(ctx, node, action, log);
       case 'Complete':
-        return complete(this.actions, node, pods, action, log);
+        return complete(ctx, node, pods, action, log);
     }
   }
 
@@ -314,8 +328,8 @@ export class VerificationController {
    * The condition and the status metric follow the stored progress, or what the reconcile reports
    * instead (a node waiting to become launchable): level-based, idempotent.
    */
-  private async syncReport(node: V1Node, from: VerificationState | Report | undefined, log: Logger): Promise<void> {
-    const { config, metrics } = this.deps;
+  private async syncReport(node: V1Node, from: VerificationState | Report | undefined, config: ControllerConfig, log: Logger): Promise<void> {
+    const { metrics } = this.deps;
     const name = nodeName(node);
     if (!from) return;
     const report = 'condition' in from ? from : from.uid === nodeUid(node) ? { status: statusOf(from), condition: desiredCondition(from, config) } : undefined;
@@ -395,11 +409,12 @@ function follows(action: Action, podName: string, node: V1Node): boolean {
   }
 }
 
-/** Whether a node event can matter to verification (used to skip kubelet status churn). */
-export function nodeFingerprint(node: V1Node, config: ControllerConfig): string {
+/** Whether a node event can matter to verification (used to skip kubelet status churn). `profile`: the name of the profile that applies to it. */
+export function nodeFingerprint(node: V1Node, config: ControllerConfig, profile: string): string {
   const labels = node.metadata?.labels ?? {};
   return JSON.stringify([
     node.metadata?.uid,
+    profile,
     node.metadata?.deletionTimestamp ?? null,
     hasVerificationTaint(node, config),
     (node.spec?.taints ?? []).map((t) => `${t.key}:${t.effect}`),

@@ -77,7 +77,7 @@ describe('attempts that never run', () => {
     const text = await ctl.metrics();
     expect(text).toContain(`kube_node_ready_verification_status{node="${node}",status="failed"} 1`);
     // Counters over every instance of the controller (restarted if a loaded machine costs it its Lease).
-    expect(await ctl.counter('kube_node_ready_attempt_outcomes_total{outcome="NotScheduled"}')).toBe(2);
+    expect(await ctl.counter('kube_node_ready_attempt_outcomes_total{outcome="NotScheduled",profile="default"}')).toBe(2);
     expect(await ctl.counter(`kube_node_ready_retry_attempts_total{node="${node}"}`)).toBe(1);
     await ctl.stop();
   });

@@ -26,7 +26,9 @@ export interface WorkerPodInput {
   config: ControllerConfig;
   /** Fully resolved image reference (workerImage()). */
   image: string;
-  /** configHash() of the worker ConfigMap content the pod will read. */
+  /** The worker ConfigMap key the pod reads: its node's profile's (worker-config.ts); `worker.yaml` when not given. */
+  configKey?: string;
+  /** configHash() of that key's content. */
   configHash: string;
   /** API server `IP:PORT`s for `--api-endpoints` (api-endpoints.ts); none: the flag is left out. */
   apiEndpoints?: readonly string[];
@@ -36,7 +38,7 @@ const CONFIG_VOLUME = 'config';
 const TMP_VOLUME = 'tmp';
 
 export function buildWorkerPod(input: WorkerPodInput): V1Pod {
-  const { node, attempt, podName, config, image, configHash, apiEndpoints = [] } = input;
+  const { node, attempt, podName, config, image, configKey = WorkerContainer.ConfigFile, configHash, apiEndpoints = [] } = input;
   const worker = config.worker;
   const name = nodeName(node);
 
@@ -115,7 +117,7 @@ export function buildWorkerPod(input: WorkerPodInput): V1Pod {
         },
       ],
       volumes: [
-        { name: CONFIG_VOLUME, configMap: { name: worker.configMapName, items: [{ key: WorkerContainer.ConfigFile, path: WorkerContainer.ConfigFile }] } },
+        { name: CONFIG_VOLUME, configMap: { name: worker.configMapName, items: [{ key: configKey, path: WorkerContainer.ConfigFile }] } },
         { name: TMP_VOLUME, emptyDir: { medium: 'Memory', sizeLimit: '16Mi' } },
       ],
     },
@@ -194,7 +196,7 @@ export function workerImage(image: WorkerConfig['image'], controllerVersion: str
   return `${image.repository}:${image.tag || controllerVersion}`;
 }
 
-/** The worker ConfigMap's `worker.yaml`: worker.checks, verbatim. */
+/** A worker ConfigMap document (worker-config.ts): worker.checks, verbatim. */
 export function workerConfigDocument(worker: WorkerConfig): string {
   return toYaml(worker.checks);
 }

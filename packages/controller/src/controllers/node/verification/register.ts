@@ -2,6 +2,7 @@ import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '@kube-node-ready/core';
 import { PodLabel, PodLabelValue } from '../../../api/well-known.js';
 import type { Clock } from '../../../clock.js';
+import { Profiles } from '../../../config/profiles.js';
 import type { ControllerConfig } from '../../../config/schema.js';
 import type { EventRecorder } from '../../../events/recorder.js';
 import type { KubeClient } from '../../../kube/client.js';
@@ -22,6 +23,7 @@ import { ReactionClock } from './reaction.js';
 import type { VerificationSlots } from './slots.js';
 import type { ProgressStore } from './store.js';
 import { Phase } from './types.js';
+import type { WorkerConfigMap } from './worker-config.js';
 
 export interface VerificationSetup {
   config: ControllerConfig;
@@ -38,9 +40,8 @@ export interface VerificationSetup {
   verifications?: Pick<SelfHealingInformer<NodeVerification>, 'on'>;
   events: EventRecorder;
   clusterWide: ClusterWideFailures;
-  /** The worker configuration document the leader puts in worker.configMapName. */
-  workerConfig: string;
-  worker: { image: string; configHash: string };
+  /** `configs`: the worker ConfigMap the leader puts in worker.configMapName, one key per profile. */
+  worker: { image: string; configs: WorkerConfigMap };
   apiEndpoints: ApiEndpoints;
   /** The API server refused a worker pod for this node (remediation's circuit breaker counts it). */
   podRefused?: (node: V1Node) => void;
@@ -94,14 +95,15 @@ export function verificationController(s: VerificationSetup): Controller {
     if (hasVerificationTaint(node, config) && !isVerified(node, config) && launchBlockers(node, config).length === 0) reactions.start('launch', nodeName(node));
   };
   const fingerprints = new Map<string, string>();
+  const profiles = new Profiles(config);
   nodes.on({
     add: (node) => {
-      fingerprints.set(nodeName(node), nodeFingerprint(node, config));
+      fingerprints.set(nodeName(node), nodeFingerprint(node, config, profiles.of(node).name));
       launchable(node);
       queue.add(nodeName(node));
     },
     update: (node) => {
-      const print = nodeFingerprint(node, config);
+      const print = nodeFingerprint(node, config, profiles.of(node).name);
       if (fingerprints.get(nodeName(node)) === print) return;
       fingerprints.set(nodeName(node), print);
       launchable(node);
@@ -158,7 +160,7 @@ export function verificationController(s: VerificationSetup): Controller {
     startLeading: async () => {
       const namespace = config.worker.namespace;
       const [written] = await Promise.all([
-        kube.applyConfigMap(namespace, config.worker.configMapName, { 'worker.yaml': s.workerConfig }, {
+        kube.applyConfigMap(namespace, config.worker.configMapName, s.worker.configs.data(), {
           [PodLabel.Name]: PodLabelValue.Name,
           [PodLabel.ManagedBy]: PodLabelValue.ManagedBy,
         }),

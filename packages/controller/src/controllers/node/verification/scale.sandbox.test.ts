@@ -134,7 +134,7 @@ it(`opens ${COUNT} nodes joining at once, and reports the launch and open latenc
   // first. Summed over the controller's instances: on a loaded machine it can miss a Lease renewal,
   // exit and be started again (the harness does what its Deployment would), and each instance
   // counts what it opened.
-  const success = 'kube_node_ready_verifications_total{status="success"}';
+  const success = 'kube_node_ready_verifications_total{status="success",profile="default"}';
   let successes = 0;
   await waitFor(async () => {
     successes = await ctl.counter(success);

@@ -2,6 +2,7 @@ import type { V1Node } from '@kubernetes/client-node';
 import { TerminalError, type Logger } from '@kube-node-ready/core';
 import { installationOf, INSTALLATION_LABEL, newNodeVerification, stateOf, statusOf, VERIFIED_CONDITION, type NodeVerification, type StateRead } from '../../../api/nodeverification.js';
 import type { Clock } from '../../../clock.js';
+import { Profiles } from '../../../config/profiles.js';
 import type { ControllerConfig } from '../../../config/schema.js';
 import type { KubeClient } from '../../../kube/client.js';
 import { isAlreadyExists, isConflict, isNotFound } from '../../../kube/errors.js';
@@ -62,9 +63,12 @@ export class NodeVerificationStore implements ProgressStore {
   private readonly copies: MutationCache<NodeVerification>;
   /** This installation's INSTALLATION_LABEL value. */
   private readonly installation: string;
+  /** Which profile's settings apply to a node: its retries, in the condition's message; its name, in the status. */
+  private readonly profiles: Profiles;
 
   constructor(private readonly deps: NodeVerificationStoreDeps) {
     this.installation = installationOf(deps.config.nodeManagement.condition.type);
+    this.profiles = new Profiles(deps.config);
     this.copies = new MutationCache(deps.cache, 'own');
   }
 
@@ -78,7 +82,9 @@ export class NodeVerificationStore implements ProgressStore {
   }
 
   async save(node: V1Node, state: VerificationState, opts: { condition?: ConditionInput } = {}): Promise<V1Node | 'conflict'> {
-    const { kube, config } = this.deps;
+    const { kube } = this.deps;
+    const profile = this.profiles.of(node);
+    const config = profile.config;
     // Before any write, the Node's included: another installation's node is not ours.
     this.assertOurs(node);
     // Recording a finished attempt goes before launching more workers.
@@ -94,7 +100,7 @@ export class NodeVerificationStore implements ProgressStore {
       }
     }
     const condition = opts.condition ?? desiredCondition(state, config);
-    const saved = await this.writeStatus(written, state, condition, priority);
+    const saved = await this.writeStatus(written, state, condition, priority, profile.name);
     return saved === 'conflict' ? 'conflict' : written;
   }
 
@@ -116,7 +122,7 @@ export class NodeVerificationStore implements ProgressStore {
     this.copies.forget(name);
   }
 
-  private async writeStatus(node: V1Node, state: VerificationState, condition: ConditionInput, priority: Priority): Promise<'ok' | 'conflict'> {
+  private async writeStatus(node: V1Node, state: VerificationState, condition: ConditionInput, priority: Priority, profile: string): Promise<'ok' | 'conflict'> {
     const name = nodeName(node);
     let nv = this.current(name);
     if (nv?.spec?.nodeUID !== nodeUid(node)) {
@@ -124,7 +130,7 @@ export class NodeVerificationStore implements ProgressStore {
       if (!created) return 'conflict';
       nv = created;
     }
-    const status = statusOf(state, node, { type: VERIFIED_CONDITION, status: condition.status, reason: condition.reason, message: condition.message }, nv, this.deps.clock.now());
+    const status = statusOf(state, node, { type: VERIFIED_CONDITION, status: condition.status, reason: condition.reason, message: condition.message }, nv, this.deps.clock.now(), profile);
     if (canonical(status) === canonical(nv.status ?? {})) return 'ok';
     try {
       this.copies.observe(await this.deps.kube.updateNodeVerificationStatus({ ...nv, status }, priority));

@@ -64,8 +64,8 @@ describe('verification', () => {
       expect(passed?.message).toContain(`removed taint ${h.taint.key}=true:NoSchedule and added label ${h.verifiedLabel.key}=true`);
     }
     // Counters over every instance of the controller (the harness starts it again if a loaded machine costs it its Lease).
-    expect(await ctl.counter('kube_node_ready_verifications_total{status="success"}')).toBe(3);
-    expect(await ctl.counter('kube_node_ready_creation_to_taint_removal_seconds_count')).toBe(3);
+    expect(await ctl.counter('kube_node_ready_verifications_total{status="success",profile="default"}')).toBe(3);
+    expect(await ctl.counter('kube_node_ready_creation_to_taint_removal_seconds_count{profile="default"}')).toBe(3);
     expect(await ctl.counter('kube_node_ready_check_duration_seconds_count{check="dns",result="pass"}')).toBe(3);
     // The controller's own reaction, one per node and step (each instance times what it saw: a restart
     // of the harness on a loaded machine can leave a step untimed).

@@ -40,13 +40,14 @@ export async function complete(ctx: ActionContext, node: V1Node, pods: readonly 
   const podCreated = toMillis(pod?.metadata?.creationTimestamp);
   const finished = action.result.finishedAt ?? now;
   metrics.recordAttempt({
+    profile: ctx.profile,
     outcome: action.result.outcome,
     ...(podCreated !== undefined ? { durationSeconds: (finished - podCreated) / 1000 } : {}),
     checks: action.result.checks,
     warnings: action.result.warnings,
   });
   const created = toMillis(node.metadata?.creationTimestamp);
-  if (openedNow && created !== undefined) metrics.recordOpened((now - created) / 1000);
+  if (openedNow && created !== undefined) metrics.recordOpened((now - created) / 1000, ctx.profile);
   const warnings = action.result.warnings.map((w) => w.message);
   const fields = { attempt: action.attempt, outcome: action.result.outcome, failedChecks: action.result.failedChecks, phase: action.state.phase, ...(warnings.length > 0 ? { warnings } : {}) };
   if (action.open) log.info({ ...fields, removedTaints, dryRun: config.dryRun }, config.dryRun ? 'node passed (dry run: not opened)' : 'node passed and was opened');

@@ -10,10 +10,13 @@ import type { VerificationState } from '../types.js';
 
 /**
  * What an action's apply() may use: the controller's dependencies, its per-node memory, and the
- * steps every action shares (Events, pod deletion, waking the next nodes in line).
+ * steps every action shares (Events, pod deletion, waking the next nodes in line). There is one per
+ * profile: `deps.config` is the configuration of the node's profile (config/profiles.ts).
  */
 export interface ActionContext {
   deps: VerificationDeps;
+  /** The name of the node's profile. */
+  profile: string;
   memory: NodeMemory;
   /** Records an Event in the background (best effort, never awaited). */
   emit(node: string, event: NodeEvent): void;

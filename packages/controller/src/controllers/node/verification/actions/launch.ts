@@ -15,13 +15,15 @@ import { CONFLICT, requeue, type ActionContext, type Applied } from './context.j
 export async function launch(ctx: ActionContext, node: V1Node, action: Extract<Action, { kind: 'Launch' }>, log: Logger): Promise<Applied> {
   const { config, kube, worker } = ctx.deps;
   const name = nodeName(node);
+  const checks = worker.configs.of(ctx.profile);
   const pod = buildWorkerPod({
     node,
     attempt: action.attempt,
     podName: action.podName,
     config,
     image: worker.image,
-    configHash: worker.configHash,
+    configKey: checks.key,
+    configHash: checks.hash,
     apiEndpoints: worker.apiEndpoints?.() ?? [],
   });
   let created: V1Pod | undefined;
