@@ -62,5 +62,8 @@ describe('NodeVerification status', () => {
     expect(parseStatus('u1', { phase: Phase.Verifying, attempt: 0 })).toMatchObject({ kind: 'invalid' });
     expect(parseStatus('u1', { phase: Phase.Backoff, attempt: 1, failures: 1 })).toMatchObject({ kind: 'invalid' });
     expect(parseStatus('u1', { phase: Phase.Waiting, attempt: 0, failures: 0 })).toEqual({ kind: 'ok', state: { uid: 'u1', attempt: 0, failures: 0, phase: Phase.Waiting } });
+    // A startup timeout can fail a node before its first attempt; any other Failed has had one.
+    expect(parseStatus('u1', { phase: Phase.Failed, attempt: 0, lastAttempt: { attempt: 0, reason: Outcome.StartupTimeout, message: 'no verdict' } })).toMatchObject({ kind: 'ok', state: { attempt: 0, phase: Phase.Failed, lastOutcome: Outcome.StartupTimeout } });
+    expect(parseStatus('u1', { phase: Phase.Failed, attempt: 0, lastAttempt: { attempt: 0, reason: Outcome.ChecksFailed, message: 'x' } })).toMatchObject({ kind: 'invalid' });
   });
 });

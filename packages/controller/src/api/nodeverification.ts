@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { V1Node, V1ObjectMeta } from '@kubernetes/client-node';
 import { toMillis } from '../kube/objects.js';
 import { GROUP } from './well-known.js';
-import { OUTCOMES, Phase, type CheckResult, type Failing, type Outcome, type VerificationState } from '../controllers/node/verification/types.js';
+import { Outcome, OUTCOMES, Phase, type CheckResult, type Failing, type VerificationState } from '../controllers/node/verification/types.js';
 
 /**
  * The NodeVerification resource (ADR 0005): one per node being or having been verified, named after
@@ -135,7 +135,9 @@ export function parseStatus(uid: string, s: NodeVerificationStatus | undefined):
   if (!s?.phase) return { kind: 'none' };
   if (!PHASES.has(s.phase)) return { kind: 'invalid', problem: `unknown phase ${JSON.stringify(s.phase)}` };
   const attempt = s.attempt ?? 0;
-  if (!Number.isInteger(attempt) || attempt < 0 || (attempt === 0 && s.phase !== Phase.Waiting)) return { kind: 'invalid', problem: `bad attempt ${JSON.stringify(s.attempt)} in phase ${s.phase}` };
+  // Attempt 0 (none started) is a Waiting node, or one a startup timeout failed before its first attempt.
+  const noAttemptYet = s.phase === Phase.Waiting || (s.phase === Phase.Failed && s.lastAttempt?.reason === Outcome.StartupTimeout);
+  if (!Number.isInteger(attempt) || attempt < 0 || (attempt === 0 && !noAttemptYet)) return { kind: 'invalid', problem: `bad attempt ${JSON.stringify(s.attempt)} in phase ${s.phase}` };
   const state: VerificationState = { uid, attempt, failures: s.failures ?? 0, phase: s.phase };
   const next = toMillis(s.nextAttemptAt);
   if (next !== undefined) state.nextAttemptAt = next;

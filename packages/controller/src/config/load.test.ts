@@ -58,6 +58,8 @@ describe('defaults', () => {
         nodeSelector: '',
         failedTaint: { enabled: true, key: 'kube-node-ready.io/verification-failed' },
         bringUpTimeout: 600_000,
+        startupTimeout: 0,
+        onStartupTimeout: 'keep',
         verifyUntaintedNodes: false,
         condition: { enabled: true, type: 'kube-node-ready.io/NetworkVerified' },
         deleteFailedNodes: false,

@@ -3,7 +3,8 @@ import { ConfigError, cyclePath, errorMessage } from '@kube-node-ready/core';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
 import { configJsonSchema, describeAllowed, schemaAt, type JsonSchemaNode } from './json-schema.js';
-import { configSchema, RENAMED_KEYS, type ControllerConfig, type ControllerConfigInput } from './schema.js';
+import { Profiles } from './profiles.js';
+import { configSchema, DEFAULT_PROFILE, RENAMED_KEYS, type ControllerConfig, type ControllerConfigInput } from './schema.js';
 
 /** Values from flags; they win over the file. Same shape as the file, every field optional. */
 export type ConfigOverrides = DeepPartial<ControllerConfigInput>;
@@ -27,7 +28,27 @@ export function parseConfig(document: unknown, source = 'configuration'): Readon
       lines.length === 1 ? `invalid ${source}: ${lines[0]}` : `invalid ${source}:\n${lines.map((l) => `  - ${l}`).join('\n')}`;
     throw new ConfigError(message);
   }
+  const problems = settingProblems(result.data);
+  if (problems.length > 0) {
+    throw new ConfigError(problems.length === 1 ? `invalid ${source}: ${problems[0]}` : `invalid ${source}:\n${problems.map((l) => `  - ${l}`).join('\n')}`);
+  }
   return deepFreeze(result.data);
+}
+
+/**
+ * Rules across fields that hold for the settings every node runs with: the top-level ones and
+ * each profile's merged with them (a profile can break a rule with a setting it inherits).
+ */
+function settingProblems(config: ControllerConfig): string[] {
+  const problems: string[] = [];
+  for (const profile of new Profiles(config).all()) {
+    const nm = profile.config.nodeManagement;
+    const where = profile.name === DEFAULT_PROFILE ? 'nodeManagement' : `profiles[${config.profiles.findIndex((p) => p.name === profile.name)}] (${profile.name}): nodeManagement`;
+    if (nm.startupTimeout > 0 && nm.onStartupTimeout === 'replace' && !nm.deleteFailedNodes) {
+      problems.push(`${where}.onStartupTimeout: "replace" deletes nodes through remediation, which is off for these nodes; set nodeManagement.deleteFailedNodes: true (its guards: nodeManagement.remediation), or choose "keep" or "open"`);
+    }
+  }
+  return problems;
 }
 
 function readYamlFile(path: string): unknown {

@@ -90,7 +90,7 @@ describe('profiles: what the configuration refuses', () => {
   };
 
   it('a setting that is the installation\'s, not a pool\'s, names the keys a profile may set', () => {
-    expect(problems([{ name: 'a', nodeSelector: {}, nodeManagement: { taints: [] } }])).toContain('profiles[0].nodeManagement.taints: unknown key; allowed keys here: bringUpTimeout, deleteFailedNodes');
+    expect(problems([{ name: 'a', nodeSelector: {}, nodeManagement: { taints: [] } }])).toContain('profiles[0].nodeManagement.taints: unknown key; allowed keys here: bringUpTimeout, startupTimeout, onStartupTimeout, deleteFailedNodes');
     expect(problems([{ name: 'a', nodeSelector: {}, leaderElection: {} }])).toContain('profiles[0].leaderElection: unknown key');
   });
 
@@ -107,5 +107,20 @@ describe('profiles: what the configuration refuses', () => {
     expect(problems([{ name: 'a', nodeSelector: {} }, { name: 'a', nodeSelector: {} }])).toContain('profiles[1].name: profile "a" is defined twice');
     expect(problems(Array.from({ length: 21 }, (_, i) => ({ name: `p${i}`, nodeSelector: {} })))).toContain('profiles');
     expect(problems(Array.from({ length: 20 }, (_, i) => ({ name: `p${i}`, nodeSelector: {} })))).toBe('');
+  });
+
+  it('onStartupTimeout "replace" needs remediation on for the same nodes, a profile inheriting either setting included', () => {
+    expect(problems([])).toBe('');
+    const top = (() => {
+      try {
+        parseConfig({ nodeManagement: { startupTimeout: '30m', onStartupTimeout: 'replace' } });
+        return '';
+      } catch (err) {
+        return String(err);
+      }
+    })();
+    expect(top).toContain('nodeManagement.onStartupTimeout: "replace" deletes nodes through remediation, which is off for these nodes; set nodeManagement.deleteFailedNodes: true');
+    expect(problems([{ name: 'gpu', nodeSelector: {}, nodeManagement: { startupTimeout: '30m', onStartupTimeout: 'replace' } }])).toContain('profiles[0] (gpu): nodeManagement.onStartupTimeout');
+    expect(problems([{ name: 'gpu', nodeSelector: {}, nodeManagement: { startupTimeout: '30m', onStartupTimeout: 'replace', deleteFailedNodes: true } }])).toBe('');
   });
 });

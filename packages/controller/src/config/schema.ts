@@ -302,6 +302,18 @@ const nodeManagementSchema = z
       'How long after its creation a node may take to become able to run the worker: Ready, no NoSchedule/NoExecute taint the worker does not tolerate (a CNI agent\'s, karpenter.sh/unregistered, the cloud provider\'s), its pod network up. Until then the node waits without using an attempt (condition reason WaitingForNode); after it, it is reported as NodeNotLaunchable (condition, Warning Event). Only remediation.stuckNodeTimeout ever deletes such a node.',
       { min: 1000 },
     ),
+    startupTimeout: duration(
+      '0',
+      'A node still without a verdict (not passed, not failed) this long after its creation ends its verification with onStartupTimeout: it waited too long to become able to run the worker, or for its attempts. Not while the wait is the cluster\'s doing (every verification slot taken, its latest attempt inconclusive). 0: never (the default).',
+      { min: 1000, zeroAllowed: true },
+    ),
+    onStartupTimeout: z
+      .enum(['keep', 'open', 'replace'])
+      .default('keep')
+      .meta({
+        description:
+          'What a startup timeout does. keep: the node fails (outcome StartupTimeout): it keeps its taint, gets the failed taint, a Warning Event, and the failed-node alert fires; remediation leaves it alone. open: fail open: our verification taints are removed (no verified label, no failed taint), the condition says the node was opened unverified. replace: the node fails as with keep, and remediation deletes it through all its guards (needs deleteFailedNodes).',
+      }),
     verifyUntaintedNodes: z
       .boolean()
       .default(false)
@@ -415,8 +427,9 @@ const profileSchema = z
     reconciliation: inheriting(reconciliationSchema.pick({ maxRetries: true, initialBackoff: true, maxBackoff: true, backoffFactor: true })).meta({
       description: 'Retries and backoff of this profile\'s nodes.',
     }),
-    nodeManagement: inheriting(nodeManagementSchema.pick({ bringUpTimeout: true, deleteFailedNodes: true })).meta({
-      description: 'How long this profile\'s nodes may take to become able to run the worker, and whether its failed nodes are deleted (the remediation guards and budget stay the installation\'s).',
+    nodeManagement: inheriting(nodeManagementSchema.pick({ bringUpTimeout: true, startupTimeout: true, onStartupTimeout: true, deleteFailedNodes: true })).meta({
+      description:
+        'How long this profile\'s nodes may take to become able to run the worker, their startup timeout and its outcome, and whether its failed nodes are deleted (the remediation guards and budget stay the installation\'s).',
     }),
   })
   .strict();

@@ -28,6 +28,8 @@ export const Reason = {
   VerificationInconclusive: 'VerificationInconclusive',
   /** Retries exhausted: the node stays tainted and is marked failed. */
   VerificationFailed: 'VerificationFailed',
+  /** No verdict within nodeManagement.startupTimeout: the node keeps its taint, is opened unverified, or goes to remediation (onStartupTimeout). */
+  VerificationStartupTimeout: 'VerificationStartupTimeout',
   /** The node cannot run the worker yet (NotReady, another startup taint): once per node, naming what it waits for. */
   VerificationWaitingForNode: 'VerificationWaitingForNode',
   /** Still not able to run the worker nodeManagement.bringUpTimeout after its creation: once per node. */

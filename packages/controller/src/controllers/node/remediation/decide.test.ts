@@ -254,6 +254,20 @@ describe('decide: helpers', () => {
     expect(isFailedNode(aNode().verified().build(), NOW, ctx)).toBe(false);
   });
 
+  it('a startup timeout is a failure to remediate only with onStartupTimeout: replace (keep and open leave the node be)', () => {
+    const timedOut = { uid: 'uid-failed-1', attempt: 1, failures: 0, phase: Phase.Failed, lastOutcome: Outcome.StartupTimeout, failedAt: NOW };
+    const ctxOf = (onStartupTimeout: 'keep' | 'open' | 'replace') => ({
+      config: testConfig({ nodeManagement: { startupTimeout: '10m', onStartupTimeout, deleteFailedNodes: true } }),
+      remediation: parseRemediationConfig({}),
+      readState: testProgress.read,
+    });
+    expect(failureTrigger(failed().build(), timedOut, NOW, ctxOf('replace'))).toBe('failed');
+    expect(failureTrigger(failed().build(), timedOut, NOW, ctxOf('keep'))).toBeUndefined();
+    expect(failureTrigger(failed().build(), timedOut, NOW, ctxOf('open'))).toBeUndefined();
+    // Retries exhausted stays a failure whatever the startup timeout's outcome.
+    expect(failureTrigger(failed().build(), { ...timedOut, lastOutcome: Outcome.ChecksFailed }, NOW, ctxOf('keep'))).toBe('failed');
+  });
+
   it('nodePoolOf: the karpenter.sh/nodepool label, "" without it', () => {
     expect(nodePoolOf(aNode().inNodePool('gpu').build())).toBe('gpu');
     expect(nodePoolOf(aNode().build())).toBe('');

@@ -187,7 +187,9 @@ export function failureTrigger(
   now: number,
   ctx: Pick<DecideContext, 'config' | 'remediation' | 'stuckClock'>,
 ): Trigger | undefined {
-  if (state?.phase === Phase.Failed) return 'failed';
+  // A startup timeout fails a node without a worker having blamed it: replaced only when its
+  // profile says so (nodeManagement.onStartupTimeout: replace); `keep` and `open` leave it be.
+  if (state?.phase === Phase.Failed) return state.lastOutcome === Outcome.StartupTimeout && ctx.config.nodeManagement.onStartupTimeout !== 'replace' ? undefined : 'failed';
   const at = stuckDeadline(node, state, ctx);
   return at !== undefined && now >= at ? 'stuck' : undefined;
 }

@@ -15,6 +15,7 @@ import { Outcome, Phase, type VerificationState } from './types.js';
  *   True     Passed                      the node passed and was opened
  *   False    <outcome of last attempt>   an attempt failed; another follows after a backoff
  *   False    RetriesExhausted            no attempts left; the taint stays
+ *   False    StartupTimeout              no verdict within nodeManagement.startupTimeout (kept, opened unverified, or replaced)
  *   Unknown  WaitingForNode              the node cannot run the worker yet (no attempt used)
  *   Unknown  WaitingForSlot              every verification slot is taken (reconciliation.maxConcurrentVerifications)
  *   False    NodeNotLaunchable           ... and still cannot nodeManagement.bringUpTimeout after its creation
@@ -27,6 +28,8 @@ export const ConditionReason = {
   Passed: 'Passed',
   RetriesExhausted: 'RetriesExhausted',
   UnsupportedOS: 'UnsupportedOS',
+  /** No verdict within nodeManagement.startupTimeout (the message says what onStartupTimeout did). */
+  StartupTimeout: 'StartupTimeout',
 } as const;
 
 export function desiredCondition(state: VerificationState, config: ControllerConfig): ConditionInput {
@@ -49,6 +52,7 @@ export function desiredCondition(state: VerificationState, config: ControllerCon
       return { type, status: 'False', reason: state.lastOutcome ?? 'Failed', message: `attempt ${state.failures} of ${max} failed: ${last}${next}` };
     }
     case Phase.Failed:
+      if (state.lastOutcome === Outcome.StartupTimeout) return { type, status: 'False', reason: ConditionReason.StartupTimeout, message: last };
       return {
         type,
         status: 'False',
@@ -86,6 +90,7 @@ export function isFinal(condition: Pick<ConditionInput, 'reason'>): boolean {
   return (
     condition.reason === ConditionReason.Passed ||
     condition.reason === ConditionReason.RetriesExhausted ||
+    condition.reason === ConditionReason.StartupTimeout ||
     condition.reason === ConditionReason.NodeNotLaunchable ||
     condition.reason === ConditionReason.UnsupportedOS
   );

@@ -467,3 +467,55 @@ describe('backoffDelay', () => {
     expect([1, 2, 3].map((n) => backoffDelay(n, r))).toEqual([1000, 3000, 9000]);
   });
 });
+
+describe('decide: the startup timeout (nodeManagement.startupTimeout, onStartupTimeout)', () => {
+  const created = NOW - 10 * 60 * S;
+  const cni = { key: 'node.cilium.io/agent-not-ready', value: 'true', effect: 'NoSchedule' };
+  const withTimeout = (onStartupTimeout: 'keep' | 'open' | 'replace', startupTimeout = '5m') =>
+    testConfig({ nodeManagement: { startupTimeout, onStartupTimeout, deleteFailedNodes: onStartupTimeout === 'replace' } });
+
+  it('ends a node without a verdict at the deadline: failed, StartupTimeout, saying what it waited for; open only with "open"', () => {
+    const node = aNode().tainted().withTaints(cni).createdAt(created).build();
+    for (const outcome of ['keep', 'open', 'replace'] as const) {
+      const action = run(node, [], { config: withTimeout(outcome) });
+      expect(action, outcome).toMatchObject({
+        kind: 'Complete',
+        open: outcome === 'open',
+        result: { outcome: Outcome.StartupTimeout, message: expect.stringContaining(`no verdict within nodeManagement.startupTimeout (5m) of the node's creation: the node still could not run the worker (waiting for: taint ${cni.key}=true:NoSchedule removed`) },
+        state: { phase: Phase.Failed, lastOutcome: Outcome.StartupTimeout, failedAt: NOW, attempt: 0 },
+      });
+    }
+  });
+
+  it('does nothing before the deadline, or when it is 0 (the default)', () => {
+    const node = aNode().tainted().withTaints(cni).createdAt(created).build();
+    expect(run(node, [], { config: withTimeout('keep', '11m') })).toMatchObject({ kind: 'Wait', reason: 'NodeNotLaunchable' });
+    expect(run(node)).toMatchObject({ kind: 'Wait', reason: 'NodeNotLaunchable' });
+  });
+
+  it('abandons an attempt in flight (its pod goes) and says so', () => {
+    const node = aNode().tainted().createdAt(created).withState({ attempt: 2, failures: 1, phase: Phase.Verifying }).build();
+    const running = aWorkerPod(node, 2).createdAt(NOW - 30 * S).scheduledAt(NOW - 29 * S).runningSince(NOW - 20 * S).build();
+    const action = run(node, [running], { config: withTimeout('keep') });
+    expect(action).toMatchObject({ kind: 'Complete', attempt: 2, result: { message: expect.stringContaining('attempt 2 was still running') }, state: { attempt: 2, failures: 1, phase: Phase.Failed } });
+    expect(names(action)).toEqual([podName(node, 2)]);
+  });
+
+  it('is not the node\'s fault while it waits for a slot other nodes hold, or its latest attempt was inconclusive: no timeout then', () => {
+    const waiting = aNode().tainted().createdAt(created).build();
+    expect(run(waiting, [], { config: withTimeout('replace'), active: defaults.reconciliation.maxConcurrentVerifications })).toMatchObject({ kind: 'Wait', reason: 'ConcurrencyLimit' });
+    const inconclusive = aNode()
+      .tainted()
+      .createdAt(created)
+      .withState({ attempt: 1, failures: 0, phase: Phase.Backoff, nextAttemptAt: NOW + 5 * S, lastOutcome: Outcome.ClusterWide, lastMessage: 'dns: most nodes fail alike' })
+      .build();
+    expect(run(inconclusive, [], { config: withTimeout('replace') })).toMatchObject({ kind: 'Wait', reason: 'Backoff' });
+  });
+
+  it('leaves a node that already has its verdict alone', () => {
+    const failed = aNode().tainted().createdAt(created).withState({ attempt: 2, failures: 2, phase: Phase.Failed, failedAt: T0 }).build();
+    expect(run(failed, [], { config: withTimeout('open') })).toMatchObject({ kind: 'Ignore', reason: 'Failed' });
+    const verified = aNode().tainted().verified().createdAt(created).build();
+    expect(run(verified, [], { config: withTimeout('open') })).toMatchObject({ kind: 'Ignore', reason: 'Verified' });
+  });
+});

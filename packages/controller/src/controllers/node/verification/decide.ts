@@ -1,3 +1,4 @@
+import { formatDuration } from '@kube-node-ready/core';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import type { ControllerConfig } from '../../../config/schema.js';
 import { Karpenter, NODE_NOT_READY_TAINT, NODE_UNREACHABLE_TAINT, PodAnnotation } from '../../../api/well-known.js';
@@ -165,10 +166,15 @@ export function decide(
     return { kind: 'Ignore', reason: 'Failed', cleanup: cleanup(mine, foreign, { keep }) };
   }
 
-  // 5. An attempt in flight: the stored one, or a pod newer than the stored state (created just
-  //    before a restart, before its state was written): follow it to its result.
+  // 4b. No verdict within nodeManagement.startupTimeout of the node's creation: the verification
+  //     ends with onStartupTimeout (keep, open, replace), whatever it was doing.
   const storedInFlight = state?.phase === Phase.Verifying ? state.attempt : 0;
   const inFlight = Math.max(storedInFlight, latestAttempt > (state?.attempt ?? 0) ? latestAttempt : 0);
+  const timedOut = startupTimeout(node, state, Math.max(state?.attempt ?? 0, latestAttempt), inFlight, { mine, foreign }, now, config, ctx);
+  if (timedOut) return timedOut;
+
+  // 5. An attempt in flight: the stored one, or a pod newer than the stored state (created just
+  //    before a restart, before its state was written): follow it to its result.
   if (inFlight > 0) {
     const pod = mine.find((p) => podAttempt(p) === inFlight);
     return follow(node, pod, inFlight, state, { mine, foreign }, now, config, ctx.judgement);
@@ -213,6 +219,59 @@ export function decide(
     state: { ...base, attempt, phase: Phase.Verifying, pod: `${config.worker.namespace}/${podName}`, launchableAt: Math.min(base.launchableAt ?? now, ctx.launchableSince ?? now), firstLaunchAt: base.firstLaunchAt ?? now },
     cleanup: cleanup(mine, foreign, { keep }),
     requeueAfterMs: config.worker.scheduleTimeout,
+  };
+}
+
+/**
+ * Step 4b: the startup timeout (nodeManagement.startupTimeout, off at 0). A node without a verdict
+ * that long after its creation ends its verification as StartupTimeout, failed: `keep` and
+ * `replace` leave it closed (remediation acts only on `replace`), `open` removes our taints without
+ * verifying it. Not while the wait is the cluster's doing, which says nothing about the node: its
+ * latest attempt was inconclusive (a cluster-wide fault), or it waits for a verification slot
+ * other nodes hold. An attempt in flight is abandoned: its pod goes.
+ */
+function startupTimeout(
+  node: V1Node,
+  state: VerificationState | undefined,
+  attempt: number,
+  inFlight: number,
+  pods: { mine: V1Pod[]; foreign: V1Pod[] },
+  now: number,
+  config: ControllerConfig,
+  ctx: DecideContext,
+): Extract<Action, { kind: 'Complete' }> | undefined {
+  const { startupTimeout: timeout, onStartupTimeout: onTimeout } = config.nodeManagement;
+  const created = toMillis(node.metadata?.creationTimestamp);
+  if (timeout <= 0 || created === undefined || now < created + timeout) return undefined;
+  if (state?.lastOutcome === Outcome.ClusterWide) return undefined;
+  const blockers = launchBlockers(node, config);
+  const backingOff = state?.phase === Phase.Backoff && state.nextAttemptAt !== undefined && now < state.nextAttemptAt;
+  if (inFlight === 0 && !backingOff && blockers.length === 0 && ctx.slotsTaken >= config.reconciliation.maxConcurrentVerifications) return undefined;
+  const doing =
+    blockers.length > 0
+      ? `the node still could not run the worker (waiting for: ${blockers.join('; ')})`
+      : inFlight > 0
+        ? `attempt ${inFlight} was still running`
+        : backingOff
+          ? `it was backing off after ${state?.failures ?? 0} failed attempts (last: ${state?.lastMessage ?? 'no details'})`
+          : 'no attempt had started';
+  const result: AttemptResult = {
+    outcome: Outcome.StartupTimeout,
+    message: `no verdict within nodeManagement.startupTimeout (${formatDuration(timeout)}) of the node's creation: ${doing}`,
+    failedChecks: [],
+    checks: [],
+    warnings: [],
+  };
+  const base: VerificationState = { ...carried(state, nodeUid(node)), attempt };
+  return {
+    kind: 'Complete',
+    attempt,
+    result,
+    state: { ...finished(base, result, now), phase: Phase.Failed, failedAt: now },
+    open: onTimeout === 'open',
+    deletePod: false,
+    // The attempt in flight, if any, is not finished: it goes with every unfinished pod.
+    cleanup: cleanup(pods.mine, pods.foreign, { keep: config.worker.keepFailedPods }),
   };
 }
 

@@ -20,6 +20,7 @@ const OUTCOME_REASON: Record<Outcome, Reason> = {
   [Outcome.DeadlineExceeded]: Reason.VerificationDeadlineExceeded,
   [Outcome.PodDeleted]: Reason.VerificationWorkerPodDeleted,
   [Outcome.ClusterWide]: Reason.VerificationInconclusive,
+  [Outcome.StartupTimeout]: Reason.VerificationStartupTimeout,
 };
 
 export function outcomeReason(outcome: Outcome): Reason {
@@ -60,6 +61,9 @@ export function completedEvents(
     return [{ type: EventType.Normal, reason: Reason.VerificationPassed, message: `${result.message}; ${taints}added label ${label}` }, ...warnings];
   }
 
+  if (result.outcome === Outcome.StartupTimeout) {
+    return [{ type: EventType.Warning, reason: Reason.VerificationStartupTimeout, message: `${result.message}; ${startupTimeoutVerdict(config, opts)}` }];
+  }
   const next = state.phase === Phase.Backoff && action.requeueAfterMs !== undefined ? `; retrying in ${Math.round(action.requeueAfterMs / 1000)}s` : '';
   if (result.outcome === Outcome.ClusterWide) {
     const counted = `${state.failures} of ${max} counted attempts failed so far`;
@@ -75,6 +79,20 @@ export function completedEvents(
     });
   }
   return events;
+}
+
+/** What a startup timeout did to the node (nodeManagement.onStartupTimeout), for its Event. */
+function startupTimeoutVerdict(config: ControllerConfig, opts: { dryRun: boolean; removedTaints: readonly string[] }): string {
+  switch (config.nodeManagement.onStartupTimeout) {
+    case 'keep':
+      return 'the node is marked failed and keeps its taint (onStartupTimeout: keep)';
+    case 'replace':
+      return 'the node is marked failed and goes to remediation, whose guards apply (onStartupTimeout: replace)';
+    case 'open': {
+      const taints = opts.removedTaints.join(', ') || 'none left';
+      return opts.dryRun ? `dry run: would open it unverified, removing taint ${taints} (onStartupTimeout: open)` : `opened unverified: removed taint ${taints}, no verified label (onStartupTimeout: open)`;
+    }
+  }
 }
 
 /** The worker's warnings, each naming its check (`dns: ... slow: 3.5s ...`), in one Event; none without warnings. */

@@ -169,3 +169,25 @@ describe('conditionPatch', () => {
     expect(conditionPatch(node, wanted, T0 + 5_000)).toBeUndefined();
   });
 });
+
+describe('nodePatch: a startup timeout (nodeManagement.onStartupTimeout)', () => {
+  const timedOut: VerificationState = { uid: 'uid-node-1', attempt: 0, failures: 0, phase: Phase.Failed, lastOutcome: Outcome.StartupTimeout, failedAt: T0 };
+  it('open: removes our taints only; no verified label, no failed taint, before or after the status is stored', () => {
+    const cfg = testConfig({ nodeManagement: { startupTimeout: '10m', onStartupTimeout: 'open' } });
+    const node = aNode().withTaints(CILIUM, DEFAULT_TAINT).label('team', 'a').build();
+    const opened = applyJsonPatch(node, nodePatch({ node, config: cfg, state: timedOut, open: true }));
+    expect(opened.spec?.taints).toEqual([CILIUM]);
+    expect(opened.metadata?.labels).toEqual({ team: 'a' });
+    // The store's write of the Failed state that follows adds nothing.
+    expect(nodePatch({ node: opened, config: cfg, state: timedOut, open: false }).filter((op) => op.op !== 'test')).toEqual([]);
+  });
+
+  it('keep and replace: the node stays closed and gets the failed taint, as any failed node', () => {
+    for (const onStartupTimeout of ['keep', 'replace'] as const) {
+      const cfg = testConfig({ nodeManagement: { startupTimeout: '10m', onStartupTimeout, deleteFailedNodes: true } });
+      const node = aNode().withTaints(DEFAULT_TAINT).build();
+      const after = applyJsonPatch(node, nodePatch({ node, config: cfg, state: timedOut, open: false }));
+      expect(after.spec?.taints?.map((t) => t.key), onStartupTimeout).toEqual([DEFAULT_TAINT.key, cfg.nodeManagement.failedTaint.key]);
+    }
+  });
+});

@@ -3,7 +3,7 @@ import type { ControllerConfig } from '../../../config/schema.js';
 import { nodeTaints, toMillis } from '../../../kube/objects.js';
 import { isVerificationTaint } from './decide.js';
 import { formatTaint } from './taints.js';
-import { Phase, type VerificationState } from './types.js';
+import { Outcome, Phase, type VerificationState } from './types.js';
 
 /**
  * The Node writes of a verification, as RFC 6902 JSON patches computed from the node the decision
@@ -33,7 +33,7 @@ export interface NodePatchInput {
   config: ControllerConfig;
   /** The progress being stored (its phase says whether the node is failed). */
   state: VerificationState;
-  /** The node passed: remove our taints, add the verified label. */
+  /** The node passed: remove our taints, add the verified label. A startup timeout's `open` (failOpen below): remove our taints only. */
   open: boolean;
 }
 
@@ -42,6 +42,9 @@ export function nodePatch({ node, config, state, open }: NodePatchInput): JsonPa
   const failedTaint = config.nodeManagement.failedTaint;
   const isFailedTaint = (t: { key: string; effect: string }) => failedTaint.enabled && t.key === failedTaint.key && t.effect === 'NoSchedule';
   const failed = state.phase === Phase.Failed;
+  // A startup timeout with onStartupTimeout: open fails the node open: our taints go (with `open`),
+  // and it gets neither the verified label nor the failed taint: it is open, and not verified.
+  const failOpen = failed && state.lastOutcome === Outcome.StartupTimeout && config.nodeManagement.onStartupTimeout === 'open';
 
   // Our taints to remove, each tested at its index and removed from the highest index down: the
   // verification taints when the node opens, the failed taint whenever the node is not failed.
@@ -53,13 +56,13 @@ export function nodePatch({ node, config, state, open }: NodePatchInput): JsonPa
   for (const { i } of [...remove].reverse()) ops.push({ op: 'remove', path: `/spec/taints/${i}` });
 
   // Failed: the failed taint, appended (another writer's taints may move; the end stays the end).
-  if (failed && failedTaint.enabled && !taints.some(isFailedTaint)) {
+  if (failed && !failOpen && failedTaint.enabled && !taints.some(isFailedTaint)) {
     const taint = { key: failedTaint.key, value: 'true', effect: 'NoSchedule' };
     if (node.spec?.taints === undefined) ops.push({ op: 'test', path: '/spec/taints', value: null }, { op: 'add', path: '/spec/taints', value: [taint] });
     else ops.push({ op: 'add', path: '/spec/taints/-', value: taint });
   }
 
-  if (open) {
+  if (open && !failOpen) {
     const { key, value } = config.nodeManagement.verifiedLabel;
     if (node.metadata?.labels === undefined) ops.push({ op: 'test', path: '/metadata/labels', value: null });
     ops.push(...setMapEntries(node.metadata?.labels, '/metadata/labels', { [key]: value }));

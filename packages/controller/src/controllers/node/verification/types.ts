@@ -25,6 +25,12 @@ export const Outcome = {
    * outside the node. Not counted against the node, no remediation signal; tried again later.
    */
   ClusterWide: 'ClusterWide',
+  /**
+   * No verdict within nodeManagement.startupTimeout of the node's creation: the verification ends
+   * with nodeManagement.onStartupTimeout (keep the taint, open the node unverified, or replace it
+   * through remediation). Not an attempt of the worker.
+   */
+  StartupTimeout: 'StartupTimeout',
 } as const;
 export type Outcome = (typeof Outcome)[keyof typeof Outcome];
 export const OUTCOMES: readonly Outcome[] = Object.values(Outcome);

@@ -5,6 +5,7 @@ import { recordVerdict } from '../cluster-wide.js';
 import type { Action } from '../decide.js';
 import { completedEvents } from '../events.js';
 import { taintsToRemove } from '../node-patch.js';
+import { Outcome } from '../types.js';
 import { storeOutcome } from '../open.js';
 import { CONFLICT, requeue, type ActionContext, type Applied } from './context.js';
 
@@ -23,7 +24,9 @@ export async function complete(ctx: ActionContext, node: V1Node, pods: readonly 
   const saved = await storeOutcome({ kube, store, config }, node, action.state, action.open);
   if (saved === 'conflict') return CONFLICT;
   const now = clock.now();
-  const openedNow = action.open && !config.dryRun && removedTaints.length > 0;
+  const passed = action.result.outcome === Outcome.Passed;
+  // Opened because it passed (a startup timeout's `open` removes the taints too, unverified: not a verification's latency).
+  const openedNow = passed && action.open && !config.dryRun && removedTaints.length > 0;
   if (openedNow) ctx.deps.reactions?.stop('open', name);
   else ctx.deps.reactions?.cancel('open', name);
 
@@ -50,7 +53,8 @@ export async function complete(ctx: ActionContext, node: V1Node, pods: readonly 
   if (openedNow && created !== undefined) metrics.recordOpened((now - created) / 1000, ctx.profile);
   const warnings = action.result.warnings.map((w) => w.message);
   const fields = { attempt: action.attempt, outcome: action.result.outcome, failedChecks: action.result.failedChecks, phase: action.state.phase, ...(warnings.length > 0 ? { warnings } : {}) };
-  if (action.open) log.info({ ...fields, removedTaints, dryRun: config.dryRun }, config.dryRun ? 'node passed (dry run: not opened)' : 'node passed and was opened');
+  if (action.result.outcome === Outcome.StartupTimeout) log.warn({ ...fields, message: action.result.message, onStartupTimeout: config.nodeManagement.onStartupTimeout, removedTaints }, 'no verdict within the startup timeout');
+  else if (passed) log.info({ ...fields, removedTaints, dryRun: config.dryRun }, config.dryRun ? 'node passed (dry run: not opened)' : 'node passed and was opened');
   else log.warn({ ...fields, message: action.result.message, requeueAfterMs: action.requeueAfterMs }, 'verification attempt failed');
 
   // 4. The pod has served its purpose.
