@@ -234,6 +234,15 @@ describe('helm template: what is created', () => {
     expect(bad.stderr).toContain('taints');
   });
 
+  it('grants what remediation needs when a profile alone turns deleteFailedNodes on (node delete, the ledger)', async () => {
+    const objects = await template({ config: { profiles: [{ name: 'batch', nodeSelector: { matchLabels: { pool: 'batch' } }, nodeManagement: { deleteFailedNodes: true } }] } });
+    const role = find(objects, 'ClusterRole', 'kube-node-ready-controller') as KubeObject & { rules: Array<{ resources: string[]; verbs: string[] }> };
+    expect(role.rules.find((r) => r.resources.includes('nodes'))?.verbs).toContain('delete');
+    expect(findAll(objects, 'ConfigMap').map((c) => c.metadata.name)).toContain('kube-node-ready-controller-remediation');
+    const off = find(await template({}), 'ClusterRole', 'kube-node-ready-controller') as typeof role;
+    expect(off.rules.find((r) => r.resources.includes('nodes'))?.verbs).not.toContain('delete');
+  });
+
   it('passes the mtu, egress and slowness keys to the worker ConfigMap, and the schema rejects bad ones', async () => {
     const checks = {
       enabled: ['dns', 'api', 'tcp', 'service', 'podnet', 'mtu', 'egress'],

@@ -119,7 +119,16 @@ describe('deploymentMode', () => {
     expect(unknown.stderr).toContain('deploymentMode');
     const remediation = await tryTemplate({ ...DS, config: { nodeManagement: { deleteFailedNodes: true } } });
     expect(remediation.code).not.toBe(0);
-    expect(remediation.stderr).toContain('config.nodeManagement.deleteFailedNodes needs deploymentMode: controller');
+    expect(remediation.stderr).toContain('config.nodeManagement.deleteFailedNodes (at the top level or in a profile) needs deploymentMode: controller');
+    const inProfile = await tryTemplate({ ...DS, config: { profiles: [{ name: 'gpu', nodeSelector: {}, nodeManagement: { deleteFailedNodes: true } }] } });
+    expect(inProfile.code).not.toBe(0);
+    expect(inProfile.stderr).toContain('deleteFailedNodes (at the top level or in a profile)');
+    for (const config of [{ nodeManagement: { startupTimeout: '30m' } }, { profiles: [{ name: 'gpu', nodeSelector: {}, nodeManagement: { startupTimeout: '1h' } }] }]) {
+      const timeout = await tryTemplate({ ...DS, config });
+      expect(timeout.code, JSON.stringify(config)).not.toBe(0);
+      expect(timeout.stderr).toContain('config.nodeManagement.startupTimeout (at the top level or in a profile) needs deploymentMode: controller');
+    }
+    expect((await tryTemplate({ ...DS, config: { nodeManagement: { startupTimeout: '0s' } } })).code).toBe(0);
   });
 });
 

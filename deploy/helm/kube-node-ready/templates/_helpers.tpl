@@ -203,9 +203,23 @@ config.worker.checks.service.services; one per line.
 {{- if include "kube-node-ready.healthSeparate" . }}health{{ else }}http-metrics{{ end }}
 {{- end }}
 
-{{/* Remediation (deleting failed nodes) needs delete rights on nodes and NodeClaims. */}}
+{{/* Remediation (deleting failed nodes: at the top level or in any profile) needs delete rights on nodes and NodeClaims. */}}
 {{- define "kube-node-ready.remediationEnabled" -}}
-{{- if .Values.config.nodeManagement.deleteFailedNodes }}true{{ end }}
+{{- $on := .Values.config.nodeManagement.deleteFailedNodes }}
+{{- range (.Values.config.profiles | default list) }}
+{{- if and .nodeManagement .nodeManagement.deleteFailedNodes }}{{ $on = true }}{{ end }}
+{{- end }}
+{{- if $on }}true{{ end }}
+{{- end }}
+
+{{/* A startup timeout (nodeManagement.startupTimeout not 0), at the top level or in any profile. */}}
+{{- define "kube-node-ready.startupTimeoutSet" -}}
+{{- $off := "^0*(ns|us|µs|ms|s|m|h)?$" }}
+{{- $set := not (regexMatch $off (toString (.Values.config.nodeManagement.startupTimeout | default "0"))) }}
+{{- range (.Values.config.profiles | default list) }}
+{{- if and .nodeManagement .nodeManagement.startupTimeout (not (regexMatch $off (toString .nodeManagement.startupTimeout))) }}{{ $set = true }}{{ end }}
+{{- end }}
+{{- if $set }}true{{ end }}
 {{- end }}
 
 {{/*
@@ -219,8 +233,11 @@ the result stays a valid name: the same as the controller's ledgerName() (remedi
 
 {{/* Checks that span several values (values.schema.json checks each value alone). */}}
 {{- define "kube-node-ready.validate" -}}
-{{- if and (include "kube-node-ready.daemonset" .) .Values.config.nodeManagement.deleteFailedNodes }}
-{{- fail "config.nodeManagement.deleteFailedNodes needs deploymentMode: controller: in DaemonSet mode a node's own pod decides about it, and no pod deletes nodes (a failed node keeps its taint; docs/installation.md#daemonset-mode)" }}
+{{- if and (include "kube-node-ready.daemonset" .) (include "kube-node-ready.remediationEnabled" .) }}
+{{- fail "config.nodeManagement.deleteFailedNodes (at the top level or in a profile) needs deploymentMode: controller: in DaemonSet mode a node's own pod decides about it, and no pod deletes nodes (a failed node keeps its taint; docs/installation.md#daemonset-mode)" }}
+{{- end }}
+{{- if and (include "kube-node-ready.daemonset" .) (include "kube-node-ready.startupTimeoutSet" .) }}
+{{- fail "config.nodeManagement.startupTimeout (at the top level or in a profile) needs deploymentMode: controller: in DaemonSet mode a node's own pod retries until it passes or its attempts run out (docs/installation.md#daemonset-mode)" }}
 {{- end }}
 {{- if and (not .Values.config.leaderElection.enabled) (gt (int .Values.controller.replicas) 1) }}
 {{- fail "controller.replicas must be 1 when config.leaderElection.enabled is false: without leader election two controllers would verify the same nodes" }}
