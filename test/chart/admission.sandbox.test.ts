@@ -14,6 +14,7 @@ import { installationOf, MAX_MESSAGE, NodeVerificationApi, newNodeVerification a
 import { parseConfig } from '../../packages/controller/src/config/load.js';
 import type { ControllerConfig } from '../../packages/controller/src/config/schema.js';
 import { conditionPatch, nodePatch, type JsonPatchOp } from '../../packages/controller/src/controllers/node/verification/node-patch.js';
+import { containerCheckSchema } from '../../packages/controller/src/controllers/node/verification/container-checks.js';
 import { buildWorkerPod, workerImage } from '../../packages/controller/src/controllers/node/verification/pod-spec.js';
 import { Outcome, Phase, type VerificationState } from '../../packages/controller/src/controllers/node/verification/types.js';
 import { addNode, core, createNamespace, deleteNode, outcome, pendingWorkloadFor, podBoundTokens, sandbox, serviceAccountKubeConfig, tokenKubeConfig, waitFor } from '../sandbox.js';
@@ -31,6 +32,8 @@ let id = '';
 let release = '';
 let applied: KubeObject[] = [];
 let config: ControllerConfig;
+/** The release's chart values. */
+let values: { config: Record<string, unknown> & { worker: Record<string, unknown> } } & Record<string, unknown>;
 /** The API as the controller's ServiceAccount. */
 let asController: k8s.CoreV1Api;
 let asControllerCustom: k8s.CustomObjectsApi;
@@ -51,7 +54,7 @@ beforeAll(async () => {
   // The workers' namespace is a plain one here, without Pod Security labels: every refusal below
   // is the policies' own (the chart's dedicated namespace adds Pod Security "restricted" on top).
   workerNamespace = await createNamespace('vapw');
-  const values = {
+  values = {
     image: { repository: 'kube-node-ready', tag: 'dev' },
     config: {
       worker: { namespace: workerNamespace, serviceAccountName: `${release}-worker`, configMapName: `${release}-worker`, priorityClassName: '' },
@@ -155,6 +158,55 @@ describe('pods the controller creates', () => {
     const deleteAsController = (name: string) => outcome(asController.deleteNamespacedPod({ name, namespace: workerNamespace, dryRun: 'All' }));
     expect(await deleteAsController(worker.metadata!.name!)).toBe('allowed');
     expect(await deleteAsController(other.metadata!.name!)).toContain('metadata.labels');
+  });
+});
+
+describe('container checks beside the worker', () => {
+  const GPU_IMAGE = 'registry.example.com/cuda:12.4.1';
+  const DISK_IMAGE = 'registry.example.com/busybox:1.36';
+  let node: k8s.V1Node;
+  const podWith = (checks: Array<{ name: string; image: string }>, name: string) =>
+    buildWorkerPod({ node, attempt: 1, podName: name, config, image: workerImage(config.worker.image, 'dev'), configHash: 'test', containerChecks: checks.map((c) => containerCheckSchema.parse(c)) });
+  const create = (pod: k8s.V1Pod) => outcome(asController.createNamespacedPod({ namespace: workerNamespace, body: pod, dryRun: 'All' }));
+
+  beforeAll(async () => {
+    node = await newNode();
+    // The release again, with a container check at the top level and one in a profile: only its
+    // pods policy changes (it admits more than before, so the other tests' refusals hold). The
+    // values schema is generated from config/schema.ts, which wires worker.containerChecks in
+    // separately: not validated here.
+    const withChecks = {
+      ...values,
+      config: {
+        ...values.config,
+        worker: { ...values.config.worker, containerChecks: [{ name: 'gpu', image: GPU_IMAGE }] },
+        profiles: [{ name: 'storage', nodeSelector: { matchLabels: { pool: 'storage' } }, worker: { containerChecks: [{ name: 'disk', image: DISK_IMAGE }] } }],
+      },
+    };
+    const objects = await template(withChecks, { namespace, release });
+    const policy = find(objects, 'ValidatingAdmissionPolicy', `${release}-kube-node-ready-controller-pods`);
+    const result = await kubectl(['apply', '--server-side', '--field-manager=knr-vap-test'], `---\n${JSON.stringify(policy)}\n`);
+    if (result.code !== 0) throw new Error(`applying the pods policy with container checks: ${result.stderr}`);
+    // The API server loads the changed policy a moment later.
+    await waitFor(async () => ((await create(podWith([{ name: 'gpu', image: GPU_IMAGE }], `knr-cc-wait-${id}`))) === 'allowed' ? true : undefined), 'the pods policy to admit the listed container check image', 30_000, 250);
+  }, 120_000);
+
+  it('a worker pod with the container checks of the configuration (top level and a profile\'s) is admitted', async () => {
+    const pod = podWith([{ name: 'gpu', image: GPU_IMAGE }, { name: 'disk', image: DISK_IMAGE }], `knr-cc-ok-${id}`);
+    expect(pod.spec!.containers.map((c) => c.image)).toEqual(['kube-node-ready:dev', GPU_IMAGE, DISK_IMAGE]);
+    expect(await create(pod)).toBe('allowed');
+  });
+
+  it.each([
+    ['an image no container check lists', (p: k8s.V1Pod) => void (p.spec!.containers[1]!.image = 'registry.example.com/other:1')],
+    ['the worker image as a check', (p: k8s.V1Pod) => void (p.spec!.containers[1]!.image = 'kube-node-ready:dev')],
+    ['a listed image first, the worker second', (p: k8s.V1Pod) => void p.spec!.containers.reverse()],
+  ])('refused: %s (spec.containers)', async (_what, mutate) => {
+    const pod = podWith([{ name: 'gpu', image: GPU_IMAGE }], `knr-cc-no-${id}`);
+    mutate(pod);
+    const message = await create(pod);
+    expect(message).toContain('denied request');
+    expect(message).toContain('spec.containers');
   });
 });
 

@@ -595,6 +595,25 @@ describe('admission policies (docs/installation.md#security)', () => {
     expect(text(find(objects, 'ValidatingAdmissionPolicy', 'kube-node-ready-controller-node-deletion'))).toContain('example.com/unverified');
   });
 
+  it('admit beside the worker only the container checks\' images, top-level and per profile (none by default)', async () => {
+    const expression = (objects: KubeObject[]) =>
+      (find(objects, 'ValidatingAdmissionPolicy', 'kube-node-ready-controller-pods') as KubeObject & Policy).spec.validations.find((v) => v.message.startsWith('spec.containers:'))!.expression;
+    expect(expression(defaults)).toContain("object.spec.containers.all(c, c.name == 'worker' || c.image in [])");
+    const objects = await template(
+      {
+        config: {
+          worker: { containerChecks: [{ name: 'gpu', image: 'nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04' }] },
+          profiles: [
+            { name: 'storage', nodeSelector: { matchLabels: { pool: 'storage' } }, worker: { containerChecks: [{ name: 'disk', image: 'busybox:1.36' }, { name: 'gpu', image: 'nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04' }] } },
+            { name: 'plain', nodeSelector: { matchLabels: { pool: 'plain' } } },
+          ],
+        },
+      },
+    );
+    expect(expression(objects)).toContain('c.image in ["nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04","busybox:1.36"]');
+    expect(expression(objects)).toContain("object.spec.containers[0].name == 'worker'");
+  });
+
   it('the controller changes no annotation on a Node (its progress is in NodeVerifications)', () => {
     const writes = find(defaults, 'ValidatingAdmissionPolicy', 'kube-node-ready-controller-node-writes') as KubeObject & Policy;
     expect(writes.spec.variables!.map((v) => v.name)).not.toContain('ourAnnotations');

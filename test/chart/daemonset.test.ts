@@ -129,6 +129,9 @@ describe('deploymentMode', () => {
       expect(timeout.stderr).toContain('config.nodeManagement.startupTimeout (at the top level or in a profile) needs deploymentMode: controller');
     }
     expect((await tryTemplate({ ...DS, config: { nodeManagement: { startupTimeout: '0s' } } })).code).toBe(0);
+    const checks = await tryTemplate({ ...DS, config: { profiles: [{ name: 'gpu', nodeSelector: {}, worker: { containerChecks: [{ name: 'smi', image: 'nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04' }] } }] } });
+    expect(checks.code).not.toBe(0);
+    expect(checks.stderr).toContain('config.worker.containerChecks (at the top level or in a profile) needs deploymentMode: controller');
   });
 });
 

@@ -236,6 +236,11 @@ the result stays a valid name: the same as the controller's ledgerName() (remedi
 {{- if and (include "kube-node-ready.daemonset" .) (include "kube-node-ready.remediationEnabled" .) }}
 {{- fail "config.nodeManagement.deleteFailedNodes (at the top level or in a profile) needs deploymentMode: controller: in DaemonSet mode a node's own pod decides about it, and no pod deletes nodes (a failed node keeps its taint; docs/installation.md#daemonset-mode)" }}
 {{- end }}
+{{- $checks := .Values.config.worker.containerChecks | default list }}
+{{- range (.Values.config.profiles | default list) }}{{ if and .worker .worker.containerChecks }}{{ $checks = concat $checks .worker.containerChecks }}{{ end }}{{ end }}
+{{- if and (include "kube-node-ready.daemonset" .) $checks }}
+{{- fail "config.worker.containerChecks (at the top level or in a profile) needs deploymentMode: controller: they run as containers of the worker pod, and DaemonSet mode has none (docs/installation.md#daemonset-mode)" }}
+{{- end }}
 {{- if and (include "kube-node-ready.daemonset" .) (include "kube-node-ready.startupTimeoutSet" .) }}
 {{- fail "config.nodeManagement.startupTimeout (at the top level or in a profile) needs deploymentMode: controller: in DaemonSet mode a node's own pod retries until it passes or its attempts run out (docs/installation.md#daemonset-mode)" }}
 {{- end }}

@@ -30,6 +30,8 @@ export const PodAnnotation = {
   Attempt: `${GROUP}/attempt`,
   /** sha256 prefix of the worker configuration the pod was started with. */
   ConfigHash: `${GROUP}/config-hash`,
+  /** The timeout of each container check in the pod, `{"gpu":"30s"}` (container-checks.ts): its deadlines come from the pod. */
+  CheckTimeouts: `${GROUP}/check-timeouts`,
 } as const;
 
 /**

@@ -38,6 +38,7 @@ describe('defaults', () => {
         timeout: 60_000,
         scheduleTimeout: 120_000,
         startTimeout: 180_000,
+        containerChecks: [],
         keepFailedPods: 1,
         checks: {},
       },

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { GROUP } from '../api/well-known.js';
 import { remediationSchema } from '../controllers/node/remediation/config.js';
+import { containerChecksSchema } from '../controllers/node/verification/container-checks.js';
 import { duration, int } from './fields.js';
 
 /**
@@ -211,6 +212,7 @@ const workerSchema = z
       'A worker pod whose container has not started this long after its pod sandbox was created counts as a failed attempt ("not started"); covers image pulls. Counted from scheduling where the kubelet does not report the PodReadyToStartContainers condition. Before the sandbox exists (the CNI is still coming up) the pod waits up to nodeManagement.bringUpTimeout after the node\'s creation, if that is later.',
       { min: 1000 },
     ),
+    containerChecks: containerChecksSchema,
     keepFailedPods: int(1, 'Failed worker pods kept per node for `kubectl logs` (older ones are deleted). 0 deletes every pod once its result is recorded.', 0, 100),
     checks: z
       .record(z.string(), z.unknown())
@@ -421,8 +423,9 @@ const profileSchema = z
     nodeSelector: labelSelectorSchema.meta({
       description: 'The nodes this profile applies to (matchLabels, matchExpressions). The first profile whose selector matches a node applies; an empty selector matches every node.',
     }),
-    worker: inheriting(workerSchema.pick({ checks: true, timeout: true, scheduleTimeout: true, startTimeout: true, resources: true, tolerations: true })).meta({
-      description: 'worker settings of this profile\'s nodes: checks (its own worker configuration; mappings merge with the top-level one key by key), timeouts, resources, tolerations.',
+    worker: inheriting(workerSchema.pick({ checks: true, containerChecks: true, timeout: true, scheduleTimeout: true, startTimeout: true, resources: true, tolerations: true })).meta({
+      description:
+        'worker settings of this profile\'s nodes: checks (its own worker configuration; mappings merge with the top-level one key by key), container checks (the list replaces the top-level one), timeouts, resources, tolerations.',
     }),
     reconciliation: inheriting(reconciliationSchema.pick({ maxRetries: true, initialBackoff: true, maxBackoff: true, backoffFactor: true })).meta({
       description: 'Retries and backoff of this profile\'s nodes.',

@@ -1,7 +1,8 @@
-import type { V1Node, V1Pod, V1Taint } from '@kubernetes/client-node';
+import type { V1ContainerState, V1ContainerStatus, V1Node, V1Pod, V1Taint } from '@kubernetes/client-node';
 import { Karpenter } from '../api/well-known.js';
 import { parseConfig } from '../config/load.js';
 import type { ControllerConfig, ControllerConfigInput } from '../config/schema.js';
+import type { ContainerCheck } from '../controllers/node/verification/container-checks.js';
 import { workerPodName } from '../controllers/node/verification/naming.js';
 import { buildWorkerPod } from '../controllers/node/verification/pod-spec.js';
 import type { StateRead } from '../controllers/node/verification/store.js';
@@ -138,9 +139,9 @@ export function aNode(name = 'node-1'): NodeBuilder {
 export class WorkerPodBuilder {
   private readonly pod: V1Pod;
 
-  constructor(node: V1Node, attempt: number, config: ControllerConfig = testConfig()) {
+  constructor(node: V1Node, attempt: number, config: ControllerConfig = testConfig(), containerChecks: readonly ContainerCheck[] = []) {
     const podName = workerPodName(node.metadata?.name ?? '', node.metadata?.uid ?? '', attempt);
-    this.pod = buildWorkerPod({ node, attempt, podName, config, image: 'kube-node-ready:test', configHash: 'hash' });
+    this.pod = buildWorkerPod({ node, attempt, podName, config, image: 'kube-node-ready:test', configHash: 'hash', containerChecks });
     this.pod.status = { phase: 'Pending', conditions: [] };
   }
 
@@ -168,19 +169,13 @@ export class WorkerPodBuilder {
   }
 
   waiting(reason: string, message?: string): this {
-    this.status().containerStatuses = [
-      { name: 'worker', image: 'kube-node-ready:test', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason, ...(message ? { message } : {}) } } },
-    ];
-    return this;
+    return this.containerStatus({ name: 'worker', image: 'kube-node-ready:test', imageID: '', ready: false, restartCount: 0, state: { waiting: { reason, ...(message ? { message } : {}) } } });
   }
 
   runningSince(ms: number): this {
     this.status().phase = 'Running';
     this.status().startTime = iso(ms) as unknown as Date;
-    this.status().containerStatuses = [
-      { name: 'worker', image: 'kube-node-ready:test', imageID: '', ready: true, restartCount: 0, state: { running: { startedAt: iso(ms) as unknown as Date } } },
-    ];
-    return this;
+    return this.containerStatus({ name: 'worker', image: 'kube-node-ready:test', imageID: '', ready: true, restartCount: 0, state: { running: { startedAt: iso(ms) as unknown as Date } } });
   }
 
   /** The container exited; phase follows the exit code as the kubelet sets it. */
@@ -188,24 +183,56 @@ export class WorkerPodBuilder {
     const startedAt = opts.startedAt ?? Date.UTC(2025, 0, 1, 0, 0, 10);
     const finishedAt = opts.finishedAt ?? startedAt + 2_000;
     this.status().phase = exitCode === 0 ? 'Succeeded' : 'Failed';
-    this.status().containerStatuses = [
-      {
-        name: 'worker',
-        image: 'kube-node-ready:test',
-        imageID: '',
-        ready: false,
-        restartCount: 0,
-        state: {
-          terminated: {
-            exitCode,
-            message,
-            reason: opts.reason ?? (exitCode === 0 ? 'Completed' : 'Error'),
-            startedAt: iso(startedAt) as unknown as Date,
-            finishedAt: iso(finishedAt) as unknown as Date,
-          },
+    return this.containerStatus({
+      name: 'worker',
+      image: 'kube-node-ready:test',
+      imageID: '',
+      ready: false,
+      restartCount: 0,
+      state: {
+        terminated: {
+          exitCode,
+          message,
+          reason: opts.reason ?? (exitCode === 0 ? 'Completed' : 'Error'),
+          startedAt: iso(startedAt) as unknown as Date,
+          finishedAt: iso(finishedAt) as unknown as Date,
         },
       },
-    ];
+    });
+  }
+
+  /**
+   * The status of the container check `name` (a container of the pod beside the worker):
+   * `{ waiting: [reason, message] }`, `{ runningSince: ms }` or `{ exited: [code, message, startedAt, finishedAt] }`.
+   */
+  check(name: string, state: { waiting: [string, string?] } | { runningSince: number } | { exited: [number, string, number, number] }): this {
+    const s: V1ContainerState =
+      'waiting' in state
+        ? { waiting: { reason: state.waiting[0], ...(state.waiting[1] ? { message: state.waiting[1] } : {}) } }
+        : 'runningSince' in state
+          ? { running: { startedAt: iso(state.runningSince) as unknown as Date } }
+          : {
+              terminated: {
+                exitCode: state.exited[0],
+                message: state.exited[1],
+                reason: state.exited[0] === 0 ? 'Completed' : 'Error',
+                startedAt: iso(state.exited[2]) as unknown as Date,
+                finishedAt: iso(state.exited[3]) as unknown as Date,
+              },
+            };
+    return this.containerStatus({ name, image: 'check:test', imageID: '', ready: 'running' in s, restartCount: 0, state: s });
+  }
+
+  /** status.phase as the kubelet reports it (Running while any container runs or waits). */
+  phase(phase: string): this {
+    this.status().phase = phase;
+    return this;
+  }
+
+  /** Sets one container's status, keeping the others'. */
+  private containerStatus(status: V1ContainerStatus): this {
+    const others = (this.status().containerStatuses ?? []).filter((c) => c.name !== status.name);
+    this.status().containerStatuses = [...others, status];
     return this;
   }
 
@@ -249,8 +276,8 @@ export class WorkerPodBuilder {
   }
 }
 
-export function aWorkerPod(node: V1Node, attempt = 1, config?: ControllerConfig): WorkerPodBuilder {
-  return new WorkerPodBuilder(node, attempt, config);
+export function aWorkerPod(node: V1Node, attempt = 1, config?: ControllerConfig, containerChecks?: readonly ContainerCheck[]): WorkerPodBuilder {
+  return new WorkerPodBuilder(node, attempt, config, containerChecks);
 }
 
 export function summaryText(checks: CheckSummary[], extra: Partial<WorkerSummary> = {}): string {

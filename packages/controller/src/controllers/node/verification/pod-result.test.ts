@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { aNode, aWorkerPod, summaryText, testConfig } from '../../../testing/builders.js';
+import { containerCheckSchema } from './container-checks.js';
 import { evaluateWorkerPod, MAX_MESSAGE, RUN_GRACE_MS, type PodProgress } from './pod-result.js';
 import { Outcome } from './types.js';
 
@@ -186,5 +187,103 @@ describe('evaluateWorkerPod: outcomes', () => {
     const p = pod().build();
     delete p.status;
     expect(evaluateWorkerPod(p, T0, config.worker)).toEqual({ done: false, stage: 'Scheduling', requeueAfterMs: 120 * S });
+  });
+});
+
+describe('evaluateWorkerPod: container checks beside the worker', () => {
+  const checks = [containerCheckSchema.parse({ name: 'gpu', image: 'cuda:12', command: ['nvidia-smi'], timeout: '30s' }), containerCheckSchema.parse({ name: 'disk', image: 'busybox:1' })];
+  // The worker ran from T0+10s to T0+12s (its 24ms of checks); the checks started at T0+11s.
+  const withChecks = () => aWorkerPod(node, 1, config, checks).createdAt(T0).scheduledAt(T0).sandboxReady(true, T0);
+  const ran = (code: number, message = '', seconds = 3): { exited: [number, string, number, number] } => ({ exited: [code, message, T0 + 11 * S, T0 + (11 + seconds) * S] });
+  const result = (progress: PodProgress) => (progress.done ? progress.result : undefined);
+
+  it('all pass: one verdict naming every check, each container check with its exit and duration', () => {
+    const p = withChecks().passed(['dns', 'api']).check('gpu', ran(0)).check('disk', ran(0, '', 1)).build();
+    const progress = evaluateWorkerPod(p, T0 + 15 * S, config.worker);
+    expect(outcome(progress)).toEqual({ outcome: Outcome.Passed, message: 'all checks passed in 3s (dns, api, gpu, disk)' });
+    expect(result(progress)?.checks).toEqual([
+      { name: 'dns', ok: true, durationMs: 12 },
+      { name: 'api', ok: true, durationMs: 12 },
+      { name: 'gpu', ok: true, durationMs: 3000 },
+      { name: 'disk', ok: true, durationMs: 1000 },
+    ]);
+    expect(result(progress)?.failedChecks).toEqual([]);
+  });
+
+  it('exit 1 with a message: that check fails with its exit code and message (FallbackToLogsOnError gives what it printed)', () => {
+    const p = withChecks().passed(['dns']).check('gpu', ran(1, 'NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver.\n')).check('disk', ran(0)).phase('Failed').build();
+    const progress = evaluateWorkerPod(p, T0 + 15 * S, config.worker);
+    expect(outcome(progress)).toEqual({
+      outcome: Outcome.ChecksFailed,
+      message: "check failed: gpu: exit code 1: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+    });
+    expect(result(progress)).toMatchObject({ failedChecks: ['gpu'], exitCode: 0 });
+    expect(result(progress)?.checks.find((c) => c.name === 'gpu')).toEqual({ name: 'gpu', ok: false, durationMs: 3000, error: "exit code 1: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver." });
+  });
+
+  it('the worker\'s failed checks and ours, in one message, in that order', () => {
+    const p = withChecks().checksFailed({ dns: 'timeout' }).check('gpu', ran(2, 'no device')).check('disk', ran(0)).build();
+    const progress = evaluateWorkerPod(p, T0 + 15 * S, config.worker);
+    expect(outcome(progress)).toEqual({ outcome: Outcome.ChecksFailed, message: 'checks failed: dns: timeout; gpu: exit code 2: no device' });
+    expect(result(progress)?.failedChecks).toEqual(['dns', 'gpu']);
+  });
+
+  it('a worker error keeps its outcome; the failed check is named after it', () => {
+    const p = withChecks().exited(137, '', { reason: 'OOMKilled' }).check('gpu', ran(1, 'boom')).check('disk', ran(0)).build();
+    expect(outcome(evaluateWorkerPod(p, T0 + 15 * S, config.worker))).toEqual({ outcome: Outcome.WorkerError, message: 'the worker exited with code 137 (OOMKilled); check failed: gpu: exit code 1: boom' });
+  });
+
+  it('keeps the first KB of a check\'s message', () => {
+    const p = withChecks().passed(['dns']).check('gpu', ran(1, 'x'.repeat(4000))).check('disk', ran(0)).build();
+    const gpu = result(evaluateWorkerPod(p, T0 + 15 * S, config.worker))?.checks.find((c) => c.name === 'gpu');
+    expect(gpu?.error).toBe(`exit code 1: ${'x'.repeat(1024)}`);
+  });
+
+  it.each([
+    ['ErrImagePull', 'failed to pull and unpack image "docker.io/library/cuda:12": not found'],
+    ['ImagePullBackOff', 'Back-off pulling image "cuda:12"'],
+    ['InvalidImageName', 'Failed to apply default image tag "Cuda::12": couldn\'t parse image name'],
+    ['CreateContainerConfigError', 'configmap "x" not found'],
+  ])('a check that cannot start (%s) fails at once with the kubelet\'s reason, while the worker still runs', (reason, message) => {
+    const p = withChecks().runningSince(T0 + 10 * S).check('gpu', { waiting: [reason, message] }).check('disk', { runningSince: T0 + 11 * S }).phase('Pending').build();
+    const progress = evaluateWorkerPod(p, T0 + 12 * S, config.worker);
+    expect(outcome(progress)).toEqual({ outcome: Outcome.ChecksFailed, message: `check failed: gpu: ${reason}: ${message} (before the worker's checks finished)` });
+    expect(result(progress)).toMatchObject({ failedChecks: ['gpu'], checks: [{ name: 'gpu', ok: false, durationMs: 0, error: `${reason}: ${message}` }] });
+  });
+
+  it('an image pull error fails the check before the worker has even started', () => {
+    const p = withChecks().waiting('ContainerCreating').check('gpu', { waiting: ['ErrImagePull', 'not found'] }).build();
+    expect(outcome(evaluateWorkerPod(p, T0 + 5 * S, config.worker))).toEqual({ outcome: Outcome.ChecksFailed, message: "check failed: gpu: ErrImagePull: not found (before the worker's checks finished)" });
+  });
+
+  it('timeout: the worker is done, a check still runs: wait for its timeout, then it fails as timed out', () => {
+    const p = withChecks().passed(['dns']).phase('Running').check('gpu', { runningSince: T0 + 11 * S }).check('disk', ran(0)).build();
+    expect(evaluateWorkerPod(p, T0 + 20 * S, config.worker)).toEqual({ done: false, stage: 'Running', requeueAfterMs: 21 * S });
+    const progress = evaluateWorkerPod(p, T0 + 41 * S, config.worker);
+    expect(outcome(progress)).toEqual({ outcome: Outcome.ChecksFailed, message: 'check failed: gpu: timeout: still running 30s after it started (timeout 30s)' });
+    expect(result(progress)?.checks.map((c) => `${c.name}:${c.ok}:${c.durationMs}`)).toEqual(['dns:true:12', 'gpu:false:30000', 'disk:true:3000']);
+  });
+
+  it('timeout: a check past its timeout ends the attempt even while the worker runs; before it, the nearer deadline wakes the controller', () => {
+    const p = withChecks().runningSince(T0 + 10 * S).check('gpu', { runningSince: T0 + 11 * S }).check('disk', { runningSince: T0 + 11 * S }).build();
+    expect(evaluateWorkerPod(p, T0 + 20 * S, config.worker)).toEqual({ done: false, stage: 'Running', requeueAfterMs: 21 * S });
+    expect(outcome(evaluateWorkerPod(p, T0 + 41 * S, config.worker))).toEqual({
+      outcome: Outcome.ChecksFailed,
+      message: "check failed: gpu: timeout: still running 30s after it started (timeout 30s) (before the worker's checks finished)",
+    });
+  });
+
+  it('a check not started once the worker has: it gets the worker\'s start deadline, then fails naming the kubelet\'s reason', () => {
+    const p = withChecks().passed(['dns']).phase('Pending').check('gpu', { waiting: ['ContainerCreating'] }).check('disk', ran(0)).build();
+    expect(evaluateWorkerPod(p, T0 + 60 * S, config.worker)).toEqual({ done: false, stage: 'Running', requeueAfterMs: 120 * S });
+    expect(outcome(evaluateWorkerPod(p, T0 + 180 * S, config.worker))).toEqual({ outcome: Outcome.ChecksFailed, message: 'check failed: gpu: its container did not start within 3m (worker.startTimeout): ContainerCreating' });
+  });
+
+  it('the worker\'s own deadlines come first while it has not started', () => {
+    const p = withChecks().waiting('ImagePullBackOff', 'Back-off pulling image "x"').check('gpu', { waiting: ['ContainerCreating'] }).build();
+    expect(outcome(evaluateWorkerPod(p, T0 + 180 * S, config.worker))).toEqual({
+      outcome: Outcome.NotStarted,
+      message: 'the worker container did not start within 3m of scheduling: ImagePullBackOff: Back-off pulling image "x"',
+    });
   });
 });

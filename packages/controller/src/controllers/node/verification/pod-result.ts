@@ -1,9 +1,10 @@
-import type { V1ContainerStateTerminated, V1Pod, V1Taint } from '@kubernetes/client-node';
+import type { V1ContainerStateTerminated, V1Pod, V1PodStatus, V1Taint } from '@kubernetes/client-node';
 import { encodeSummary, ExitCode, formatDuration } from '@kube-node-ready/core';
 import { WorkerContainer } from '../../../api/well-known.js';
 import type { WorkerConfig } from '../../../config/schema.js';
 import { toMillis } from '../../../kube/objects.js';
-import { parseSummary, type WorkerSummary } from './summary.js';
+import { containerChecksOf } from './container-checks.js';
+import { parseSummary, type CheckSummary, type WorkerSummary } from './summary.js';
 import { formatTaint, untoleratedTaints } from './taints.js';
 import { Outcome, type AttemptResult, type WorkerWarning } from './types.js';
 
@@ -23,6 +24,29 @@ export const MAX_MESSAGE = 1024;
 
 /** Pod-level reasons (status.reason) that mean the pod was taken away rather than failing on its own. */
 const EVICTION_REASONS = new Set(['Evicted', 'Preempting', 'NodeShutdown', 'Terminated', 'NodeLost', 'Shutdown']);
+
+/**
+ * Waiting reasons of a container that will not start without a change (restartPolicy Never: the
+ * kubelet would retry a pull, but an attempt does not wait for that): a container check waiting
+ * with one has failed.
+ */
+const CANNOT_START = new Set([
+  'ErrImagePull',
+  'ImagePullBackOff',
+  'InvalidImageName',
+  'ErrImageNeverPull',
+  'RegistryUnavailable',
+  'SignatureValidationFailed',
+  'CreateContainerConfigError',
+  'CreateContainerError',
+  'RunContainerError',
+  'PreStartHookError',
+  'PostStartHookError',
+  'CrashLoopBackOff',
+]);
+
+/** The most of a container check's termination message kept in its error. */
+export const MAX_CHECK_MESSAGE = 1024;
 
 /** The node side of the start deadline: the pod sandbox may wait for the node's network until `until` (ms). */
 export interface BringUp {
@@ -51,15 +75,39 @@ export function evaluateWorkerPod(pod: V1Pod, now: number, worker: WorkerConfig,
     return finished(Outcome.PodDeleted, `the worker pod was evicted (${status.reason})${suffix(status.message)}`, terminated);
   }
 
-  // 3. The container finished: exit code and summary decide.
-  if (terminated) return fromTermination(terminated);
+  // 3. The container checks beside the worker: each finished, or running until its deadline. One
+  //    that cannot start or outlives its timeout ends the attempt at once.
+  const created = toMillis(pod.metadata?.creationTimestamp) ?? now;
+  const workerStarted = terminated !== undefined || container?.state?.running !== undefined;
+  const startBy = workerStarted ? containerStartDeadline(status, created, worker) : undefined;
+  const checks = containerChecksOf(pod, worker.timeout).map((c) => checkProgress(status, c, now, startBy, worker.startTimeout));
+  const results = checks.flatMap((c) => (c.done ? [c.check] : []));
+  const ended = checks.some((c) => c.done && c.ends);
+  const pendingUntil = Math.min(...checks.flatMap((c) => (c.done ? [] : [c.until])));
+
+  // 4. The worker container finished: its exit code and summary decide, with the checks'.
+  if (terminated) {
+    if (ended || results.length === checks.length) return fromTermination(terminated, results);
+    return { done: false, stage: 'Running', requeueAfterMs: Math.max(0, pendingUntil - now) };
+  }
+  if (ended) {
+    const failed = results.filter((c) => !c.ok);
+    return finished(Outcome.ChecksFailed, `${failedMessage(failed)} (before the worker's checks finished)`, undefined, { checks: results, failedChecks: failed.map((c) => c.name) });
+  }
   if (terminal) {
     const why = status.reason ? `${status.reason}${suffix(status.message)}` : 'no container result was reported';
     return finished(Outcome.WorkerError, `the worker pod ${status.phase === 'Failed' ? 'failed' : 'ended'} without a result: ${why}`);
   }
 
-  // 4. Still pending or running: which deadline applies?
-  const created = toMillis(pod.metadata?.creationTimestamp) ?? now;
+  // 5. The worker is still pending or running: its deadlines, and the checks'.
+  const progress = unfinishedWorker(pod, status, now, worker, created, nodeTaints, bringUp);
+  if (!progress.done && pendingUntil < now + progress.requeueAfterMs) return { ...progress, requeueAfterMs: Math.max(0, pendingUntil - now) };
+  return progress;
+}
+
+/** The worker container has not finished: which of its deadlines applies. */
+function unfinishedWorker(pod: V1Pod, status: V1PodStatus, now: number, worker: WorkerConfig, created: number, nodeTaints: readonly V1Taint[], bringUp: BringUp | undefined): PodProgress {
+  const container = status.containerStatuses?.find((c) => c.name === WorkerContainer.Name);
   const scheduled = status.conditions?.find((c) => c.type === 'PodScheduled');
   if (scheduled?.status !== 'True') {
     const deadline = created + worker.scheduleTimeout;
@@ -85,7 +133,7 @@ export function evaluateWorkerPod(pod: V1Pod, now: number, worker: WorkerConfig,
       return finished(Outcome.NotStarted, `the worker pod's sandbox was not created within ${within}: the node's pod network (CNI) is not working${why}`);
     }
     const from = sandbox?.status === 'True' ? (toMillis(sandbox.lastTransitionTime) ?? scheduledAt) : scheduledAt;
-    const deadline = Math.max(from, scheduledAt) + worker.startTimeout;
+    const deadline = containerStartDeadline(status, created, worker);
     if (now < deadline) return { done: false, stage: 'Starting', requeueAfterMs: deadline - now };
     return finished(Outcome.NotStarted, `the worker container did not start within ${formatDuration(worker.startTimeout)} of ${from > scheduledAt ? 'its pod sandbox being created' : 'scheduling'}${why}`);
   }
@@ -98,6 +146,59 @@ export function evaluateWorkerPod(pod: V1Pod, now: number, worker: WorkerConfig,
     undefined,
     { startedAt },
   );
+}
+
+/**
+ * By when a container of the pod must have started (its image pulled): worker.startTimeout after
+ * its pod sandbox was created, after scheduling where the kubelet does not report
+ * PodReadyToStartContainers.
+ */
+function containerStartDeadline(status: V1PodStatus, created: number, worker: WorkerConfig): number {
+  const scheduledAt = toMillis(status.conditions?.find((c) => c.type === 'PodScheduled')?.lastTransitionTime) ?? created;
+  const sandbox = status.conditions?.find((c) => c.type === 'PodReadyToStartContainers');
+  const from = sandbox?.status === 'True' ? (toMillis(sandbox.lastTransitionTime) ?? scheduledAt) : scheduledAt;
+  return Math.max(from, scheduledAt) + worker.startTimeout;
+}
+
+/** A container check: finished (`ends`: it ended the attempt early), or running or starting until a deadline. */
+type CheckProgress = { done: true; check: CheckSummary; ends: boolean } | { done: false; until: number };
+
+/**
+ * One container check, from its container's status. Not started: it waits up to `startBy` (once
+ * the worker has started; until then the worker's own start deadline applies to the pod).
+ */
+function checkProgress(status: V1PodStatus, check: { name: string; timeoutMs: number }, now: number, startBy: number | undefined, startTimeoutMs: number): CheckProgress {
+  const { name, timeoutMs } = check;
+  const state = status.containerStatuses?.find((c) => c.name === name)?.state;
+  if (state?.terminated) return { done: true, ends: false, check: terminatedCheck(name, state.terminated) };
+  const waiting = state?.waiting;
+  if (waiting?.reason && CANNOT_START.has(waiting.reason)) {
+    return { done: true, ends: true, check: { name, ok: false, durationMs: 0, error: bounded(`${waiting.reason}${suffix(waiting.message)}`) } };
+  }
+  const startedAt = toMillis(state?.running?.startedAt);
+  if (startedAt !== undefined) {
+    if (now < startedAt + timeoutMs) return { done: false, until: startedAt + timeoutMs };
+    const error = `timeout: still running ${formatDuration(now - startedAt)} after it started (timeout ${formatDuration(timeoutMs)})`;
+    return { done: true, ends: true, check: { name, ok: false, durationMs: now - startedAt, error } };
+  }
+  if (startBy === undefined || now < startBy) return { done: false, until: startBy ?? Number.POSITIVE_INFINITY };
+  const why = waiting?.reason ? `: ${waiting.reason}${suffix(waiting.message)}` : '';
+  return { done: true, ends: true, check: { name, ok: false, durationMs: 0, error: bounded(`its container did not start within ${formatDuration(startTimeoutMs)} (worker.startTimeout)${why}`) } };
+}
+
+/** A container check that ran: exit 0 passes; any other exit fails with the first KB of its termination message. */
+function terminatedCheck(name: string, t: V1ContainerStateTerminated): CheckSummary {
+  const startedAt = toMillis(t.startedAt);
+  const finishedAt = toMillis(t.finishedAt);
+  const durationMs = startedAt !== undefined && finishedAt !== undefined ? Math.max(0, finishedAt - startedAt) : 0;
+  if (t.exitCode === 0) return { name, ok: true, durationMs };
+  const reason = t.reason && t.reason !== 'Error' ? ` (${t.reason})` : '';
+  const message = oneLine(t.message ?? '').slice(0, MAX_CHECK_MESSAGE);
+  return { name, ok: false, durationMs, error: `exit code ${t.exitCode}${reason}${suffix(message)}` };
+}
+
+function failedMessage(failed: readonly CheckSummary[]): string {
+  return `${failed.length === 1 ? 'check' : 'checks'} failed: ${failed.map((c) => `${c.name}: ${c.error ?? 'failed'}`).join('; ')}`;
 }
 
 /**
@@ -128,41 +229,42 @@ export function inProcessVerdict(exitCode: number, summary: WorkerSummary, start
   return progress.result;
 }
 
-function fromTermination(t: V1ContainerStateTerminated): PodProgress {
+/** The worker container's result, with the container checks' (`own`) after the worker's checks. */
+function fromTermination(t: V1ContainerStateTerminated, own: readonly CheckSummary[] = []): PodProgress {
   const code = t.exitCode;
   const parsed = parseSummary(t.message ?? '');
+  const ownFailed = own.filter((c) => !c.ok);
+  // A worker that could not judge keeps its outcome; the checks of ours that failed are named after it.
+  const andOwn = ownFailed.length > 0 ? `; ${failedMessage(ownFailed)}` : '';
 
   // 1. Exit 0 and 1 are the worker's verdict: they must come with a readable, consistent summary.
   if (code === ExitCode.OK || code === ExitCode.CHECK_FAILED) {
-    if (!parsed.ok) return finished(Outcome.WorkerError, `the worker exited with code ${code} but its summary is unusable: ${parsed.reason}`, t);
+    if (!parsed.ok) return finished(Outcome.WorkerError, `the worker exited with code ${code} but its summary is unusable: ${parsed.reason}${andOwn}`, t, { checks: [...own] });
     const { summary } = parsed;
     const warnings = warningsOf(summary);
-    const failed = summary.checks.filter((c) => !c.ok);
-    const passed = code === ExitCode.OK && summary.ok && failed.length === 0;
-    const failedVerdict = code === ExitCode.CHECK_FAILED && !summary.ok;
-    if (passed) {
-      const names = summary.checks.map((c) => c.name).join(', ') || 'no checks';
-      const took = `in ${formatDuration(summary.durationMs)} (${names})`;
+    const checks = [...summary.checks, ...own];
+    const failed = checks.filter((c) => !c.ok);
+    const workerPassed = code === ExitCode.OK && summary.ok && summary.checks.every((c) => c.ok);
+    const workerFailed = code === ExitCode.CHECK_FAILED && !summary.ok;
+    if (workerPassed && failed.length === 0) {
+      const names = checks.map((c) => c.name).join(', ') || 'no checks';
+      const took = `in ${formatDuration(Math.max(summary.durationMs, ...own.map((c) => c.durationMs)))} (${names})`;
       // The warnings go last: when the message is cut to MAX_MESSAGE, the verdict stays whole.
       const message = warnings.length > 0 ? `all checks passed with warnings ${took}: ${warnings.map((w) => w.message).join('; ')}` : `all checks passed ${took}`;
-      return finished(Outcome.Passed, message, t, { checks: summary.checks, warnings });
+      return finished(Outcome.Passed, message, t, { checks, warnings });
     }
-    if (!failedVerdict) {
-      return finished(Outcome.WorkerError, `the worker's exit code ${code} contradicts its summary (ok: ${summary.ok})`, t, { checks: summary.checks, warnings });
+    if (!workerPassed && !workerFailed) {
+      return finished(Outcome.WorkerError, `the worker's exit code ${code} contradicts its summary (ok: ${summary.ok})${andOwn}`, t, { checks, warnings });
     }
-    const detail = failed.length > 0 ? failed.map((c) => `${c.name}: ${c.error ?? 'failed'}`).join('; ') : (summary.error ?? 'no check reported the failure');
-    return finished(Outcome.ChecksFailed, `${failed.length === 1 ? 'check' : 'checks'} failed: ${detail}`, t, {
-      checks: summary.checks,
-      failedChecks: failed.map((c) => c.name),
-      warnings,
-    });
+    const message = failed.length > 0 ? failedMessage(failed) : `checks failed: ${summary.error ?? 'no check reported the failure'}`;
+    return finished(Outcome.ChecksFailed, message, t, { checks, failedChecks: failed.map((c) => c.name), warnings });
   }
 
   // 2. Any other exit: the worker could not do its job (configuration, internal error, killed).
   const meaning = t.reason === 'OOMKilled' ? 'OOMKilled' : (EXIT_MEANING[code] ?? 'unexpected exit code');
   const detail = parsed.ok ? (parsed.summary.error ?? '') : firstLine(t.message ?? '');
-  return finished(Outcome.WorkerError, `the worker exited with code ${code} (${meaning})${suffix(detail)}`, t, {
-    checks: parsed.ok ? parsed.summary.checks : [],
+  return finished(Outcome.WorkerError, `the worker exited with code ${code} (${meaning})${suffix(detail)}${andOwn}`, t, {
+    checks: [...(parsed.ok ? parsed.summary.checks : []), ...own],
     warnings: parsed.ok ? warningsOf(parsed.summary) : [],
   });
 }

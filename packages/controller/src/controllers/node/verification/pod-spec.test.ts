@@ -2,6 +2,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { aNode, testConfig } from '../../../testing/builders.js';
+import { containerCheckSchema } from './container-checks.js';
 import { workerPodName } from './naming.js';
 import {
   activeDeadlineSeconds,
@@ -165,6 +166,61 @@ describe('buildWorkerPod', () => {
     expect(build().metadata?.ownerReferences).toEqual([
       { apiVersion: 'v1', kind: 'Node', name: 'ip-10-0-1-23.ec2.internal', uid: '5d2c1d8e-1111-2222-3333-444455556666', blockOwnerDeletion: false, controller: false },
     ]);
+  });
+});
+
+describe('buildWorkerPod with container checks', () => {
+  const gpu = containerCheckSchema.parse({
+    name: 'gpu',
+    image: 'nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04',
+    command: ['nvidia-smi'],
+    env: [{ name: 'NODE_NAME', value: 'mine' }, { name: 'LEVEL', value: '2' }],
+    resources: { limits: { 'nvidia.com/gpu': '1' } },
+    timeout: '5m',
+  });
+  const disk = containerCheckSchema.parse({ name: 'disk', image: 'busybox:1.36', args: ['sh', '-c', 'echo ok > /tmp/f && cat /tmp/f'] });
+  const node = aNode('n1').uid('u1').tainted().build();
+  const pod = buildWorkerPod({ node, attempt: 1, podName: workerPodName('n1', 'u1', 1), config, image: 'img:1', configHash: 'abc', containerChecks: [gpu, disk] });
+  const [worker, ...checks] = pod.spec!.containers;
+
+  it('adds one container per check after the worker, in the same pod, as configured', () => {
+    expect(pod.spec!.containers.map((c) => c.name)).toEqual(['worker', 'gpu', 'disk']);
+    expect(worker).toEqual(buildWorkerPod({ node, attempt: 1, podName: workerPodName('n1', 'u1', 1), config, image: 'img:1', configHash: 'abc' }).spec!.containers[0]);
+    expect(checks[0]).toMatchObject({ image: 'nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04', command: ['nvidia-smi'], resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { 'nvidia.com/gpu': '1' } } });
+    expect(checks[0]).not.toHaveProperty('args');
+    expect(checks[1]).toMatchObject({ image: 'busybox:1.36', args: ['sh', '-c', 'echo ok > /tmp/f && cat /tmp/f'] });
+    expect(checks[1]).not.toHaveProperty('command');
+  });
+
+  it('runs each check with the worker\'s restricted security context, whatever its image says', () => {
+    for (const c of checks) expect(c.securityContext).toEqual(worker!.securityContext);
+    expect(worker!.securityContext).toMatchObject({ runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, privileged: false, capabilities: { drop: ['ALL'] } });
+  });
+
+  it('reports a failure printed to stdout (FallbackToLogsOnError), gives the pod identity, the check\'s own variables winning', () => {
+    for (const c of checks) expect(c).toMatchObject({ terminationMessagePath: '/dev/termination-log', terminationMessagePolicy: 'FallbackToLogsOnError' });
+    expect(checks[0]!.env).toEqual([
+      { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+      { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+      { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+      { name: 'NODE_NAME', value: 'mine' },
+      { name: 'LEVEL', value: '2' },
+    ]);
+    expect(checks[1]!.env?.map((e) => e.name)).toEqual(['NODE_NAME', 'POD_NAME', 'POD_NAMESPACE', 'POD_IP']);
+  });
+
+  it('gives the checks a writable /tmp on the node\'s disk, and nothing of the worker\'s (its configuration, its in-memory /tmp)', () => {
+    for (const c of checks) expect(c.volumeMounts).toEqual([{ name: 'check-tmp', mountPath: '/tmp' }]);
+    expect(pod.spec!.volumes).toContainEqual({ name: 'check-tmp', emptyDir: { sizeLimit: '64Mi' } });
+    expect(pod.spec!.volumes?.every((v) => v.configMap || v.emptyDir)).toBe(true);
+    expect(build().spec!.volumes?.map((v) => v.name)).toEqual(['config', 'tmp']);
+  });
+
+  it('records each check\'s timeout on the pod, and lets the kubelet\'s deadline cover the longest run', () => {
+    expect(pod.metadata!.annotations!['kube-node-ready.io/check-timeouts']).toBe('{"gpu":"5m","disk":"1m"}');
+    expect(build().metadata!.annotations).not.toHaveProperty('kube-node-ready.io/check-timeouts');
+    expect(pod.spec!.activeDeadlineSeconds).toBe(180 + 300 + 15);
+    expect(activeDeadlineSeconds(config.worker, [disk])).toBe(180 + 60 + 15);
   });
 });
 

@@ -1,4 +1,4 @@
-import type { V1Node, V1Pod, V1Toleration } from '@kubernetes/client-node';
+import type { V1Container, V1EnvVar, V1Node, V1Pod, V1SecurityContext, V1Toleration } from '@kubernetes/client-node';
 import { formatDuration } from '@kube-node-ready/core';
 import { stringify as toYaml } from 'yaml';
 import {
@@ -11,6 +11,7 @@ import {
 } from '../../../api/well-known.js';
 import type { ControllerConfig, WorkerConfig } from '../../../config/schema.js';
 import { nodeName, nodeUid } from '../../../kube/objects.js';
+import { checkTimeoutsAnnotation, type ContainerCheck } from './container-checks.js';
 import { nodeLabelValue, shortHash } from './naming.js';
 import { RUN_GRACE_MS } from './pod-result.js';
 
@@ -32,13 +33,17 @@ export interface WorkerPodInput {
   configHash: string;
   /** API server `IP:PORT`s for `--api-endpoints` (api-endpoints.ts); none: the flag is left out. */
   apiEndpoints?: readonly string[];
+  /** The node's profile's worker.containerChecks: a container each, after the worker's. */
+  containerChecks?: readonly ContainerCheck[];
 }
 
 const CONFIG_VOLUME = 'config';
 const TMP_VOLUME = 'tmp';
+/** The container checks' /tmp: an emptyDir on the node's disk, shared by them. */
+const CHECK_TMP_VOLUME = 'check-tmp';
 
 export function buildWorkerPod(input: WorkerPodInput): V1Pod {
-  const { node, attempt, podName, config, image, configKey = WorkerContainer.ConfigFile, configHash, apiEndpoints = [] } = input;
+  const { node, attempt, podName, config, image, configKey = WorkerContainer.ConfigFile, configHash, apiEndpoints = [], containerChecks = [] } = input;
   const worker = config.worker;
   const name = nodeName(node);
 
@@ -54,6 +59,7 @@ export function buildWorkerPod(input: WorkerPodInput): V1Pod {
         [PodAnnotation.NodeUid]: nodeUid(node),
         [PodAnnotation.Attempt]: String(attempt),
         [PodAnnotation.ConfigHash]: configHash,
+        ...(containerChecks.length > 0 ? { [PodAnnotation.CheckTimeouts]: checkTimeoutsAnnotation(containerChecks) } : {}),
       },
       // Garbage-collected with its Node; never blocks the Node's deletion.
       ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name, uid: nodeUid(node), blockOwnerDeletion: false, controller: false }],
@@ -68,7 +74,7 @@ export function buildWorkerPod(input: WorkerPodInput): V1Pod {
       },
       tolerations: workerTolerations(config),
       restartPolicy: 'Never',
-      activeDeadlineSeconds: activeDeadlineSeconds(worker),
+      activeDeadlineSeconds: activeDeadlineSeconds(worker, containerChecks),
       terminationGracePeriodSeconds: 10,
       // The worker never evicts workloads: its PriorityClass (the chart's) says preemptionPolicy
       // Never. The pod cannot say it itself: the Priority admission plugin copies the policy from
@@ -92,22 +98,9 @@ export function buildWorkerPod(input: WorkerPodInput): V1Pod {
           image,
           imagePullPolicy: worker.imagePullPolicy,
           args: workerArgs(worker, apiEndpoints),
-          env: [
-            { name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
-            { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
-            { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
-            { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
-          ],
+          env: downwardEnv(),
           resources: { requests: { ...worker.resources.requests }, limits: { ...worker.resources.limits } },
-          securityContext: {
-            runAsNonRoot: true,
-            runAsUser: WorkerContainer.RunAsUser,
-            readOnlyRootFilesystem: true,
-            allowPrivilegeEscalation: false,
-            privileged: false,
-            capabilities: { drop: ['ALL'] },
-            seccompProfile: { type: 'RuntimeDefault' },
-          },
+          securityContext: restrictedContainer(),
           terminationMessagePath: WorkerContainer.TerminationMessagePath,
           terminationMessagePolicy: 'File',
           volumeMounts: [
@@ -115,12 +108,57 @@ export function buildWorkerPod(input: WorkerPodInput): V1Pod {
             { name: TMP_VOLUME, mountPath: '/tmp' },
           ],
         },
+        ...containerChecks.map(checkContainer),
       ],
       volumes: [
         { name: CONFIG_VOLUME, configMap: { name: worker.configMapName, items: [{ key: configKey, path: WorkerContainer.ConfigFile }] } },
         { name: TMP_VOLUME, emptyDir: { medium: 'Memory', sizeLimit: '16Mi' } },
+        ...(containerChecks.length > 0 ? [{ name: CHECK_TMP_VOLUME, emptyDir: { sizeLimit: '64Mi' } }] : []),
       ],
     },
+  };
+}
+
+/** What every container of the pod runs with: restricted Pod Security, as the pod-level context's user. */
+function restrictedContainer(): V1SecurityContext {
+  return {
+    runAsNonRoot: true,
+    runAsUser: WorkerContainer.RunAsUser,
+    readOnlyRootFilesystem: true,
+    allowPrivilegeEscalation: false,
+    privileged: false,
+    capabilities: { drop: ['ALL'] },
+    seccompProfile: { type: 'RuntimeDefault' },
+  };
+}
+
+function downwardEnv(): V1EnvVar[] {
+  return [
+    { name: 'NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
+    { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+    { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+    { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+  ];
+}
+
+/**
+ * A container check's container: the worker's security context, whatever the image would run as.
+ * FallbackToLogsOnError: a check that prints its finding and exits non-zero reports it without
+ * writing a termination-message file.
+ */
+function checkContainer(check: ContainerCheck): V1Container {
+  const own = new Set(check.env.map((e) => e.name));
+  return {
+    name: check.name,
+    image: check.image,
+    ...(check.command.length > 0 ? { command: [...check.command] } : {}),
+    ...(check.args.length > 0 ? { args: [...check.args] } : {}),
+    env: [...downwardEnv().filter((e) => !own.has(e.name)), ...check.env.map((e) => ({ name: e.name, value: e.value }))],
+    resources: { requests: { ...check.resources.requests }, limits: { ...check.resources.limits } },
+    securityContext: restrictedContainer(),
+    terminationMessagePath: WorkerContainer.TerminationMessagePath,
+    terminationMessagePolicy: 'FallbackToLogsOnError',
+    volumeMounts: [{ name: CHECK_TMP_VOLUME, mountPath: '/tmp' }],
   };
 }
 
@@ -162,10 +200,12 @@ export function workerTolerations(config: ControllerConfig): V1Toleration[] {
 
 /**
  * The kubelet's backstop deadline, counted from the pod's start (before the image pull):
- * start time + run time + grace. The controller applies tighter deadlines itself (pod-result.ts).
+ * start time + the longest run time (the worker's, or a container check's) + grace. The
+ * controller applies tighter deadlines itself (pod-result.ts).
  */
-export function activeDeadlineSeconds(worker: WorkerConfig): number {
-  return Math.ceil((worker.startTimeout + worker.timeout + RUN_GRACE_MS) / 1000);
+export function activeDeadlineSeconds(worker: WorkerConfig, containerChecks: readonly ContainerCheck[] = []): number {
+  const run = Math.max(worker.timeout, ...containerChecks.map((c) => c.timeout));
+  return Math.ceil((worker.startTimeout + run + RUN_GRACE_MS) / 1000);
 }
 
 /**

@@ -1,7 +1,7 @@
 // Per-pool profiles against the real apiserver, scheduler and worker processes: a node of each of
 // two pools is verified with its own profile's checks, retries and name (NodeVerification, worker
 // pod, metrics), while a node no profile selects keeps the top-level settings.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { harness, progressOf, waitFor, workerPods, type Harness } from '../../../../test/harness.js';
 import { readVerification } from '../../../../../../test/sandbox.js';
 
@@ -9,6 +9,10 @@ let h: Harness;
 
 beforeAll(async () => {
   h = await harness('ctlprof');
+});
+
+afterEach(async () => {
+  await h.cleanup(); // each test starts its own controller, with no nodes of this harness
 });
 
 afterAll(async () => {
@@ -58,4 +62,45 @@ describe('profiles', () => {
     expect(await ctl.counter('kube_node_ready_attempt_outcomes_total{outcome="ChecksFailed",profile="strict"}')).toBe(1);
     expect(await ctl.counter('kube_node_ready_check_failures_total{check="dns",profile="strict"}')).toBe(1);
   });
+
+  it('a container check that exits 1 fails its pool\'s node with its message while the other pool opens; one whose image cannot run fails at once with the reason', async () => {
+    // The simulated kubelet runs `sandbox-shell` as /bin/sh; an image it has no command for cannot
+    // start (CreateContainerError, where a real kubelet would report ErrImagePull: docs/sandbox.md).
+    await h.start({
+      profiles: [
+        {
+          name: 'gpu',
+          nodeSelector: { matchLabels: { [POOL]: 'gpu' } },
+          worker: { containerChecks: [{ name: 'smoke', image: 'sandbox-shell', command: ['/bin/sh', '-c', 'echo "CUDA smoke test: no device found"; exit 1'] }] },
+          reconciliation: { maxRetries: 0 },
+        },
+        {
+          name: 'pull',
+          nodeSelector: { matchLabels: { [POOL]: 'pull' } },
+          worker: { containerChecks: [{ name: 'missing', image: 'registry.invalid/no-such-image:1', timeout: '5m' }] },
+          reconciliation: { maxRetries: 0 },
+        },
+        { name: 'general', nodeSelector: { matchLabels: { [POOL]: 'general' } } },
+      ],
+    });
+    const [gpu, pull, general] = await Promise.all([
+      h.addNode({ prefix: 'gpu', labels: { [POOL]: 'gpu' } }),
+      h.addNode({ prefix: 'pull', labels: { [POOL]: 'pull' } }),
+      h.addNode({ prefix: 'general', labels: { [POOL]: 'general' } }),
+    ]);
+    const phase = async (node: string) => (await progressOf(node))['phase'];
+    await waitFor(async () => (await phase(general)) === 'Passed', `${general} to pass`, 120_000);
+    await waitFor(async () => (await phase(gpu)) === 'Failed' && (await phase(pull)) === 'Failed', `${gpu} and ${pull} to fail`, 120_000);
+
+    const failed = await readVerification(gpu);
+    expect(failed?.status?.lastAttempt?.reason).toBe('ChecksFailed');
+    expect(failed?.status?.lastAttempt?.message).toContain('smoke: exit code 1: CUDA smoke test: no device found');
+    expect(failed?.status?.lastAttempt?.checks?.find((c) => c.name === 'smoke')).toMatchObject({ ok: false });
+    const unpulled = await readVerification(pull);
+    expect(unpulled?.status?.lastAttempt?.message).toMatch(/missing: .*CreateContainerError/);
+    // It failed at once, not after the check's 5-minute timeout or the worker's deadline.
+    const finished = Date.parse(unpulled?.status?.lastAttempt?.finishedAt ?? '');
+    expect(finished - Date.parse(unpulled?.status?.nodeCreatedAt ?? '')).toBeLessThan(120_000);
+    expect((await readVerification(general))?.status?.lastAttempt?.checks?.some((c) => c.name === 'smoke')).toBe(false);
+  }, 240_000);
 });

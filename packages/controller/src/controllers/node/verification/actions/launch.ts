@@ -24,6 +24,7 @@ export async function launch(ctx: ActionContext, node: V1Node, action: Extract<A
     image: worker.image,
     configKey: checks.key,
     configHash: checks.hash,
+    containerChecks: config.worker.containerChecks,
     apiEndpoints: worker.apiEndpoints?.() ?? [],
   });
   let created: V1Pod | undefined;
