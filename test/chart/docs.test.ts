@@ -15,6 +15,7 @@ const DOCS = [
   'deploy/helm/kube-node-ready/README.md',
   'examples/cluster-autoscaler.md',
   'docs/remediation.md',
+  'docs/taints.md',
 ];
 
 /** Written by other parts of the project; allowed to be missing until then. */

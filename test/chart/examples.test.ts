@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { parse as parseYaml } from 'yaml';
+import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { configJsonSchema, type JsonSchemaNode } from '../../packages/controller/src/config/json-schema.js';
 import { loadConfig, parseConfig } from '../../packages/controller/src/config/load.js';
 import { CRD_SOURCES, loadCrd, servedSchema, validateAgainstSchema, type OpenApiSchema } from './crds.js';
@@ -73,6 +73,51 @@ describe('examples/karpenter-nodepool.yaml', () => {
     const wrong = structuredClone(nodePool) as unknown as { spec: { template: { spec: Record<string, unknown> } } };
     wrong.spec.template.spec.startupTaint = wrong.spec.template.spec.startupTaints;
     expect(validateAgainstSchema(wrong, servedSchema(loaded.crd, 'v1'))).toContain('spec.template.spec.startupTaint: unknown field');
+  });
+});
+
+describe('examples/karpenter-nodepool-readiness-taint.yaml and examples/values-readiness-taint.yaml', () => {
+  const docs = parseAllDocuments(readFileSync(example('karpenter-nodepool-readiness-taint.yaml'), 'utf8')).map((d) => d.toJS() as { apiVersion: string; kind: string; spec: Record<string, unknown> });
+  const nodePool = docs.find((d) => d.kind === 'NodePool') as unknown as { apiVersion: string; spec: { template: { spec: { startupTaints?: Taint[]; taints?: Taint[] } } } };
+  const policy = JSON.stringify(docs.find((d) => d.kind === 'MutatingAdmissionPolicy'));
+  const values = readYaml<{ config: { nodeManagement: { taints: Taint[] } } }>('values-readiness-taint.yaml');
+  const taint = values.config.nodeManagement.taints[0] as Taint;
+
+  it('the values name one readiness.k8s.io/ taint, accepted by the controller, and leave the failed taint outside that prefix', () => {
+    const config = parseConfig(values.config);
+    expect(config.nodeManagement.taints).toEqual([taint]);
+    expect(taint.key.startsWith('readiness.k8s.io/')).toBe(true);
+    expect(config.nodeManagement.failedTaint.key.startsWith('readiness.k8s.io/')).toBe(false);
+  });
+
+  it('the NodePool lists the taint nowhere; the policy and its binding put exactly that taint on at Node creation', () => {
+    expect(docs.map((d) => `${d.apiVersion} ${d.kind}`)).toEqual([
+      'karpenter.sh/v1 NodePool',
+      'admissionregistration.k8s.io/v1 MutatingAdmissionPolicy',
+      'admissionregistration.k8s.io/v1 MutatingAdmissionPolicyBinding',
+    ]);
+    const spec = nodePool.spec.template.spec;
+    expect([...(spec.startupTaints ?? []), ...(spec.taints ?? [])].map((t) => t.key)).not.toContain(taint.key);
+    expect(policy).toContain(`key: '${taint.key}', value: '${taint.value}', effect: '${taint.effect}'`);
+    expect(policy).toContain('"operations":["CREATE"]');
+  });
+
+  it('the NodePool is valid against the NodePool CRD of sigs.k8s.io/karpenter', { timeout: 120_000 }, async (ctx) => {
+    const loaded = await loadCrd(CRD_SOURCES.nodePool);
+    if ('skip' in loaded) return ctx.skip(loaded.skip);
+    expect(validateAgainstSchema(nodePool, servedSchema(loaded.crd, 'v1'))).toEqual([]);
+  });
+
+  it('renders a release whose verification taint is the readiness.k8s.io/ one', async () => {
+    const objects = await template(values as unknown as Record<string, unknown>);
+    const config = (find(objects, 'ConfigMap', 'kube-node-ready-config') as KubeObject & { data: Record<string, string> }).data['config.yaml'] ?? '';
+    const dir = mkdtempSync(join(tmpdir(), 'knr-example-'));
+    try {
+      writeFileSync(join(dir, 'config.yaml'), config);
+      expect(loadConfig(join(dir, 'config.yaml')).nodeManagement.taints).toEqual([taint]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

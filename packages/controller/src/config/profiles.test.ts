@@ -123,4 +123,14 @@ describe('profiles: what the configuration refuses', () => {
     expect(problems([{ name: 'gpu', nodeSelector: {}, nodeManagement: { startupTimeout: '30m', onStartupTimeout: 'replace' } }])).toContain('profiles[0] (gpu): nodeManagement.onStartupTimeout');
     expect(problems([{ name: 'gpu', nodeSelector: {}, nodeManagement: { startupTimeout: '30m', onStartupTimeout: 'replace', deleteFailedNodes: true } }])).toBe('');
   });
+
+  it('a failed taint under readiness.k8s.io/ is refused: Karpenter would keep counting the failed node as capacity', () => {
+    let message = '';
+    try {
+      parseConfig({ nodeManagement: { failedTaint: { key: 'readiness.k8s.io/failed' } } });
+    } catch (err) {
+      message = String(err);
+    }
+    expect(message).toContain('nodeManagement.failedTaint.key: the failed taint must not be under readiness.k8s.io/');
+  });
 });

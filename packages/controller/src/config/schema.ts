@@ -291,7 +291,11 @@ const nodeManagementSchema = z
     failedTaint: z
       .object({
         enabled: z.boolean().default(true).meta({ description: 'Add the taint to a node whose verification failed (retries exhausted).' }),
-        key: qualifiedName('Taint key (effect NoSchedule, value "true").').default(`${GROUP}/verification-failed`),
+        key: qualifiedName('Taint key (effect NoSchedule, value "true"). Not under readiness.k8s.io/: Karpenter ignores those on a node that has not initialized (docs/taints.md), so it would keep counting a failed node as capacity.')
+          .refine((key) => !key.startsWith('readiness.k8s.io/'), {
+            message: 'the failed taint must not be under readiness.k8s.io/: Karpenter treats those as ephemeral and would keep counting the failed node as capacity (docs/taints.md)',
+          })
+          .default(`${GROUP}/verification-failed`),
       })
       .strict()
       .prefault({})
