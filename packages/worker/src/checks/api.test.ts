@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { aService } from '../testing/fake-api.js';
 import { runCheck, startTestCluster, type TestCluster } from '../testing/harness.js';
 import { closedPort, startBlackhole } from '../testing/blackhole.js';
-import { tlsReason } from '../kube/api-client.js';
+import { tlsReason } from '../net/tls-errors.js';
 import { aSlice } from '../testing/fake-api.js';
 
 const SERVICE_PATH = '/api/v1/namespaces/default/services/kubernetes';
