@@ -25,6 +25,13 @@ const TLS_CODES = new Set([
 export function tlsReason(code: string, err: Error): string {
   const known = TLS_REASONS[code];
   if (known) return `${known} (${code})`;
+  // "write EPROTO 40...:error:0A00010B:SSL routines:tls_validate_record_header:wrong version number:../deps/openssl/...":
+  // OpenSSL's reason alone, without the addresses and source paths around it.
+  const openssl = /SSL routines:[^:]*:([^:]+)/.exec(err.message)?.[1]?.trim();
+  if (openssl) {
+    const words = OPENSSL_REASONS[openssl];
+    return words ? `${words} (${code ? `${code}: ` : ''}${openssl})` : `${openssl}${code ? ` (${code})` : ''}`;
+  }
   const text = err.message
     .split(';')
     .map((part) => part.trim())
@@ -45,6 +52,13 @@ const TLS_REASONS: Record<string, string> = {
   CERT_UNTRUSTED: 'the certificate is not trusted',
   CERT_REJECTED: 'the certificate was rejected',
   ERR_TLS_CERT_ALTNAME_INVALID: 'the certificate is not issued for this address',
+};
+
+const OPENSSL_REASONS: Record<string, string> = {
+  'wrong version number': 'the server did not answer with TLS (is it plain HTTP on that port?)',
+  'sslv3 alert handshake failure': 'the server refused the handshake (no common protocol version or cipher, or it wants a client certificate)',
+  'tlsv1 alert internal error': 'the server broke off the handshake (often: it has no certificate for the name asked)',
+  'tlsv1 unrecognized name': 'the server has no certificate for the name asked (SNI)',
 };
 
 export function isTlsError(code: string, err: Error): boolean {
