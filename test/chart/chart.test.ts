@@ -243,20 +243,30 @@ describe('helm template: what is created', () => {
     expect(off.rules.find((r) => r.resources.includes('nodes'))?.verbs).not.toContain('delete');
   });
 
-  it('passes the mtu, egress and slowness keys to the worker ConfigMap, and the schema rejects bad ones', async () => {
+  it('passes the mtu, egress, http and slowness keys to the worker ConfigMap, and the schema rejects bad ones', async () => {
     const checks = {
-      enabled: ['dns', 'api', 'tcp', 'service', 'podnet', 'mtu', 'egress'],
+      enabled: ['dns', 'api', 'tcp', 'service', 'podnet', 'mtu', 'egress', 'http'],
       onSlow: 'fail',
       dns: { externalNames: ['registry.example.com'], slowAfter: '500ms' },
       api: { endpoints: ['10.0.0.5:6443'] },
       mtu: { mtu: 1450, largeName: 'large.kube-node-ready.svc.cluster.local' },
       egress: { port: 8443, tls: false },
+      http: {
+        timeout: '3s',
+        targets: [
+          { url: 'https://registry.internal/v2/', expectStatus: '200-499', ca: '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n' },
+          { url: 'http://10.0.0.5:8080/ready', expectStatus: [200, '300-302'], caFile: '/var/run/secrets/kubernetes.io/serviceaccount/ca.crt', timeout: '1s' },
+        ],
+      },
     };
     const custom = find(await template({ config: { worker: { checks } } }), 'ConfigMap', 'kube-node-ready-worker');
     expect(parseYaml((custom.data as Record<string, string>)['worker.yaml'] ?? '')).toEqual(checks);
     const bad = await tryTemplate({ config: { worker: { checks: { onSlow: 'panic' } } } });
     expect(bad.code).not.toBe(0);
     expect(bad.stderr).toContain('onSlow');
+    const noUrl = await tryTemplate({ config: { worker: { checks: { http: { targets: [{ expectStatus: 200 }] } } } } });
+    expect(noUrl.code).not.toBe(0);
+    expect(noUrl.stderr).toContain('url');
   });
 
   it('remediation on renders its ledger ConfigMap without data, so the release owns it and uninstall removes it', async () => {

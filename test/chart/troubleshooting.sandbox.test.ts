@@ -557,7 +557,7 @@ const ALLOWED: Record<string, AllowedEntry> = {
       }
     },
   },
-  [`kubectl -n kube-node-ready-worker run knr-debug --rm -it --restart=Never --image=ghcr.io/kube-node-ready/kube-node-ready:<version> --override-type=strategic --overrides='{"spec":{"serviceAccountName":"kube-node-ready-worker","nodeName":"<node>","tolerations":[{"operator":"Exists"}],"securityContext":{"runAsNonRoot":true,"runAsUser":65532,"seccompProfile":{"type":"RuntimeDefault"}},"containers":[{"name":"knr-debug","securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]}}' -- worker --checks dns,api,tcp,service,podnet,mtu,egress --log-format pretty`]: {
+  [`kubectl -n kube-node-ready-worker run knr-debug --rm -it --restart=Never --image=ghcr.io/kube-node-ready/kube-node-ready:<version> --override-type=strategic --overrides='{"spec":{"serviceAccountName":"kube-node-ready-worker","nodeName":"<node>","tolerations":[{"operator":"Exists"}],"securityContext":{"runAsNonRoot":true,"runAsUser":65532,"seccompProfile":{"type":"RuntimeDefault"}},"containers":[{"name":"knr-debug","securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]}}' -- worker --checks dns,api,tcp,service,podnet,mtu,egress,http --log-format pretty`]: {
     reason: "kubectl run -it attaches to the container, which needs the kubelet's attach API, which the sandbox's simulated kubelet does not serve",
     // What kubectl would create (a server-side dry run, without --rm -it: the worker namespace's
     // Pod Security "restricted" admits it), and that the worker takes those flags and check names.
@@ -572,9 +572,9 @@ const ALLOWED: Record<string, AllowedEntry> = {
       expect(pod.metadata?.namespace).toBe(`${c.fullname}-worker`);
       expect(pod.spec).toMatchObject({ serviceAccountName: `${c.fullname}-worker`, nodeName: c.failing, restartPolicy: 'Never', tolerations: [{ operator: 'Exists' }] });
       const args = pod.spec?.containers[0]?.args ?? [];
-      expect(args.slice(0, 3)).toEqual(['worker', '--checks', 'dns,api,tcp,service,podnet,mtu,egress']);
+      expect(args.slice(0, 3)).toEqual(['worker', '--checks', 'dns,api,tcp,service,podnet,mtu,egress,http']);
       const help = await bundle(['worker', '--help']);
-      expect(help).toContain('(default dns,api,tcp,service,podnet,mtu,egress)');
+      expect(help).toContain('(default dns,api,tcp,service,podnet,mtu,egress,http)');
       expect(help).toContain('--log-format json|pretty');
       const chartValues = readFileSync(join(CHART_DIR, 'values.yaml'), 'utf8');
       expect(chartValues).toMatch(/^ {2}repository: ghcr\.io\/kube-node-ready\/kube-node-ready$/m);

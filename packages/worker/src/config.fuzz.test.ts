@@ -50,6 +50,13 @@ const shape: ConfigShape = {
     'service.services[]': ['default/kubernetes', 'team/web'],
     'service.timeout': DURATIONS,
     'podnet.timeout': DURATIONS,
+    'http.targets[]': [
+      { url: 'https://registry.internal/v2/', expectStatus: '200-499' },
+      { url: 'http://10.0.0.5:8080/healthz', expectStatus: [200, '204-206'], timeout: '2s' },
+      { url: 'https://[fd00::5]/' },
+    ],
+    'http.timeout': DURATIONS,
+    'http.slowAfter': DURATIONS,
   },
 };
 const SCHEMA_PATHS = new Set(schemaPaths(schema));
@@ -93,6 +100,12 @@ function expectUsable(config: WorkerConfig): void {
     expect(ref.name).toMatch(DNS1123_LABEL);
   }
   expect(['any', 'all']).toContain(config.podnet.mode);
+  for (const target of config.http.targets) {
+    expect(['http:', 'https:']).toContain(new URL(target.url).protocol);
+    expect(target.expectStatus.length).toBeGreaterThan(0);
+    for (const r of target.expectStatus) expect(r.from >= 100 && r.from <= r.to && r.to <= 599, `expectStatus ${r.from}-${r.to}`).toBe(true);
+    if (target.timeout !== undefined) expectDuration(target.timeout, 'http target timeout');
+  }
 }
 
 /** "dns.servers[0]" -> "dns.servers[]"; keys of a controller config lose their worker.checks prefix. */

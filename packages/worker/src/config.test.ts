@@ -5,6 +5,7 @@ import { ConfigError } from '@kube-node-ready/core';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadWorkerConfig, parseHostPort, type WorkerConfig } from './config.js';
 import { configOf } from './testing/harness.js';
+import { makePki } from './testing/pki.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'knr-config-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -28,7 +29,7 @@ function configError(argv: string[], env: NodeJS.ProcessEnv = {}): string {
 describe('defaults', () => {
   it('pins every default', () => {
     const expected: WorkerConfig = {
-      enabled: ['dns', 'api', 'tcp', 'service', 'podnet', 'mtu', 'egress'],
+      enabled: ['dns', 'api', 'tcp', 'service', 'podnet', 'mtu', 'egress', 'http'],
       timeout: 30_000,
       checkTimeout: 5_000,
       onSlow: 'warn',
@@ -48,8 +49,9 @@ describe('defaults', () => {
       podnet: { mode: 'any' },
       mtu: {},
       egress: { port: 443, tls: true },
-      checkTimeouts: { dns: 5_000, api: 5_000, tcp: 5_000, service: 5_000, podnet: 5_000, mtu: 5_000, egress: 5_000 },
-      slowAfter: { dns: 1_000, api: undefined, tcp: undefined, service: undefined, podnet: 1_000, mtu: undefined, egress: undefined },
+      http: { targets: [] },
+      checkTimeouts: { dns: 5_000, api: 5_000, tcp: 5_000, service: 5_000, podnet: 5_000, mtu: 5_000, egress: 5_000, http: 5_000 },
+      slowAfter: { dns: 1_000, api: undefined, tcp: undefined, service: undefined, podnet: 1_000, mtu: undefined, egress: undefined, http: undefined },
       pod: { serviceAccountDir: '/var/run/secrets/kubernetes.io/serviceaccount', resolvConf: '/etc/resolv.conf' },
     };
     expect(configOf([], {})).toEqual(expected);
@@ -84,6 +86,7 @@ describe('flags', () => {
       '--mtu', '1450',
       '--large-dns-name', 'large.kube-node-ready.svc.cluster.local',
       '--egress-port', '8443',
+      '--http-urls', 'https://registry.internal/v2/,http://10.0.0.5:8080/healthz',
     ]);
     expect(c).toMatchObject({
       enabled: ['dns', 'tcp'],
@@ -109,7 +112,13 @@ describe('flags', () => {
       api: { endpoints: [{ host: '10.0.0.5', port: 6443 }, { host: 'fd00::5', port: 6443 }] },
       mtu: { mtu: 1450, largeName: 'large.kube-node-ready.svc.cluster.local' },
       egress: { port: 8443, tls: true },
-      checkTimeouts: { dns: 2_000, api: 2_000, tcp: 2_000, service: 2_000, podnet: 2_000, mtu: 2_000, egress: 2_000 },
+      http: {
+        targets: [
+          { url: 'https://registry.internal/v2/', expectStatus: [{ from: 200, to: 399 }] },
+          { url: 'http://10.0.0.5:8080/healthz', expectStatus: [{ from: 200, to: 399 }] },
+        ],
+      },
+      checkTimeouts: { dns: 2_000, api: 2_000, tcp: 2_000, service: 2_000, podnet: 2_000, mtu: 2_000, egress: 2_000, http: 2_000 },
       slowAfter: { dns: 250, podnet: 1_000 },
     });
   });
@@ -183,8 +192,8 @@ podnet:
   });
 
   it('accepts an empty file and a controller config without worker.checks', () => {
-    expect(configOf(['--config', yamlFile('')]).enabled).toHaveLength(7);
-    expect(configOf(['--config', yamlFile('worker:\n  timeout: 60s\n')]).enabled).toHaveLength(7);
+    expect(configOf(['--config', yamlFile('')]).enabled).toHaveLength(8);
+    expect(configOf(['--config', yamlFile('worker:\n  timeout: 60s\n')]).enabled).toHaveLength(8);
   });
 
   it('lets flags win over the file', () => {
@@ -196,11 +205,11 @@ podnet:
 
 describe('errors name the field and what is allowed', () => {
   it.each([
-    [['--bogus'], /^--bogus: unknown flag; allowed flags: --config, --checks, .*--podnet-mode, .*--egress-port, --help, --version$/],
+    [['--bogus'], /^--bogus: unknown flag; allowed flags: --config, --checks, .*--podnet-mode, .*--egress-port, --http-urls, --help, --version$/],
     [['--check-timeout', '5x'], /^--check-timeout: expected a duration greater than 0 like "500ms", "5s" or "1m", got "5x"$/],
     [['--timeout', '0'], /^--timeout: expected a duration greater than 0/],
-    [['--checks', 'dns,dnx'], /^--checks: expected one of dns, api, tcp, service, podnet, mtu, egress, got "dnx"$/],
-    [['--checks', ''], /^--checks: expected at least one of dns, api, tcp, service, podnet, mtu, egress$/],
+    [['--checks', 'dns,dnx'], /^--checks: expected one of dns, api, tcp, service, podnet, mtu, egress, http, got "dnx"$/],
+    [['--checks', ''], /^--checks: expected at least one of dns, api, tcp, service, podnet, mtu, egress, http$/],
     [['--dns-server', 'dns.example'], /^--dns-server: expected an IP address with an optional port/],
     [['--dns-server', '10.0.0.1:99999'], /^--dns-server: expected an IP address/],
     [['--tcp-targets', '10.0.0.1'], /^--tcp-targets: expected HOST:PORT/],
@@ -228,12 +237,12 @@ describe('errors name the field and what is allowed', () => {
 
   it('rejects a __proto__ key like any unknown key', () => {
     const file = yamlFile('__proto__:\n  enabled: [dns]\n');
-    expect(configError(['--config', file])).toBe(`__proto__ (in ${file}): unknown key; allowed keys: enabled, timeout, checkTimeout, onSlow, clusterDomain, dnsService, terminationLog, logging, dns, api, tcp, service, podnet, mtu, egress`);
+    expect(configError(['--config', file])).toBe(`__proto__ (in ${file}): unknown key; allowed keys: enabled, timeout, checkTimeout, onSlow, clusterDomain, dnsService, terminationLog, logging, dns, api, tcp, service, podnet, mtu, egress, http`);
   });
 
   it('prefixes keys of a controller config with worker.checks', () => {
     const file = yamlFile('worker:\n  checks:\n    enabled: [dns, pings]\n');
-    expect(configError(['--config', file])).toBe(`worker.checks.enabled[1] (in ${file}): expected one of dns, api, tcp, service, podnet, mtu, egress, got "pings"`);
+    expect(configError(['--config', file])).toBe(`worker.checks.enabled[1] (in ${file}): expected one of dns, api, tcp, service, podnet, mtu, egress, http, got "pings"`);
   });
 
   it('reports unreadable and malformed files', () => {
@@ -246,6 +255,85 @@ describe('errors name the field and what is allowed', () => {
     expect(configError([], { KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: 'https' })).toBe(
       'KUBERNETES_SERVICE_PORT: expected a port number 1-65535, got "https"',
     );
+  });
+});
+
+describe('http targets', () => {
+  const pki = makePki();
+  const http = (targets: unknown[], extra: Record<string, unknown> = {}) => yamlFile(JSON.stringify({ http: { targets, ...extra } }));
+
+  it('reads url, expectStatus, ca or caFile and timeout per target, and the check timeout and slowAfter', () => {
+    const caPath = join(dir, 'ca.pem');
+    writeFileSync(caPath, pki.ca);
+    const c = configOf([
+      '--config',
+      http(
+        [
+          { url: 'https://registry.internal/v2/#frag', expectStatus: '200-499', ca: pki.ca, timeout: '2s' },
+          { url: 'https://svc.team.svc.cluster.local:8443/healthz', expectStatus: [200, '204', '300-302'], caFile: caPath },
+          { url: 'http://[fd00::5]:8080/', expectStatus: 401 },
+          { url: 'http://10.0.0.5/', expectStatus: '200-299, 401' },
+        ],
+        { timeout: '3s', slowAfter: '1s' },
+      ),
+    ]);
+    expect(c.http.targets).toEqual([
+      { url: 'https://registry.internal/v2/', expectStatus: [{ from: 200, to: 499 }], ca: pki.ca, caFrom: 'ca', timeout: 2_000 },
+      {
+        url: 'https://svc.team.svc.cluster.local:8443/healthz',
+        expectStatus: [{ from: 200, to: 200 }, { from: 204, to: 204 }, { from: 300, to: 302 }],
+        ca: pki.ca,
+        caFrom: caPath,
+      },
+      { url: 'http://[fd00::5]:8080/', expectStatus: [{ from: 401, to: 401 }] },
+      { url: 'http://10.0.0.5/', expectStatus: [{ from: 200, to: 299 }, { from: 401, to: 401 }] },
+    ]);
+    expect(c.checkTimeouts.http).toBe(3_000);
+    expect(c.slowAfter.http).toBe(1_000);
+  });
+
+  it.each([
+    [{ url: 'ftp://registry.internal/' }, 'http.targets[0].url', /expected an http:\/\/ or https:\/\/ URL without user:password@, such as "https:\/\/registry.internal\/v2\/", got "ftp:\/\/registry.internal\/"$/],
+    [{ url: 'registry.internal/v2/' }, 'http.targets[0].url', /expected an http:\/\/ or https:\/\/ URL/],
+    [{ url: 'https://user:secret@registry.internal/' }, 'http.targets[0].url', /without user:password@/],
+    [{}, 'http.targets[0].url', /expected an http:\/\/ or https:\/\/ URL/],
+    [{ url: 'https://r/', expectStatus: '600' }, 'http.targets[0].expectStatus', /expected HTTP status codes \(100-599\) and ranges such as "200-399"/],
+    [{ url: 'https://r/', expectStatus: '399-200' }, 'http.targets[0].expectStatus', /expected HTTP status codes/],
+    [{ url: 'https://r/', expectStatus: '2xx' }, 'http.targets[0].expectStatus', /expected HTTP status codes/],
+    [{ url: 'https://r/', expectStatus: [] }, 'http.targets[0].expectStatus', /expected HTTP status codes/],
+    [{ url: 'https://r/', ca: 'not a certificate' }, 'http.targets[0].ca', /: expected PEM certificates \("-----BEGIN CERTIFICATE-----" \.\.\.\)$/],
+    [{ url: 'https://r/', ca: '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n' }, 'http.targets[0].ca', /: certificate 1 of 1 is not a valid PEM certificate/],
+    [{ url: 'https://r/', caFile: '/nonexistent/ca.pem' }, 'http.targets[0].caFile', /: cannot read \/nonexistent\/ca\.pem: ENOENT/],
+    [{ url: 'https://r/', caFile: '/' }, 'http.targets[0].caFile', /: cannot read \/: not a regular file$/],
+    [{ url: 'https://r/', timeout: '0s' }, 'http.targets[0].timeout', /expected a duration greater than 0/],
+    [{ url: 'https://r/', insecure: true }, 'http.targets[0].insecure', /: unknown key; allowed keys: url, expectStatus, ca, caFile, timeout$/],
+  ])('%j: names %s', (target, key, message) => {
+    const file = http([target]);
+    const error = configError(['--config', file]);
+    expect(error.startsWith(`${key} (in ${file})`), error).toBe(true);
+    expect(error).toMatch(message);
+  });
+
+  it('refuses ca and caFile together', () => {
+    const caPath = join(dir, 'ca-both.pem');
+    writeFileSync(caPath, pki.ca);
+    const file = http([{ url: 'https://r/', ca: pki.ca, caFile: caPath }]);
+    expect(configError(['--config', file])).toBe(`http.targets[0].caFile (in ${file}): set ca (inline PEM) or caFile (a path), not both`);
+  });
+
+  it('refuses a caFile without a certificate, naming the file', () => {
+    const caPath = join(dir, 'empty.pem');
+    writeFileSync(caPath, 'nothing here\n');
+    const file = http([{ url: 'https://r/', caFile: caPath }]);
+    expect(configError(['--config', file])).toBe(`http.targets[0].caFile (in ${file}): ${caPath}: expected PEM certificates ("-----BEGIN CERTIFICATE-----" ...)`);
+  });
+
+  it('takes URLs from --http-urls, each with the default range, and names the flag for a bad one', () => {
+    expect(configOf(['--http-urls', 'https://a.example/', '--http-urls', 'http://b.example:8080/x']).http.targets).toEqual([
+      { url: 'https://a.example/', expectStatus: [{ from: 200, to: 399 }] },
+      { url: 'http://b.example:8080/x', expectStatus: [{ from: 200, to: 399 }] },
+    ]);
+    expect(configError(['--http-urls', 'b.example'])).toMatch(/^--http-urls: expected an http:\/\/ or https:\/\/ URL .*, got "b\.example"$/);
   });
 });
 

@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
+import { readFileSync, statSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { parseArgs, type ParseArgsOptionsConfig } from 'node:util';
 import { ConfigError, cyclePath, errorMessage, MAX_DURATION_MS, parseDuration, type LogFormat, type LogLevel } from '@kube-node-ready/core';
@@ -11,7 +12,7 @@ import * as z from 'zod/mini';
  * docs/worker.md documents every option; config.test.ts pins every default.
  */
 
-export const CHECK_NAMES = ['dns', 'api', 'tcp', 'service', 'podnet', 'mtu', 'egress'] as const;
+export const CHECK_NAMES = ['dns', 'api', 'tcp', 'service', 'podnet', 'mtu', 'egress', 'http'] as const;
 export type CheckName = (typeof CHECK_NAMES)[number];
 
 export interface HostPort {
@@ -22,6 +23,26 @@ export interface HostPort {
 export interface ServiceRef {
   namespace: string;
   name: string;
+}
+
+/** HTTP status codes from `from` to `to`, both included. */
+export interface StatusRange {
+  from: number;
+  to: number;
+}
+
+/** One URL of the http check, as the check uses it. */
+export interface HttpTarget {
+  /** Normalised (`new URL(...).href`, no fragment). */
+  url: string;
+  /** The answers that pass. */
+  expectStatus: StatusRange[];
+  /** PEM certificates that alone are trusted for this URL; absent: Node.js's built-in CA list. */
+  ca?: string;
+  /** Where `ca` came from: `ca` (inline) or the `caFile` path. */
+  caFrom?: string;
+  /** This URL's own timeout; absent: the check's. */
+  timeout?: number;
 }
 
 export const DEFAULTS = {
@@ -143,6 +164,103 @@ const ipPort = () =>
     return hp && isIP(hp.host) ? hp : undefined;
   });
 
+const HTTP_URL = 'an http:// or https:// URL without user:password@, such as "https://registry.internal/v2/"';
+const httpUrl = () =>
+  parsed(HTTP_URL, (input) => {
+    let url: URL;
+    try {
+      url = new URL(input);
+    } catch {
+      return undefined;
+    }
+    if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.username !== '' || url.password !== '') return undefined;
+    url.hash = '';
+    return url.href;
+  });
+
+const STATUS = 'HTTP status codes (100-599) and ranges such as "200-399", "200-299,401" or [200, 401]';
+/** "200-399", "200-299, 401", 401, or a list of codes and ranges: the ranges, as written. */
+const statusRanges = () =>
+  z.pipe(
+    z.union([z.number({ error: `expected ${STATUS}` }), text(STATUS), list(z.union([z.number({ error: `expected ${STATUS}` }), text(STATUS)]))]),
+    z.transform((input: number | string | Array<number | string>, ctx) => {
+      const items = (Array.isArray(input) ? input : [input]).flatMap((item) => (typeof item === 'number' ? [String(item)] : item.split(',')));
+      const ranges = items.map((item) => parseStatusRange(item.trim()));
+      if (ranges.length === 0 || ranges.some((r) => r === undefined)) {
+        ctx.issues.push({ code: 'custom', message: `expected ${STATUS}`, input });
+        return z.NEVER;
+      }
+      return ranges as StatusRange[];
+    }),
+  );
+
+function parseStatusRange(item: string): StatusRange | undefined {
+  const m = /^(\d{3})(?:\s*-\s*(\d{3}))?$/.exec(item);
+  if (!m) return undefined;
+  const from = Number(m[1]);
+  const to = m[2] === undefined ? from : Number(m[2]);
+  return from >= 100 && to <= 599 && from <= to ? { from, to } : undefined;
+}
+
+/** "200-299, 401". */
+export function formatStatusRanges(ranges: readonly StatusRange[]): string {
+  return ranges.map((r) => (r.from === r.to ? String(r.from) : `${r.from}-${r.to}`)).join(', ');
+}
+
+/** Largest CA bundle read from a file: a bundle of every public CA is about 250 KB. */
+const MAX_CA_FILE_BYTES = 1024 * 1024;
+const PEM = 'PEM certificates ("-----BEGIN CERTIFICATE-----" ...)';
+
+/** Why `text` is not a usable bundle of PEM certificates, or undefined when it is. */
+function pemProblem(text: string): string | undefined {
+  const blocks = text.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
+  if (blocks.length === 0) return `expected ${PEM}`;
+  for (const [i, block] of blocks.entries()) {
+    try {
+      new X509Certificate(block);
+    } catch (err) {
+      return `certificate ${i + 1} of ${blocks.length} is not a valid PEM certificate (${errorMessage(err)})`;
+    }
+  }
+  return undefined;
+}
+
+const caBundle = () =>
+  z.pipe(
+    text(PEM),
+    z.transform((input: string, ctx) => {
+      const problem = pemProblem(input);
+      if (problem === undefined) return input;
+      ctx.issues.push({ code: 'custom', message: problem, input: undefined });
+      return z.NEVER;
+    }),
+  );
+
+/** A CA bundle file, read (once) at start-up. */
+const caFile = () =>
+  z.pipe(
+    text('the path of a file holding PEM certificates').check(z.minLength(1, { error: 'expected the path of a file holding PEM certificates' })),
+    z.transform((path: string, ctx) => {
+      let content: string | undefined;
+      let problem: string | undefined;
+      try {
+        const stat = statSync(path);
+        if (!stat.isFile()) problem = `cannot read ${path}: not a regular file`;
+        else if (stat.size > MAX_CA_FILE_BYTES) problem = `${path} is larger than ${MAX_CA_FILE_BYTES} bytes: not a CA bundle`;
+        else content = readFileSync(path, 'utf8');
+      } catch (err) {
+        problem = `cannot read ${path}: ${errorMessage(err)}`;
+      }
+      if (content !== undefined) {
+        const pem = pemProblem(content);
+        if (pem !== undefined) problem = `${path}: ${pem}`;
+      }
+      if (problem === undefined) return { path, pem: content as string };
+      ctx.issues.push({ code: 'custom', message: problem, input: undefined });
+      return z.NEVER;
+    }),
+  );
+
 function oneOf<T extends readonly [string, ...string[]]>(values: T) {
   return z.enum(values, { error: `expected one of ${values.join(', ')}` });
 }
@@ -189,6 +307,28 @@ export function formatServiceRef(ref: ServiceRef): string {
 
 const checkTimeout = () => z.optional(duration());
 const slowAfter = () => z.optional(duration());
+
+const httpTargetFields = z.strictObject({
+  url: httpUrl(),
+  expectStatus: z.prefault(statusRanges(), '200-399'),
+  /** Inline PEM; with ca or caFile, only these certificates are trusted for this URL. */
+  ca: z.optional(caBundle()),
+  caFile: z.optional(caFile()),
+  timeout: z.optional(duration()),
+});
+
+const httpTarget = () =>
+  z.pipe(
+    httpTargetFields,
+    z.transform((t: z.output<typeof httpTargetFields>, ctx): HttpTarget => {
+      if (t.ca !== undefined && t.caFile !== undefined) {
+        ctx.issues.push({ code: 'custom', message: 'set ca (inline PEM) or caFile (a path), not both', input: undefined, path: ['caFile'] });
+        return z.NEVER;
+      }
+      const ca = t.caFile !== undefined ? { ca: t.caFile.pem, caFrom: t.caFile.path } : t.ca !== undefined ? { ca: t.ca, caFrom: 'ca' } : {};
+      return { url: t.url, expectStatus: t.expectStatus, ...ca, ...(t.timeout !== undefined ? { timeout: t.timeout } : {}) };
+    }),
+  );
 
 const sections = {
   logging: z.strictObject({
@@ -237,6 +377,12 @@ const sections = {
     timeout: checkTimeout(),
     slowAfter: slowAfter(),
   }),
+  http: z.strictObject({
+    /** URLs reached from this pod; none (the default): the check contacts nothing and passes. */
+    targets: z._default(list(httpTarget()), []),
+    timeout: checkTimeout(),
+    slowAfter: slowAfter(),
+  }),
 };
 
 const rootSchema = z.strictObject(
@@ -258,14 +404,16 @@ const rootSchema = z.strictObject(
     podnet: z.prefault(sections.podnet, {}),
     mtu: z.prefault(sections.mtu, {}),
     egress: z.prefault(sections.egress, {}),
+    http: z.prefault(sections.http, {}),
   },
   { error: 'expected a mapping' },
 );
 
-/** Allowed keys per mapping, for "unknown key" messages. */
+/** Allowed keys per mapping, for "unknown key" messages (list items as `[]`). */
 const KEYS: Record<string, string[]> = {
   '': Object.keys(rootSchema.shape),
   ...Object.fromEntries(Object.entries(sections).map(([name, schema]) => [name, Object.keys(schema.shape)])),
+  'http.targets.[]': Object.keys(httpTargetFields.shape),
 };
 
 /**
@@ -276,7 +424,7 @@ const KEYS: Record<string, string[]> = {
 export const workerConfigSchema = z.pipe(
   rootSchema,
   z.transform((c: z.output<typeof rootSchema>) => {
-    const { dns, api, tcp, service, podnet, mtu, egress, ...rest } = c;
+    const { dns, api, tcp, service, podnet, mtu, egress, http, ...rest } = c;
     return {
       ...rest,
       enabled: [...new Set(c.enabled)],
@@ -287,6 +435,7 @@ export const workerConfigSchema = z.pipe(
       podnet: { mode: podnet.mode },
       mtu: { ...(mtu.mtu !== undefined ? { mtu: mtu.mtu } : {}), ...(mtu.largeName !== undefined ? { largeName: mtu.largeName } : {}) },
       egress: { port: egress.port, tls: egress.tls },
+      http: { targets: http.targets },
       checkTimeouts: {
         dns: dns.timeout ?? c.checkTimeout,
         api: api.timeout ?? c.checkTimeout,
@@ -295,6 +444,7 @@ export const workerConfigSchema = z.pipe(
         podnet: podnet.timeout ?? c.checkTimeout,
         mtu: mtu.timeout ?? c.checkTimeout,
         egress: egress.timeout ?? c.checkTimeout,
+        http: http.timeout ?? c.checkTimeout,
       } satisfies Record<CheckName, number>,
       /** Latency over which a measured step is slow (warning or failure by onSlow); absent: not judged. */
       slowAfter: {
@@ -305,6 +455,7 @@ export const workerConfigSchema = z.pipe(
         podnet: podnet.slowAfter,
         mtu: undefined,
         egress: egress.slowAfter,
+        http: http.slowAfter,
       } satisfies Record<CheckName, number | undefined>,
     };
   }),
@@ -350,6 +501,8 @@ export type CommandLine =
 interface FlagSpec {
   path: string[];
   list?: boolean;
+  /** Each value of the list becomes a mapping with this one key (`--http-urls U` is `[{url: U}]`). */
+  itemKey?: string;
 }
 
 export const FLAGS: Record<string, FlagSpec> = {
@@ -373,6 +526,7 @@ export const FLAGS: Record<string, FlagSpec> = {
   mtu: { path: ['mtu', 'mtu'] },
   'large-dns-name': { path: ['mtu', 'largeName'] },
   'egress-port': { path: ['egress', 'port'] },
+  'http-urls': { path: ['http', 'targets'], list: true, itemKey: 'url' },
 };
 
 const ENV_OVERRIDES: Record<string, string[]> = {
@@ -399,7 +553,8 @@ export function loadWorkerConfig(argv: readonly string[], env: NodeJS.ProcessEnv
   }
   for (const [name, value] of Object.entries(flags.values)) {
     const spec = FLAGS[name] as FlagSpec;
-    layers.add(nest(spec.path, value), () => `--${name}`);
+    const key = spec.itemKey;
+    layers.add(nest(spec.path, key !== undefined && Array.isArray(value) ? value.map((v) => ({ [key]: v })) : value), () => `--${name}`);
   }
 
   const result = workerConfigSchema.safeParse(layers.merged, { reportInput: true });
@@ -546,7 +701,7 @@ class Layers {
 function formatIssues(issues: readonly z.core.$ZodIssue[], layers: Layers): string {
   const lines = issues.flatMap((issue) => {
     if (issue.code === 'unrecognized_keys') {
-      const allowed = KEYS[issue.path.map(String).join('.')] ?? [];
+      const allowed = KEYS[issue.path.map((p) => (typeof p === 'number' ? '[]' : String(p))).join('.')] ?? [];
       return issue.keys.map((key) => `${layers.labelFor([...issue.path, key])}: unknown key; allowed keys: ${allowed.join(', ')}`);
     }
     const input = issue.input;

@@ -8,7 +8,7 @@ Flags (a flag wins over the config file and the environment):
   --config PATH              YAML file: the worker section, or a controller config whose
                              worker.checks holds it
   --checks LIST              checks to run, comma-separated
-                             (default dns,api,tcp,service,podnet,mtu,egress)
+                             (default dns,api,tcp,service,podnet,mtu,egress,http)
   --dns-server HOST[:PORT]   nameserver to test instead of resolv.conf's; repeatable or
                              comma-separated; IPv6 as [addr]:port
   --dns-names LIST           names to resolve (default kubernetes.default.svc.<cluster-domain>)
@@ -24,6 +24,9 @@ Flags (a flag wins over the config file and the environment):
                              large answers (default none: not tested)
   --egress-port PORT         port the egress check connects to on each address of the external
                              names (default 443)
+  --http-urls LIST           http:// or https:// URLs the http check GETs from this pod, each
+                             expecting 200-399 (ranges and CAs per URL: config file http.targets;
+                             default none: nothing is contacted)
   --api-endpoints LIST       API server IP:PORT to read through when the kubernetes Service does
                              not connect (reported as kube-proxy / Service routing)
   --on-slow warn|fail        what a latency over a check's slowAfter does (default warn)
@@ -46,8 +49,9 @@ Environment:
   KNR_TERMINATION_LOG      termination log path (the flag wins)
   NODE_NAME, POD_NAME, POD_NAMESPACE   identify the run in logs and the summary
 
-Only --checks dns needs no cluster:
+Only --checks dns and --checks http need no cluster:
   kube-node-ready worker --checks dns --dns-server 127.0.0.1:5353 --dns-names example.internal
+  kube-node-ready worker --checks http --http-urls http://web.team.svc.cluster.local:8080/healthz
 
 Full reference: docs/worker.md
 `;

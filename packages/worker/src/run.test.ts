@@ -1,4 +1,6 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -85,7 +87,7 @@ describe('runWorker end to end (fake API server and DNS servers on loopback)', (
     expect(run.summary?.checks.filter((c) => !c.ok)).toEqual([]);
     expect(run.code).toBe(ExitCode.OK);
     expect(run.summary).toMatchObject({ v: 1, ok: true, node: 'node-a', durationMs: expect.any(Number) });
-    expect(run.summary?.checks.map((c) => c.name)).toEqual(['dns', 'api', 'tcp', 'service', 'podnet', 'mtu', 'egress']);
+    expect(run.summary?.checks.map((c) => c.name)).toEqual(['dns', 'api', 'tcp', 'service', 'podnet', 'mtu', 'egress', 'http']);
     expect(run.summary?.warnings).toBeUndefined();
 
     const checkLines = run.logs.filter((l) => typeof l.check === 'string');
@@ -94,6 +96,7 @@ describe('runWorker end to end (fake API server and DNS servers on loopback)', (
       'api true check api passed',
       'dns true check dns passed',
       'egress true check egress passed',
+      'http true check http passed',
       'mtu true check mtu passed',
       'podnet true check podnet passed',
       'service true check service passed',
@@ -102,7 +105,7 @@ describe('runWorker end to end (fake API server and DNS servers on loopback)', (
     expect(checkLines.every((l) => l.component === 'worker' && l.node === 'node-a' && l.level === 'info')).toBe(true);
     const summaries = run.logs.filter((l) => l.msg === 'verification passed');
     expect(summaries).toHaveLength(1);
-    expect(run.logs).toHaveLength(8);
+    expect(run.logs).toHaveLength(9);
   });
 
   it('a failing check: exit 1 and the summary names the check and its error', async () => {
@@ -153,15 +156,36 @@ describe('runWorker end to end (fake API server and DNS servers on loopback)', (
       return counts;
     };
     await settle();
+    // An HTTP target whose body never ends: the http check closes the connection after the headers.
+    const endless = http.createServer((_req, res) => {
+      res.writeHead(200);
+      const pump = () => {
+        while (!res.destroyed && res.write(Buffer.alloc(16 * 1024)));
+        if (!res.destroyed) res.once('drain', pump);
+      };
+      pump();
+    });
+    await new Promise<void>((resolve) => endless.listen(0, '127.0.0.1', resolve));
+    const endlessPort = (endless.address() as AddressInfo).port;
+    await settle();
     const before = count();
-    const run = await worker([...args, '--tcp-targets', `127.0.0.1:${cluster.api.port}`], cluster.env);
+    const run = await worker([...args, '--tcp-targets', `127.0.0.1:${cluster.api.port}`, '--http-urls', `http://127.0.0.1:${endlessPort}/`], cluster.env);
     expect(run.code, JSON.stringify(run.summary?.checks.filter((c) => !c.ok))).toBe(ExitCode.OK);
+    await new Promise((resolve) => endless.close(resolve));
     await settle();
     // Nothing new: a resource of another test that ended meanwhile (a child process) is not the
     // worker's.
     const after = count();
     const added = Object.entries(after).filter(([kind, n]) => n > (before[kind] ?? 0));
     expect(added, `before ${JSON.stringify(before)}, after ${JSON.stringify(after)}`).toEqual([]);
+  });
+
+  it('reads nothing from the API when only checks that do not need it run (dns, egress, http)', async () => {
+    const run = await worker(['--checks', 'dns,egress,http', '--log-level', 'debug', ...args], cluster.env);
+    expect(run.code).toBe(ExitCode.OK);
+    expect(run.logs.find((l) => l.msg === 'starting checks')).toMatchObject({ usesApi: false });
+    const withApi = await worker(['--checks', 'http,tcp', '--log-level', 'debug', ...args], cluster.env);
+    expect(withApi.logs.find((l) => l.msg === 'starting checks')).toMatchObject({ usesApi: true });
   });
 
   it('does not create the default /dev/termination-log outside a pod', async () => {
@@ -176,7 +200,7 @@ describe('runWorker exit codes', () => {
   it.each([
     [['--bogus'], '--bogus: unknown flag'],
     [['--check-timeout', 'soon'], '--check-timeout: expected a duration greater than 0'],
-    [['--checks', 'dns,ping'], '--checks: expected one of dns, api, tcp, service, podnet, mtu, egress, got "ping"'],
+    [['--checks', 'dns,ping'], '--checks: expected one of dns, api, tcp, service, podnet, mtu, egress, http, got "ping"'],
   ])('configuration error %j: exit 2, message on stderr naming the field, summary with the error', async (argv, message) => {
     const run = await worker(argv, {});
     expect(run.code).toBe(ExitCode.CONFIG_ERROR);

@@ -14,6 +14,7 @@ import type { DestinationStream } from 'pino';
 import { apiCheck } from './checks/api.js';
 import { dnsCheck } from './checks/dns.js';
 import { egressCheck } from './checks/egress.js';
+import { httpCheck } from './checks/http.js';
 import { mtuCheck } from './checks/mtu.js';
 import { podnetCheck } from './checks/podnet.js';
 import { serviceCheck } from './checks/service.js';
@@ -42,6 +43,7 @@ export const CHECKS: CheckRegistry = {
   podnet: podnetCheck,
   mtu: mtuCheck,
   egress: egressCheck,
+  http: httpCheck,
 };
 
 /** After its deadline a check gets this long to report what it saw, before a bare "timeout" replaces its result. */
@@ -111,8 +113,8 @@ export interface CheckOutcome extends CheckResult {
 export async function runChecks(config: WorkerConfig, log: Logger, registry: CheckRegistry): Promise<{ summary: WorkerSummary; exitCode: ExitCode; outcomes: CheckOutcome[] }> {
   const started = performance.now();
   const run = deadline(config.timeout, 'overall --timeout');
-  // dns and egress never read the API; mtu reads the DNS pods from it when it is in use anyway.
-  const apiChecks = config.enabled.filter((name) => name !== 'dns' && name !== 'egress');
+  // dns, egress and http never read the API; mtu reads the DNS pods from it when it is in use anyway.
+  const apiChecks = config.enabled.filter((name) => name !== 'dns' && name !== 'egress' && name !== 'http');
   const usesApi = apiChecks.length > 0;
   const apiTimeouts = apiChecks.map((name) => config.checkTimeouts[name]);
   const cluster = usesApi ? new ClusterApi(config.pod, run.signal, Math.max(...apiTimeouts), config.api.endpoints) : undefined;

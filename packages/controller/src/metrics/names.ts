@@ -74,7 +74,7 @@ export const WorkerPodStatus = ['pending', 'running', 'succeeded', 'failed'] as 
 export type WorkerPodStatus = (typeof WorkerPodStatus)[number];
 
 /** Checks the worker ships with (docs/worker.md); their series exist from the start. */
-export const KNOWN_CHECKS = ['dns', 'api', 'tcp', 'service', 'podnet', 'mtu', 'egress'] as const;
+export const KNOWN_CHECKS = ['dns', 'api', 'tcp', 'service', 'podnet', 'mtu', 'egress', 'http'] as const;
 
 export const CheckResult = ['pass', 'fail'] as const;
 

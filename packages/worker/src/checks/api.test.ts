@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { aService } from '../testing/fake-api.js';
 import { runCheck, startTestCluster, type TestCluster } from '../testing/harness.js';
 import { closedPort, startBlackhole } from '../testing/blackhole.js';
-import { tlsReason } from '../kube/api-client.js';
+import { tlsReason } from '../net/tls-errors.js';
 import { aSlice } from '../testing/fake-api.js';
 
 const SERVICE_PATH = '/api/v1/namespaces/default/services/kubernetes';
@@ -124,6 +124,16 @@ describe('TLS errors in words that hold for the worker', () => {
     expect(tlsReason('UNABLE_TO_GET_ISSUER_CERT_LOCALLY', err)).toBe('the issuer of the certificate is not a trusted CA (UNABLE_TO_GET_ISSUER_CERT_LOCALLY)');
     const unknown = Object.assign(new Error('something odd; try running Node.js with --use-openssl-ca'), { code: 'ERR_SSL_ODD' });
     expect(tlsReason('ERR_SSL_ODD', unknown)).toBe('something odd (ERR_SSL_ODD)');
+  });
+
+  it("keeps OpenSSL's reason alone, without addresses and source paths", () => {
+    const err = Object.assign(
+      new Error('write EPROTO 407D82DED37F0000:error:0A00010B:SSL routines:tls_validate_record_header:wrong version number:../deps/openssl/openssl/ssl/record/methods/tlsany_meth.c:77:'),
+      { code: 'EPROTO' },
+    );
+    expect(tlsReason('EPROTO', err)).toBe('the server did not answer with TLS (is it plain HTTP on that port?) (EPROTO: wrong version number)');
+    const other = Object.assign(new Error('C0:error:0A000412:SSL routines:ssl3_read_bytes:sslv3 alert bad certificate:../deps/openssl/x.c:1:SSL alert number 42'), { code: 'ERR_SSL_SSLV3_ALERT_BAD_CERTIFICATE' });
+    expect(tlsReason('ERR_SSL_SSLV3_ALERT_BAD_CERTIFICATE', other)).toBe('sslv3 alert bad certificate (ERR_SSL_SSLV3_ALERT_BAD_CERTIFICATE)');
   });
 });
 

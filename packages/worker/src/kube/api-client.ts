@@ -9,6 +9,7 @@ import { errorMessage } from '@kube-node-ready/core';
 import type * as z from 'zod/mini';
 import { formatHostPort, type HostPort } from '../config.js';
 import { describeAbort, settleOnce } from '../net/deadline.js';
+import { isTlsError, tlsReason } from '../net/tls-errors.js';
 import { statusSchema } from './objects.js';
 
 /**
@@ -171,54 +172,6 @@ export class KubeApiClient {
     if (code === 'ECONNREFUSED') return new ApiError('network', `connection refused by ${formatHostPort(this.server)}`);
     return new ApiError('network', `cannot reach ${formatHostPort(this.server)}: ${code ? `${code} ` : ''}${err.message}`.trim());
   }
-}
-
-const TLS_CODES = new Set([
-  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
-  'UNABLE_TO_GET_ISSUER_CERT',
-  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
-  'SELF_SIGNED_CERT_IN_CHAIN',
-  'DEPTH_ZERO_SELF_SIGNED_CERT',
-  'CERT_HAS_EXPIRED',
-  'CERT_NOT_YET_VALID',
-  'CERT_SIGNATURE_FAILURE',
-  'CERT_UNTRUSTED',
-  'CERT_REJECTED',
-  'ERR_TLS_CERT_ALTNAME_INVALID',
-]);
-
-/**
- * What went wrong in a TLS handshake, in words that hold for the worker: OpenSSL's and Node's own
- * texts can carry advice for Node.js users (such as running it with --use-system-ca) that means
- * nothing to the reader of a node's status.
- */
-export function tlsReason(code: string, err: Error): string {
-  const known = TLS_REASONS[code];
-  if (known) return `${known} (${code})`;
-  const text = err.message
-    .split(';')
-    .map((part) => part.trim())
-    .filter((part) => part !== '' && !/Node\.js|--[a-z]/.test(part))
-    .join('; ');
-  return `${text || 'the handshake failed'}${code && !text.includes(code) ? ` (${code})` : ''}`;
-}
-
-const TLS_REASONS: Record<string, string> = {
-  UNABLE_TO_VERIFY_LEAF_SIGNATURE: 'the certificate is not signed by a trusted CA',
-  UNABLE_TO_GET_ISSUER_CERT: 'the issuer of the certificate is not a trusted CA',
-  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: 'the issuer of the certificate is not a trusted CA',
-  SELF_SIGNED_CERT_IN_CHAIN: 'the certificate chain ends in an untrusted self-signed CA',
-  DEPTH_ZERO_SELF_SIGNED_CERT: 'the certificate is self-signed and not trusted',
-  CERT_HAS_EXPIRED: 'the certificate has expired',
-  CERT_NOT_YET_VALID: 'the certificate is not valid yet (or this node\'s clock is behind)',
-  CERT_SIGNATURE_FAILURE: 'the certificate signature is invalid',
-  CERT_UNTRUSTED: 'the certificate is not trusted',
-  CERT_REJECTED: 'the certificate was rejected',
-  ERR_TLS_CERT_ALTNAME_INVALID: 'the certificate is not issued for this address',
-};
-
-function isTlsError(code: string, err: Error): boolean {
-  return TLS_CODES.has(code) || code.startsWith('ERR_SSL_') || code.startsWith('ERR_TLS_') || /certificate|SSL routines/i.test(err.message);
 }
 
 /** "403 Forbidden: services "kubernetes" is forbidden: User ... cannot get ...". */
