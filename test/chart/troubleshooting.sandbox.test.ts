@@ -261,14 +261,14 @@ const COMMANDS: Record<string, RunEntry> = {
   'kubectl get nv <node>': {
     nodes: ['failing', 'verified'],
     check(r, c, role) {
-      expect(lines(r.out)[0]).toMatch(/^NAME\s+PHASE\s+ATTEMPT\s+FAILURES\s+OUTCOME\s+VERIFIED\s+AGE$/);
+      expect(lines(r.out)[0]).toMatch(/^NAME\s+PHASE\s+PROFILE\s+ATTEMPT\s+FAILURES\s+OUTCOME\s+VERIFIED\s+AGE$/);
       const rows = lines(r.out).slice(1);
       expect(rows).toHaveLength(1);
       // Two attempts (maxRetries 1), both failed, never verified (an empty VERIFIED, then the AGE); the
       // verified node usually passed at attempt 1, but on a loaded machine a first attempt can run out
       // of its 20 s and the next pass.
-      if (role === 'failing') expect(rows[0]).toMatch(new RegExp(`^${c.failing}\\s+Failed\\s+2\\s+2\\s+ChecksFailed\\s+\\d+[smhd]\\S*$`));
-      else expect(rows[0]).toMatch(new RegExp(`^${c.verified}\\s+Passed\\s+[1-9]\\d*\\s+0\\s+Passed\\s+\\d+[smh]\\S*\\s+\\S+$`));
+      if (role === 'failing') expect(rows[0]).toMatch(new RegExp(`^${c.failing}\\s+Failed\\s+default\\s+2\\s+2\\s+ChecksFailed\\s+\\d+[smhd]\\S*$`));
+      else expect(rows[0]).toMatch(new RegExp(`^${c.verified}\\s+Passed\\s+default\\s+[1-9]\\d*\\s+0\\s+Passed\\s+\\d+[smh]\\S*\\s+\\S+$`));
     },
   },
   'kubectl get nv <node> -o yaml': {
