@@ -47,7 +47,7 @@ const FILE_LABEL = 'knr-remediation-test';
 const SCENARIO_LABEL = 'knr-remediation-scenario';
 const taint = { key: `test-${id}.kube-node-ready.io/unverified`, value: 'true', effect: 'NoSchedule' as const };
 const verifiedLabel = { key: `test-${id}.kube-node-ready.io/verified`, value: 'true' };
-const config = testConfig({ nodeManagement: { taints: [taint], verifiedLabel } });
+const config = testConfig({ nodeManagement: { taints: [taint], verifiedLabel, deleteFailedNodes: true } });
 /** Where the scenarios keep their ledgers. */
 let ledgerNamespace = '';
 

@@ -59,7 +59,7 @@ it('a fault most nodes share is not counted against them: no node fails, each sa
     expect(Number(a['failures'] ?? '0'), `${node}: counted failures`).toBeLessThanOrEqual(1);
   }
   // Over every instance (the harness starts the controller again if a loaded machine costs it its Lease).
-  expect((await c.metricsOfEach()).join('\n')).toMatch(/kube_node_ready_attempt_outcomes_total\{outcome="ClusterWide"\} [1-9]/);
+  expect((await c.metricsOfEach()).join('\n')).toMatch(/kube_node_ready_attempt_outcomes_total\{outcome="ClusterWide",profile="default"\} [1-9]/);
 
   // DNS back (the nodes' pods get the cluster's nameserver again): every node opens.
   for (const node of nodes) {
@@ -111,7 +111,7 @@ it('a new leader takes over who passed and who fails what: a few bad nodes faili
   ).catch((err: Error) => {
     throw new Error(`${err.message}; last seen: ${seen.join(', ')}`);
   });
-  expect((await second.metricsOfEach()).join('\n')).not.toMatch(/kube_node_ready_attempt_outcomes_total\{outcome="ClusterWide"\} [1-9]/);
+  expect((await second.metricsOfEach()).join('\n')).not.toMatch(/kube_node_ready_attempt_outcomes_total\{outcome="ClusterWide",profile="default"\} [1-9]/);
   expect(second.logs.find((l) => l.msg === 'cluster-wide rule: recent passes and failing nodes taken over from the NodeVerifications')).toMatchObject({ passes: 5, failing: 3 });
   for (const node of bad) expect((await progressOf(node))['phase'], node).not.toBe('Passed');
 });

@@ -234,7 +234,7 @@ describe('verification', () => {
     expect(reasons[0]).toBe('WaitingForNode');
     expect(reasons).not.toContain('RetriesExhausted');
     const text = await ctl.metrics();
-    expect(text).not.toMatch(/kube_node_ready_attempt_outcomes_total\{outcome="Not(Scheduled|Started)"\} [1-9]/);
+    expect(text).not.toMatch(/kube_node_ready_attempt_outcomes_total\{outcome="Not(Scheduled|Started)",profile="default"\} [1-9]/);
     const events = await nodeEventsWhen(node, (list) => list.some((e) => e.reason === 'VerificationPassed'), 'the VerificationPassed Event');
     expect(events.filter((e) => e.reason === 'VerificationStarted')).toHaveLength(1);
     // Reported at 10 s: Ready by then (4 s), the agent's taint not yet gone (12 s).
