@@ -31,13 +31,27 @@ export async function runOk(cmd: string, args: string[], opts: SpawnOptions & { 
   return r.stdout;
 }
 
-/** Starts a long-running component with stdout+stderr appended to a log file. */
-export function startLogged(cmd: string, args: string[], logFile: string, opts: SpawnOptions = {}): ChildProcess {
+/** A component started by startLogged; `logged` resolves once all its output is in its log file. */
+export type LoggedProcess = ChildProcess & { logged: Promise<void> };
+
+/**
+ * Starts a long-running component with stdout+stderr appended to a log file. The log is closed once
+ * both streams have ended (not when the first does), so the last lines of a process that exits,
+ * its fatal error usually, are kept.
+ */
+export function startLogged(cmd: string, args: string[], logFile: string, opts: SpawnOptions = {}): LoggedProcess {
   const log = createWriteStream(logFile, { flags: 'a' });
   const child = spawn(cmd, args, { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stdout?.pipe(log);
-  child.stderr?.pipe(log);
-  return child;
+  child.stdout?.pipe(log, { end: false });
+  child.stderr?.pipe(log, { end: false });
+  const logged = new Promise<void>((resolvePromise) => {
+    log.once('close', () => resolvePromise());
+    log.once('error', () => resolvePromise());
+  });
+  // 'close': the process has exited and both of its streams have ended (or it never started).
+  child.once('close', () => log.end());
+  child.once('error', () => log.end());
+  return Object.assign(child, { logged });
 }
 
 /** Sends SIGTERM, then SIGKILL after graceMs; resolves when the process has exited. */

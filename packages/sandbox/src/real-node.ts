@@ -11,14 +11,15 @@
 // to them), so a node whose kube-proxy is not running cannot reach a Service. Their cluster DNS is
 // real CoreDNS (coredns.ts) on a system node of their own, which the first real node brings up.
 import type { ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createReadStream, createWriteStream, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { pipeline } from 'node:stream/promises';
 import { join } from 'node:path';
 import type { Logger } from '@kube-node-ready/core';
 import { kubeconfigYaml, type SandboxCerts } from './certs.js';
 import { containerdConfig, unmountUnder } from './containerd.js';
 import { CLUSTER_DNS, coreDnsVersion, deployCoreDns, pushCoreDnsImage, SYSTEM_NODE, SYSTEM_NODE_LABEL, SYSTEM_NODE_TAINT } from './coredns.js';
 import type { SandboxLayout } from './layout.js';
-import { run, runOk, sleep, startLogged, stopProcess } from './proc.js';
+import { type LoggedProcess, run, runOk, sleep, startLogged, stopProcess } from './proc.js';
 import { OUTSIDE, startOutside } from './outside.js';
 import { startRegistry, type Registry } from './registry.js';
 import { cgroupHierarchyRoots, removeTree } from './runtime/cgroups.js';
@@ -69,6 +70,8 @@ export interface RealNodeOptions {
 export const CNI_CONFIG = '10-sandbox.conflist';
 /** How long after a kubelet exits on its own it is started again (systemd's RestartSec for kubeadm's kubelet is 10 s). */
 const KUBELET_RESTART_MS = 2_000;
+/** Copies kept of an exited kubelet's log, per node: a kubelet that fails at every start fails the same way. */
+const KEPT_KUBELET_EXITS = 5;
 
 /** A running real node, as its faults (real-node-faults.ts) reach into it. */
 export interface RunningNode {
@@ -276,14 +279,21 @@ export class RealNodes {
     // (a container runtime not answering yet on a busy machine ends its start with an error) is
     // started again. One stopped on purpose (the kubelet-stopped fault, the node's removal) is
     // taken off the node first, and stays stopped.
+    // What an exited kubelet wrote is kept in the sandbox's logs: the node's directory goes with it.
+    let exits = 0;
     const startKubelet = (): ChildProcess => {
-      const child = startLogged(kCmd!, kArgs, join(dir, 'kubelet.log'));
+      const kubeletLog = join(dir, 'kubelet.log');
+      const from = existsSync(kubeletLog) ? statSync(kubeletLog).size : 0;
+      const child = startLogged(kCmd!, kArgs, kubeletLog);
       child.once('exit', (code, signal) => {
         if (node.kubelet !== child) return;
-        log.warn({ node: opts.name, code, signal, log: join(dir, 'kubelet.log') }, 'the kubelet exited on its own; starting it again in 2 s, as systemd would');
+        const exit = ++exits;
         setTimeout(() => {
           if (node.kubelet === child) node.kubelet = startKubelet();
         }, KUBELET_RESTART_MS);
+        void keepExitedKubeletLog(child, kubeletLog, from, join(layout.paths.logs, 'kubelet-exits'), opts.name, exit).then((kept) =>
+          log.warn({ node: opts.name, code, signal, exit, log: kept }, 'the kubelet exited on its own; starting it again in 2 s, as systemd would'),
+        );
       });
       return child;
     };
@@ -527,6 +537,26 @@ async function issueClientCert(certs: SandboxCerts, subject: string, cert: strin
   const env = { ...process.env, OPENSSL_CONF: conf };
   await runOk('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', `${cert}.csr`, '-subj', subject], { env });
   await runOk('openssl', ['x509', '-req', '-in', `${cert}.csr`, '-CA', certs.caCert, '-CAkey', certs.caKey, '-CAcreateserial', '-out', cert, '-days', '30', '-extfile', ext], { env });
+}
+
+/**
+ * Copies what one run of a kubelet wrote to its node's kubelet.log (from byte `from` on) into
+ * `<keepDir>/<node>.exit-<exit>.<time>.log`, once all of its output is in. Returns the copy's path, or why there is none.
+ */
+async function keepExitedKubeletLog(child: LoggedProcess, kubeletLog: string, from: number, keepDir: string, node: string, exit: number): Promise<string> {
+  if (exit > KEPT_KUBELET_EXITS) return `not kept (the first ${KEPT_KUBELET_EXITS} exits of ${node} are, in ${keepDir})`;
+  try {
+    await child.logged;
+    const to = statSync(kubeletLog).size;
+    mkdirSync(keepDir, { recursive: true });
+    // A node's name may be up to 253 characters, a file name 255 bytes; a name may come back (a new node of that name).
+    const kept = join(keepDir, `${node.slice(0, 200)}.exit-${exit}.${new Date().toISOString().replace(/:/g, '-')}.log`);
+    if (to > from) await pipeline(createReadStream(kubeletLog, { start: from, end: to - 1 }), createWriteStream(kept));
+    else writeFileSync(kept, '');
+    return kept;
+  } catch (err) {
+    return `not kept: ${String(err)}`;
+  }
 }
 
 async function waitFor(check: () => Promise<boolean>, what: string, timeoutMs: number): Promise<void> {
