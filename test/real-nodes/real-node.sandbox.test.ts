@@ -4,7 +4,7 @@
 // kubelet through containerd from the registry in the sandbox's namespace. The controller runs in
 // this process (test harness) with its worker image pointed at that registry by digest.
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
@@ -62,6 +62,12 @@ describe('a real node', () => {
 
     const { dir, netns } = made.get(name)!;
     expect(existsSync(dir)).toBe(true);
+    // The device plugin socket its kubelet's start removes and listens on is the node's, not the
+    // machine's /var/lib/kubelet/device-plugins that every kubelet would share (KUBELET_MACHINE_PATHS).
+    const pid = (await exec('pgrep', ['-f', `kubelet --config ${dir}/kubelet.yaml`])).stdout.trim().split('\n')[0]!;
+    const seen = statSync(`/proc/${pid}/root/var/lib/kubelet/device-plugins/kubelet.sock`);
+    const own = statSync(join(dir, 'device-plugins', 'kubelet.sock'));
+    expect([seen.dev, seen.ino], `kubelet ${pid} of ${name}: its device plugin socket is not the node's`).toEqual([own.dev, own.ino]);
     expect(existsSync(join('/run/netns', netns))).toBe(true);
     await removeRealNode(name);
     expect(leftovers(name, dir)).toEqual([]);

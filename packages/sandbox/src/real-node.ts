@@ -70,6 +70,43 @@ export interface RealNodeOptions {
 export const CNI_CONFIG = '10-sandbox.conflist';
 /** How long after a kubelet exits on its own it is started again (systemd's RestartSec for kubeadm's kubelet is 10 s). */
 const KUBELET_RESTART_MS = 2_000;
+/**
+ * Paths the kubelet uses whatever its --root-dir, the same for every kubelet of the machine, and
+ * the node's own directory bind-mounted over each in its kubelet's mount namespace:
+ * - the device plugin registration socket (pluginapi.KubeletSocket) and its checkpoint: a kubelet
+ *   removes every socket there at its start, then listens on kubelet.sock; of two kubelets starting
+ *   at once, one can find the other's new socket in its way ("listen unix
+ *   /var/lib/kubelet/device-plugins/kubelet.sock: bind: address already in use", then "Failed to
+ *   start ContainerManager" and exit 1), at each start that meets another's;
+ * - /var/log/containers, the container log symlinks: a kubelet's container GC removes those whose
+ *   log is gone, whichever kubelet made them.
+ */
+export const KUBELET_MACHINE_PATHS = [
+  { path: '/var/lib/kubelet/device-plugins', nodeDir: 'device-plugins' },
+  { path: '/var/log/containers', nodeDir: 'container-logs' },
+] as const;
+
+/**
+ * The command prefix that runs the kubelet in a mount namespace of its own with the node's
+ * directories over KUBELET_MACHINE_PATHS. The namespace keeps the machine's propagation: the
+ * machine's mounts holding those paths must not be shared (they would carry the bind mounts back to
+ * the machine), as in a container; the kubelet's --root-dir is a shared mount of its own.
+ */
+async function kubeletMountNamespace(dir: string): Promise<string[]> {
+  const script: string[] = [];
+  const args: string[] = [];
+  for (const { path, nodeDir } of KUBELET_MACHINE_PATHS) {
+    mkdirSync(path, { recursive: true });
+    const propagation = (await runOk('findmnt', ['-n', '-o', 'PROPAGATION', '-T', path])).trim();
+    if (propagation.includes('shared')) throw new Error(`real nodes: the mount holding ${path} is ${propagation}; a kubelet's own ${path} (a bind mount in its mount namespace) would reach the machine's`);
+    mkdirSync(join(dir, nodeDir), { recursive: true });
+    args.push(join(dir, nodeDir), path);
+    script.push(`mount --bind "$${args.length - 1}" "$${args.length}"`);
+  }
+  // sh -c SCRIPT NAME ARGS...: $1.. are the pairs; the kubelet's argv follows them.
+  return ['unshare', '--mount', '--propagation', 'unchanged', '--', 'sh', '-c', `${script.join(' && ')} && shift ${args.length} && exec "$@"`, 'kubelet-mounts', ...args];
+}
+
 /** Copies kept of an exited kubelet's log, per node: a kubelet that fails at every start fails the same way. */
 const KEPT_KUBELET_EXITS = 5;
 
@@ -265,11 +302,21 @@ export class RealNodes {
       ].join('\n'),
     );
     const labels = { [REAL_NODE_LABEL]: 'true', ...opts.labels };
+    // The kubelet runs in a mount namespace of its own, where the machine-wide paths it hard-codes
+    // are the node's (kubeletMounts): a kubelet's root directory is shared with the machine's mount
+    // namespace, so the volumes it mounts there reach containerd.
+    const rootDir = join(dir, 'kubelet');
+    mkdirSync(rootDir, { recursive: true });
+    await runOk('mount', ['--bind', rootDir, rootDir]);
+    await runOk('mount', ['--make-shared', rootDir]);
     const [kCmd, ...kArgs] = inNode([
+      ...(await kubeletMountNamespace(dir)),
       join(binDir, 'kubelet'),
       '--config', join(dir, 'kubelet.yaml'),
       '--kubeconfig', join(dir, 'kubeconfig'),
-      '--root-dir', join(dir, 'kubelet'),
+      '--root-dir', rootDir,
+      // Its serving certificate (self-signed, for its own name), not the machine's /var/lib/kubelet/pki.
+      '--cert-dir', join(dir, 'pki'),
       '--hostname-override', opts.name,
       '--node-ip', ip,
       '--node-labels', Object.entries(labels).map(([k, v]) => `${k}=${v}`).join(','),
