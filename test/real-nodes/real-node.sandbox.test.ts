@@ -4,14 +4,14 @@
 // kubelet through containerd from the registry in the sandbox's namespace. The controller runs in
 // this process (test harness) with its worker image pointed at that registry by digest.
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { repoRoot, sandboxControl } from '@kube-node-ready/sandbox';
 import { readNode } from '../../packages/controller/test/harness.js';
 import { CLUSTER_DNS } from '../../packages/sandbox/src/coredns.js';
-import { realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
+import { INOTIFY_INSTANCES, realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
 import { processesAndMountsUnder } from '../leftovers.js';
 import { core, deleteNode, readVerification, sandbox, uniqueName, verificationInPhase, waitFor } from '../sandbox.js';
 import { realNodeSuite } from './real-nodes.js';
@@ -68,6 +68,8 @@ describe('a real node', () => {
     const seen = statSync(`/proc/${pid}/root/var/lib/kubelet/device-plugins/kubelet.sock`);
     const own = statSync(join(dir, 'device-plugins', 'kubelet.sock'));
     expect([seen.dev, seen.ino], `kubelet ${pid} of ${name}: its device plugin socket is not the node's`).toEqual([own.dev, own.ino]);
+    // The machine has inotify instances for more kubelets than its default 128 (raiseInotifyInstances).
+    expect(Number(readFileSync('/proc/sys/fs/inotify/max_user_instances', 'utf8'))).toBeGreaterThanOrEqual(INOTIFY_INSTANCES);
     expect(existsSync(join('/run/netns', netns))).toBe(true);
     await removeRealNode(name);
     expect(leftovers(name, dir)).toEqual([]);

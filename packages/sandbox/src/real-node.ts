@@ -107,6 +107,35 @@ async function kubeletMountNamespace(dir: string): Promise<string[]> {
   return ['unshare', '--mount', '--propagation', 'unchanged', '--', 'sh', '-c', `${script.join(' && ')} && shift ${args.length} && exec "$@"`, 'kubelet-mounts', ...args];
 }
 
+/** fs.inotify.max_user_instances the real nodes need (raiseInotifyInstances). */
+export const INOTIFY_INSTANCES = 8192;
+const INOTIFY_INSTANCES_FILE = '/proc/sys/fs/inotify/max_user_instances';
+
+/**
+ * Raises the machine's limit of inotify instances per user to INOTIFY_INSTANCES if it is lower.
+ * Every process of root on the machine counts against that one limit (128 by default), whichever
+ * sandbox it belongs to: a real node holds several (its kubelet's cAdvisor and file watchers, its
+ * containerd, its kube-proxy), a sandbox's control plane a few more. A kubelet that gets none fails
+ * its start ("Failed to start cAdvisor" err="inotify_init: too many open files", exit 1) until
+ * another process frees one. kind tells its users to raise the same limit.
+ */
+export function raiseInotifyInstances(log: Logger): void {
+  let current: number;
+  try {
+    current = Number(readFileSync(INOTIFY_INSTANCES_FILE, 'utf8').trim());
+  } catch (err) {
+    log.warn({ file: INOTIFY_INSTANCES_FILE, err: String(err) }, 'cannot read the inotify instance limit; kubelets may fail to start ("inotify_init: too many open files")');
+    return;
+  }
+  if (current >= INOTIFY_INSTANCES) return;
+  try {
+    writeFileSync(INOTIFY_INSTANCES_FILE, String(INOTIFY_INSTANCES));
+    log.info({ sysctl: 'fs.inotify.max_user_instances', from: current, to: INOTIFY_INSTANCES }, 'raised the machine\'s inotify instance limit for the real nodes\' kubelets');
+  } catch (err) {
+    log.warn({ sysctl: 'fs.inotify.max_user_instances', current, wanted: INOTIFY_INSTANCES, err: String(err) }, 'cannot raise the inotify instance limit; kubelets may fail to start ("inotify_init: too many open files") once the machine\'s processes hold them all');
+  }
+}
+
 /** Copies kept of an exited kubelet's log, per node: a kubelet that fails at every start fails the same way. */
 const KEPT_KUBELET_EXITS = 5;
 
@@ -178,7 +207,10 @@ export class RealNodes {
     // unix socket's path.
     const dir = join(this.dir, `n${index}`);
     try {
-      this.ready ??= this.startRegistry();
+      if (!this.ready) {
+        raiseInotifyInstances(this.deps.log);
+        this.ready = this.startRegistry();
+      }
       await this.ready;
       // The cluster DNS serves before any other real node starts (its worker would fail dns otherwise).
       if (opts.name !== SYSTEM_NODE) await this.startClusterDns();
