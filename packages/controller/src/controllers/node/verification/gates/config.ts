@@ -107,7 +107,13 @@ export const gatesSchema = z
       .default([])
       .meta({ description: 'CSI drivers that must be registered on the node (its CSINode, storage.k8s.io/v1, lists them in spec.drivers) before it opens.', 'x-allowed': 'a list of CSI driver names' }),
     requireResources: z
-      .record(z.string().refine(qualifiedName, { message: 'expected a resource name such as "nvidia.com/gpu"' }), quantity)
+      .record(z.string(), quantity)
+      // Keys checked here: zod reports a refused record key only as "Invalid key in record".
+      .superRefine((resources, ctx) => {
+        for (const name of Object.keys(resources)) {
+          if (!qualifiedName(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'expected a resource name such as "nvidia.com/gpu"', input: name });
+        }
+      })
       .default({})
       .meta({
         description: 'Resources the node must advertise in status.allocatable, at least the quantity given (e.g. nvidia.com/gpu: 1), before it opens: a device plugin that has registered.',
