@@ -476,16 +476,12 @@ describe('RBAC', () => {
   });
 
   it('readiness gates: list/watch of DaemonSets and pods in each namespace a required DaemonSet names (top level and profiles), of CSINodes when a CSI driver is required, nothing else', async () => {
-    // --skip-schema-validation until config.gates is in schema.ts and values.schema.json is regenerated.
-    const gated = await template(
-      {
-        config: {
-          gates: { requireDaemonSets: [{ namespace: 'kube-system', name: 'aws-node' }, { namespace: 'gpu-operator', selector: { matchLabels: { tier: 'node' } } }] },
-          profiles: [{ name: 'gpu', nodeSelector: {}, gates: { requireDaemonSets: [{ namespace: 'gpu-operator', name: 'nvidia-device-plugin' }], requireCSIDrivers: ['ebs.csi.aws.com'] } }],
-        },
+    const gated = await template({
+      config: {
+        gates: { requireDaemonSets: [{ namespace: 'kube-system', name: 'aws-node' }, { namespace: 'gpu-operator', selector: { matchLabels: { tier: 'node' } } }] },
+        profiles: [{ name: 'gpu', nodeSelector: {}, gates: { requireDaemonSets: [{ namespace: 'gpu-operator', name: 'nvidia-device-plugin' }], requireCSIDrivers: ['ebs.csi.aws.com'] } }],
       },
-      { extraArgs: ['--skip-schema-validation'] },
-    );
+    });
     const gates = ['gpu-operator', 'kube-system'].flatMap((ns) => ['apps/daemonsets list', 'apps/daemonsets watch', 'core/pods list', 'core/pods watch'].map((p) => `Role/${ns}/kube-node-ready-gates ${p}`));
     expect(permissions(gated)).toEqual([...BASE_PERMISSIONS, ...gates, 'ClusterRole/kube-node-ready-controller storage.k8s.io/csinodes list', 'ClusterRole/kube-node-ready-controller storage.k8s.io/csinodes watch'].sort());
     expect(findAll(gated, 'RoleBinding').filter((b) => b.metadata.name === 'kube-node-ready-gates').map((b) => b.metadata.namespace).sort()).toEqual(['gpu-operator', 'kube-system']);

@@ -132,6 +132,12 @@ describe('deploymentMode', () => {
     const checks = await tryTemplate({ ...DS, config: { profiles: [{ name: 'gpu', nodeSelector: {}, worker: { containerChecks: [{ name: 'smi', image: 'nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04' }] } }] } });
     expect(checks.code).not.toBe(0);
     expect(checks.stderr).toContain('config.worker.containerChecks (at the top level or in a profile) needs deploymentMode: controller');
+    for (const config of [{ gates: { requireResources: { 'nvidia.com/gpu': 1 } } }, { profiles: [{ name: 'gpu', nodeSelector: {}, gates: { requireDaemonSets: [{ namespace: 'kube-system', name: 'aws-node' }] } }] }]) {
+      const gates = await tryTemplate({ ...DS, config });
+      expect(gates.code, JSON.stringify(config)).not.toBe(0);
+      expect(gates.stderr).toContain('config.gates (at the top level or in a profile) needs deploymentMode: controller');
+    }
+    expect((await tryTemplate({ ...DS, config: { gates: { mode: 'parallel' } } })).code).toBe(0);
   });
 });
 

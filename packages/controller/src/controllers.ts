@@ -20,6 +20,8 @@ import { WorkerConfigMap } from './controllers/node/verification/worker-config.j
 import { Profiles } from './config/profiles.js';
 import { checkWorkerPrerequisites } from './controllers/node/verification/prerequisites.js';
 import { verificationController } from './controllers/node/verification/register.js';
+import { gatedResources, hasGates } from './controllers/node/verification/gates/config.js';
+import { GateSources } from './controllers/node/verification/gates/sources.js';
 import { slimNode } from './controllers/node/verification/slim-node.js';
 import { VerificationSlots } from './controllers/node/verification/slots.js';
 import { MemoryProgressStore, NodeVerificationStore } from './controllers/node/verification/store.js';
@@ -98,13 +100,15 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
     },
     onListed: () => heap.listed(resource),
   });
+  // The readiness gates' resources are all a cached node keeps of its allocatable.
+  const resources = gatedResources(profiles.all().map((p) => p.config));
   const nodeInformer = new SelfHealingInformer<V1Node>({
     resource: 'nodes',
     path: '/api/v1/nodes',
     list: () => kube.listNodePages(config.nodeManagement.nodeSelector),
     ...(config.nodeManagement.nodeSelector ? { labelSelector: config.nodeManagement.nodeSelector } : {}),
     kubeConfig: kube.kubeConfig,
-    transform: (node) => slimNode(node, config.nodeManagement.condition.type),
+    transform: (node) => slimNode(node, config.nodeManagement.condition.type, resources),
     clock,
     log: log.child({ component: 'informer' }),
     onRestart: () => metrics.watchRestartsTotal.inc({ resource: 'nodes' }),
@@ -142,7 +146,12 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
         onRestart: () => metrics.watchRestartsTotal.inc({ resource: 'nodeverifications' }),
         ...listHooks('nodeverifications'),
       });
-  const informers = [nodeInformer, pods, ...(verifications ? [verifications] : [])];
+  // The readiness gates' caches (config gates, top level or a profile's): only when one is configured.
+  const gateConfigs = profiles.all().map((p) => p.config.gates);
+  const gates = gateConfigs.some(hasGates)
+    ? new GateSources({ kube, clock, log: log.child({ component: 'gates' }), gates: gateConfigs, hooks: (resource) => ({ onRestart: () => metrics.watchRestartsTotal.inc({ resource }), ...listHooks(resource) }) })
+    : undefined;
+  const informers = [nodeInformer, pods, ...(verifications ? [verifications] : []), ...(gates ? [gates] : [])];
 
   // 2. The controllers. Each registers its own watches, filters and queue; the manager runs their
   //    workers while this replica leads.
@@ -184,6 +193,7 @@ export async function startController(opts: ControllerOptions): Promise<RunningC
       ...(verifications ? { verifications } : {}),
       events,
       clusterWide,
+      ...(gates ? { gates } : {}),
       worker: { image: workerImage(config.worker.image, opts.version), configs: new WorkerConfigMap(profiles) },
       apiEndpoints,
       ...(remediator ? { podRefused: (node: V1Node) => remediator.podRefused(node) } : {}),

@@ -241,6 +241,13 @@ the result stays a valid name: the same as the controller's ledgerName() (remedi
 {{- if and (include "kube-node-ready.daemonset" .) $checks }}
 {{- fail "config.worker.containerChecks (at the top level or in a profile) needs deploymentMode: controller: they run as containers of the worker pod, and DaemonSet mode has none (docs/installation.md#daemonset-mode)" }}
 {{- end }}
+{{- $gates := list (dig "gates" dict .Values.config) }}
+{{- range (.Values.config.profiles | default list) }}{{ $gates = append $gates (dig "gates" dict .) }}{{ end }}
+{{- $gated := false }}
+{{- range $gates }}{{ if or (dig "requireDaemonSets" list .) (dig "requireCSIDrivers" list .) (dig "requireResources" dict .) }}{{ $gated = true }}{{ end }}{{ end }}
+{{- if and (include "kube-node-ready.daemonset" .) $gated }}
+{{- fail "config.gates (at the top level or in a profile) needs deploymentMode: controller: the controller watches what the gates read (docs/gates.md), and DaemonSet mode has none (docs/installation.md#daemonset-mode)" }}
+{{- end }}
 {{- if and (include "kube-node-ready.daemonset" .) (include "kube-node-ready.startupTimeoutSet" .) }}
 {{- fail "config.nodeManagement.startupTimeout (at the top level or in a profile) needs deploymentMode: controller: in DaemonSet mode a node's own pod retries until it passes or its attempts run out (docs/installation.md#daemonset-mode)" }}
 {{- end }}

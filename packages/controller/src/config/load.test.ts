@@ -86,6 +86,7 @@ describe('defaults', () => {
       health: { bindAddress: '' },
       logging: { format: 'json', level: 'info' },
       kubernetes: { qps: 50, burst: 100 },
+      gates: { mode: 'before', requireDaemonSets: [], requireCSIDrivers: [], requireResources: {} },
       profiles: [],
       dryRun: false,
     });

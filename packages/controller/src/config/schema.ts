@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { GROUP } from '../api/well-known.js';
 import { remediationSchema } from '../controllers/node/remediation/config.js';
 import { containerChecksSchema } from '../controllers/node/verification/container-checks.js';
+import { gatesSchema } from '../controllers/node/verification/gates/config.js';
 import { duration, int } from './fields.js';
 
 /**
@@ -438,6 +439,9 @@ const profileSchema = z
       description:
         'How long this profile\'s nodes may take to become able to run the worker, their startup timeout and its outcome, and whether its failed nodes are deleted (the remediation guards and budget stay the installation\'s).',
     }),
+    gates: inheriting(gatesSchema).meta({
+      description: 'Readiness gates of this profile\'s nodes: lists replace the top-level ones, requireResources merges with it key by key.',
+    }),
   })
   .strict();
 export type ProfileConfig = z.output<typeof profileSchema>;
@@ -463,6 +467,10 @@ export const configSchema = z
     worker: workerSchema.prefault({}).meta({ description: 'The worker pods that verify a node.' }),
     reconciliation: reconciliationSchema.prefault({}).meta({ description: 'Retries, resync and concurrency.' }),
     nodeManagement: nodeManagementSchema.prefault({}).meta({ description: 'What marks a node for verification and what is written when it passes or fails.' }),
+    gates: gatesSchema.prefault({}).meta({
+      description:
+        'Readiness gates the controller checks itself, with no pod and no attempt used while they wait (docs/gates.md): DaemonSets with a Ready pod on the node, CSI drivers registered in its CSINode, extended resources it advertises. None by default.',
+    }),
     leaderElection: leaderElectionSchema.prefault({}).meta({ description: 'Leader election (client-go semantics).' }),
     metrics: z
       .object({

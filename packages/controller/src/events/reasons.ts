@@ -34,6 +34,10 @@ export const Reason = {
   VerificationWaitingForNode: 'VerificationWaitingForNode',
   /** Still not able to run the worker nodeManagement.bringUpTimeout after its creation: once per node. */
   NodeNotLaunchable: 'NodeNotLaunchable',
+  /** The node's readiness gates (config gates) do not hold: once per node and wait, naming what they wait for. */
+  VerificationWaitingForGates: 'VerificationWaitingForGates',
+  /** The readiness gates still do not hold nodeManagement.bringUpTimeout after the node's creation (no attempt started): once per node. */
+  GatesNotReady: 'GatesNotReady',
   /** The API server refused the worker pod (admission, quota, Pod Security): once per node and message; not an attempt. */
   WorkerPodRefused: 'WorkerPodRefused',
   /** The node's operating system is not Linux (a Windows node): no worker is ever launched; once per node. */

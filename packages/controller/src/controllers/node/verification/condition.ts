@@ -19,12 +19,16 @@ import { Outcome, Phase, type VerificationState } from './types.js';
  *   Unknown  WaitingForNode              the node cannot run the worker yet (no attempt used)
  *   Unknown  WaitingForSlot              every verification slot is taken (reconciliation.maxConcurrentVerifications)
  *   False    NodeNotLaunchable           ... and still cannot nodeManagement.bringUpTimeout after its creation
+ *   Unknown  WaitingForGates             the readiness gates do not hold (before the first attempt, or after one passed)
+ *   False    GatesNotReady               ... still not, nodeManagement.bringUpTimeout after its creation, and no attempt started
  */
 export const ConditionReason = {
   Verifying: 'Verifying',
   WaitingForNode: 'WaitingForNode',
   WaitingForSlot: 'WaitingForSlot',
   NodeNotLaunchable: 'NodeNotLaunchable',
+  WaitingForGates: 'WaitingForGates',
+  GatesNotReady: 'GatesNotReady',
   Passed: 'Passed',
   RetriesExhausted: 'RetriesExhausted',
   UnsupportedOS: 'UnsupportedOS',
@@ -82,6 +86,19 @@ export function waitingCondition(waitingFor: readonly string[], overdue: boolean
 }
 
 /**
+ * The condition of a node whose readiness gates do not hold (decide(): GatesPending): before any
+ * attempt (overdue past bringUpTimeout), or after attempt `passed` passed.
+ */
+export function gatesCondition(waitingFor: readonly string[], overdue: boolean, config: ControllerConfig, passed?: number): ConditionInput {
+  const type = config.nodeManagement.condition.type;
+  const what = `waiting for: ${waitingFor.join('; ')}`;
+  if (passed !== undefined) return { type, status: 'Unknown', reason: ConditionReason.WaitingForGates, message: `attempt ${passed} passed; the node opens once its readiness gates hold; ${what}` };
+  return overdue
+    ? { type, status: 'False', reason: ConditionReason.GatesNotReady, message: `the node's readiness gates do not hold ${formatDuration(config.nodeManagement.bringUpTimeout)} after its creation (nodeManagement.bringUpTimeout); ${what}` }
+    : { type, status: 'Unknown', reason: ConditionReason.WaitingForGates, message: `no attempt until the node's readiness gates hold; ${what}` };
+}
+
+/**
  * Whether the condition is a verdict the Node itself carries: passed, failed for good, never
  * launchable within bringUpTimeout, an operating system the worker cannot run on. The steps in
  * between (verifying, backing off, waiting) are only in the NodeVerification.
@@ -92,6 +109,7 @@ export function isFinal(condition: Pick<ConditionInput, 'reason'>): boolean {
     condition.reason === ConditionReason.RetriesExhausted ||
     condition.reason === ConditionReason.StartupTimeout ||
     condition.reason === ConditionReason.NodeNotLaunchable ||
+    condition.reason === ConditionReason.GatesNotReady ||
     condition.reason === ConditionReason.UnsupportedOS
   );
 }

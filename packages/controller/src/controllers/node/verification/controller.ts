@@ -3,7 +3,7 @@ import type { Logger } from '@kube-node-ready/core';
 import { errorMessage } from '@kube-node-ready/core';
 import { PodAnnotation } from '../../../api/well-known.js';
 import type { Clock } from '../../../clock.js';
-import { Profiles } from '../../../config/profiles.js';
+import { Profiles, type Profile } from '../../../config/profiles.js';
 import { DEFAULT_PROFILE, type ControllerConfig } from '../../../config/schema.js';
 import type { EventRecorder } from '../../../events/recorder.js';
 import type { KubeClient } from '../../../kube/client.js';
@@ -28,6 +28,8 @@ import { NodeMemory } from './memory.js';
 import { workerPodName } from './naming.js';
 import { conditionPatch } from './node-patch.js';
 import type { ReactionClock } from './reaction.js';
+import { gatedResources, hasGates } from './gates/config.js';
+import { evaluateGates, gatedAllocatable, type GateInputs } from './gates/evaluate.js';
 import { slimNode } from './slim-node.js';
 import type { VerificationSlots } from './slots.js';
 import type { ProgressStore } from './store.js';
@@ -76,6 +78,8 @@ export interface VerificationDeps {
   podRefused?: (node: V1Node) => void;
   /** The clocks of the controller's own reaction (kube_node_ready_reaction_seconds), started by the watch handlers. */
   reactions?: ReactionClock;
+  /** What the readiness gates read (gates/sources.ts): present when any profile configures a gate. */
+  gates?: GateInputs;
 }
 
 
@@ -88,10 +92,13 @@ export class VerificationController {
   private readonly profiles: Profiles;
   /** What the actions use (actions/context.ts), one per profile: its `deps.config` is the profile's. */
   private readonly actions = new Map<string, ActionContext>();
+  /** The resources a gate requires: what the node cache keeps of status.allocatable. */
+  private readonly gatedResources: ReadonlySet<string>;
 
   constructor(private readonly deps: VerificationDeps) {
     this.nodes = new MutationCache(deps.nodes, 'gone');
     this.profiles = new Profiles(deps.config);
+    this.gatedResources = gatedResources(this.profiles.all().map((p) => p.config));
     for (const profile of this.profiles.all()) {
       this.actions.set(profile.name, {
         deps: { ...deps, config: profile.config },
@@ -122,6 +129,7 @@ export class VerificationController {
     const pods = await this.workerPods(node, state);
     const now = clock.now();
     const judgement = await this.judge(node, pods, state, now, config);
+    const gates = this.gatesWaitingFor(node, config, log);
 
     // 3. Decide, once.
     const arrival = toMillis(node.metadata?.creationTimestamp) ?? 0;
@@ -131,6 +139,7 @@ export class VerificationController {
       slotsTaken: slots.taken(name, arrival),
       ...(launchableSince !== undefined ? { launchableSince } : {}),
       ...(judgement ? { judgement } : {}),
+      ...(gates ? { gates } : {}),
     });
 
     // 4. The line for slots and the controller's own memory follow the decision. A launch takes its
@@ -215,6 +224,19 @@ export class VerificationController {
     return judgement;
   }
 
+  /**
+   * What the node's readiness gates wait for (gates/evaluate.ts), from the gate caches: undefined
+   * when its profile configures none. Required DaemonSets not waited for on this node (they do not
+   * select it, or cannot run before it opens) are logged at debug level.
+   */
+  private gatesWaitingFor(node: V1Node, config: ControllerConfig, log: Logger): string[] | undefined {
+    const inputs = this.deps.gates;
+    if (!inputs || !hasGates(config.gates)) return undefined;
+    const verdict = evaluateGates(node, config.gates, inputs, config.nodeManagement.taints);
+    if (verdict.notAwaited.length > 0) log.debug({ notAwaited: verdict.notAwaited }, 'required DaemonSets not waited for on this node');
+    return verdict.waitingFor;
+  }
+
   private async apply(ctx: ActionContext, node: V1Node, pods: readonly V1Pod[], action: Action, state: VerificationState | undefined, log: Logger): Promise<Applied> {
     const newer = await this.newerNodeThanCleanup(node, pods, action.cleanup);
     if (newer) return { kind: 'conflict', live: newer };
@@ -247,7 +269,7 @@ export class VerificationController {
 
   /** A node from the API server cut to what the node cache keeps (slim-node.ts slimNode). */
   private slim(node: V1Node): V1Node {
-    return slimNode(node, this.deps.config.nodeManagement.condition.type);
+    return slimNode(node, this.deps.config.nodeManagement.condition.type, this.gatedResources);
   }
 
   /** The cached worker pods for a node name that are not being deleted yet. */
@@ -409,12 +431,13 @@ function follows(action: Action, podName: string, node: V1Node): boolean {
   }
 }
 
-/** Whether a node event can matter to verification (used to skip kubelet status churn). `profile`: the name of the profile that applies to it. */
-export function nodeFingerprint(node: V1Node, config: ControllerConfig, profile: string): string {
+/** Whether a node event can matter to verification (used to skip kubelet status churn). `profile`: the profile that applies to it. */
+export function nodeFingerprint(node: V1Node, profile: Profile): string {
+  const { config } = profile;
   const labels = node.metadata?.labels ?? {};
   return JSON.stringify([
     node.metadata?.uid,
-    profile,
+    profile.name,
     node.metadata?.deletionTimestamp ?? null,
     hasVerificationTaint(node, config),
     (node.spec?.taints ?? []).map((t) => `${t.key}:${t.effect}`),
@@ -424,6 +447,8 @@ export function nodeFingerprint(node: V1Node, config: ControllerConfig, profile:
     (node.status?.conditions ?? []).find((c) => c.type === config.nodeManagement.condition.type) ?? null,
     // Ready's status and reason (not its heartbeat): a node becoming Ready can take its worker now.
     (node.status?.conditions ?? []).filter((c) => c.type === 'Ready').map((c) => `${c.status}:${c.reason ?? ''}`),
+    // The resources a gate requires (a device plugin registering them opens the gate).
+    gatedAllocatable(node, Object.keys(config.gates.requireResources)),
   ]);
 }
 

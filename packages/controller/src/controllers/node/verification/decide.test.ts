@@ -11,11 +11,12 @@ const S = 1000;
 const NOW = T0 + 30 * S;
 const defaults = testConfig();
 
-function run(node: V1Node, pods: V1Pod[] = [], opts: { now?: number; config?: ControllerConfig; active?: number } = {}): Action {
+function run(node: V1Node, pods: V1Pod[] = [], opts: { now?: number; config?: ControllerConfig; active?: number; gates?: string[] } = {}): Action {
   const read = testProgress.read(node);
   return decide(node, pods, opts.now ?? NOW, opts.config ?? defaults, {
     state: read.kind === 'ok' ? read.state : undefined,
     slotsTaken: opts.active ?? 0,
+    ...(opts.gates ? { gates: opts.gates } : {}),
   });
 }
 
@@ -517,5 +518,65 @@ describe('decide: the startup timeout (nodeManagement.startupTimeout, onStartupT
     expect(run(failed, [], { config: withTimeout('open') })).toMatchObject({ kind: 'Ignore', reason: 'Failed' });
     const verified = aNode().tainted().verified().createdAt(created).build();
     expect(run(verified, [], { config: withTimeout('open') })).toMatchObject({ kind: 'Ignore', reason: 'Verified' });
+  });
+});
+
+describe('decide: readiness gates (config gates)', () => {
+  const pending = ['DaemonSet kube-system/aws-node: no pod on the node yet'];
+  const before = testConfig({ gates: { mode: 'before', requireDaemonSets: [{ namespace: 'kube-system', name: 'aws-node' }] } });
+  const parallel = testConfig({ gates: { mode: 'parallel', requireDaemonSets: [{ namespace: 'kube-system', name: 'aws-node' }] } });
+
+  it('mode before: no attempt and no slot while the gates wait, naming what they wait for; overdue past bringUpTimeout', () => {
+    const node = aNode().tainted().createdAt(NOW - 30 * S).build();
+    expect(run(node, [], { config: before, gates: pending })).toEqual({
+      kind: 'Wait',
+      reason: 'GatesPending',
+      waitingFor: pending,
+      overdue: false,
+      requeueAfterMs: before.nodeManagement.bringUpTimeout - 30 * S,
+      cleanup: [],
+    });
+    const late = aNode().tainted().createdAt(NOW - before.nodeManagement.bringUpTimeout).build();
+    expect(run(late, [], { config: before, gates: pending })).toMatchObject({ kind: 'Wait', reason: 'GatesPending', overdue: true });
+    // Even with every slot taken: the node is not in line for one.
+    expect(run(node, [], { config: before, gates: pending, active: before.reconciliation.maxConcurrentVerifications })).toMatchObject({ reason: 'GatesPending' });
+    // They hold: the first attempt starts.
+    expect(run(node, [], { config: before, gates: [] })).toMatchObject({ kind: 'Launch', attempt: 1 });
+  });
+
+  it('a node that cannot run the worker says so first (NotReady, another agent\'s taint)', () => {
+    const node = aNode().tainted().notReady('KubeletNotReady', 'container runtime network not ready').build();
+    expect(run(node, [], { config: before, gates: pending })).toMatchObject({ kind: 'Wait', reason: 'NodeNotLaunchable' });
+  });
+
+  it('mode parallel: the attempt starts at once; a passed attempt waits for the gates, then opens the node', () => {
+    const node = aNode().tainted().build();
+    expect(run(node, [], { config: parallel, gates: pending })).toMatchObject({ kind: 'Launch', attempt: 1 });
+    const verifying = aNode().tainted().withState({ attempt: 1, failures: 0, phase: Phase.Verifying }).build();
+    const pod = aWorkerPod(verifying, 1).passed().build();
+    expect(run(verifying, [pod], { config: parallel, gates: pending })).toEqual({ kind: 'Wait', reason: 'GatesPending', attempt: 1, waitingFor: pending, cleanup: [] });
+    expect(run(verifying, [pod], { config: parallel, gates: [] })).toMatchObject({ kind: 'Complete', open: true, result: { outcome: Outcome.Passed } });
+  });
+
+  it('either mode: a failed attempt is recorded as usual (the gates do not hold it back)', () => {
+    const verifying = aNode().tainted().withState({ attempt: 1, failures: 0, phase: Phase.Verifying }).build();
+    const pod = aWorkerPod(verifying, 1).checksFailed({ dns: 'no answer' }).build();
+    expect(run(verifying, [pod], { config: parallel, gates: pending })).toMatchObject({ kind: 'Complete', open: false, result: { outcome: Outcome.ChecksFailed } });
+  });
+
+  it('mode before: gates that stopped holding while the attempt ran keep the passed node closed until they hold again', () => {
+    const verifying = aNode().tainted().withState({ attempt: 1, failures: 0, phase: Phase.Verifying }).build();
+    const pod = aWorkerPod(verifying, 1).passed().build();
+    expect(run(verifying, [pod], { config: before, gates: pending })).toMatchObject({ kind: 'Wait', reason: 'GatesPending', attempt: 1 });
+  });
+
+  it('the startup timeout names what the gates waited for, and is not held off by the slot rule while they wait', () => {
+    const created = NOW - 10 * 60 * S;
+    const config = testConfig({ gates: { requireDaemonSets: [{ namespace: 'kube-system', name: 'aws-node' }] }, nodeManagement: { startupTimeout: '5m' } });
+    const node = aNode().tainted().createdAt(created).build();
+    expect(run(node, [], { config, gates: pending, active: config.reconciliation.maxConcurrentVerifications })).toMatchObject({
+      kind: 'Complete',
+      result: { outcome: Outcome.StartupTimeout, message: expect.stringContaining(`no attempt had started: its readiness gates were waiting for: ${pending[0]}`) },
+    });
   });
 });

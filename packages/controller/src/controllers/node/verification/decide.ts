@@ -43,6 +43,11 @@ export type WaitReason =
   | 'KarpenterRegistration'
   /** The node cannot run the worker yet (NotReady, another startup taint): no attempt is used. */
   | 'NodeNotLaunchable'
+  /**
+   * The node's readiness gates (config gates) do not hold yet: before its first attempt (mode
+   * before; no attempt or slot is used), or after an attempt passed (it opens once they hold).
+   */
+  | 'GatesPending'
   /** The node's operating system (label kubernetes.io/os) is not Linux: the worker cannot run there at all. */
   | 'UnsupportedOS'
   /** The attempt failed checks most new nodes fail alike: judged when the control run on a verified node ends. */
@@ -59,9 +64,9 @@ export type Action =
       attempt?: number;
       /** Progress to write first: an in-flight pod newer than the stored state was found (adopted). */
       persist?: VerificationState;
-      /** NodeNotLaunchable: what the node must become first (launchBlockers()). */
+      /** NodeNotLaunchable: what the node must become first (launchBlockers()); GatesPending: what its gates wait for. */
       waitingFor?: string[];
-      /** NodeNotLaunchable: still not launchable nodeManagement.bringUpTimeout after its creation. */
+      /** NodeNotLaunchable, GatesPending before an attempt: still waiting nodeManagement.bringUpTimeout after its creation. */
       overdue?: boolean;
       cleanup: PodRef[];
     }
@@ -106,6 +111,12 @@ export interface DecideContext {
    * one: attemptToJudge). Without it a failed attempt counts against the node.
    */
   judgement?: Judgement;
+  /**
+   * What the node's readiness gates wait for (config gates, gates/evaluate.ts), one line each;
+   * empty or undefined: they hold, or none is configured. In mode `before` no attempt starts while
+   * they wait; in either mode a passed attempt opens the node only once they hold.
+   */
+  gates?: readonly string[];
 }
 
 /** A node whose worker pod the API server refused tries again this often (the policy may be fixed any time). */
@@ -170,6 +181,7 @@ export function decide(
   //     ends with onStartupTimeout (keep, open, replace), whatever it was doing.
   const storedInFlight = state?.phase === Phase.Verifying ? state.attempt : 0;
   const inFlight = Math.max(storedInFlight, latestAttempt > (state?.attempt ?? 0) ? latestAttempt : 0);
+  const gates = ctx.gates ?? [];
   const timedOut = startupTimeout(node, state, Math.max(state?.attempt ?? 0, latestAttempt), inFlight, { mine, foreign }, now, config, ctx);
   if (timedOut) return timedOut;
 
@@ -177,7 +189,7 @@ export function decide(
   //    before a restart, before its state was written): follow it to its result.
   if (inFlight > 0) {
     const pod = mine.find((p) => podAttempt(p) === inFlight);
-    return follow(node, pod, inFlight, state, { mine, foreign }, now, config, ctx.judgement);
+    return follow(node, pod, inFlight, state, { mine, foreign }, now, config, ctx.judgement, gates);
   }
 
   // 6. Backing off after a failed attempt.
@@ -190,18 +202,11 @@ export function decide(
   //    nodeManagement.bringUpTimeout it is reported as never launchable (only the stuck-node rule
   //    of remediation may act on that).
   const waitingFor = launchBlockers(node, config);
-  if (waitingFor.length > 0) {
-    const created = toMillis(node.metadata?.creationTimestamp) ?? now;
-    const overdueAt = created + config.nodeManagement.bringUpTimeout;
-    return {
-      kind: 'Wait',
-      reason: 'NodeNotLaunchable',
-      waitingFor,
-      overdue: now >= overdueAt,
-      ...(now < overdueAt ? { requeueAfterMs: overdueAt - now } : {}),
-      cleanup: cleanup(mine, foreign, { keep }),
-    };
-  }
+  if (waitingFor.length > 0) return waitBeforeAttempt('NodeNotLaunchable', waitingFor, node, now, config, cleanup(mine, foreign, { keep }));
+
+  // 7b. Readiness gates, mode before: no attempt, and no slot, until they hold. A gate's source
+  //     changing (a DaemonSet pod turning Ready, a CSINode, the node's allocatable) wakes the node.
+  if (gates.length > 0 && config.gates.mode === 'before') return waitBeforeAttempt('GatesPending', [...gates], node, now, config, cleanup(mine, foreign, { keep }));
 
   // 8. Bounded concurrency, cluster-wide, first come first served.
   if (ctx.slotsTaken >= config.reconciliation.maxConcurrentVerifications) {
@@ -219,6 +224,24 @@ export function decide(
     state: { ...base, attempt, phase: Phase.Verifying, pod: `${config.worker.namespace}/${podName}`, launchableAt: Math.min(base.launchableAt ?? now, ctx.launchableSince ?? now), firstLaunchAt: base.firstLaunchAt ?? now },
     cleanup: cleanup(mine, foreign, { keep }),
     requeueAfterMs: config.worker.scheduleTimeout,
+  };
+}
+
+/**
+ * A wait before any attempt (the node cannot run the worker yet, or its gates do not hold): no
+ * attempt or slot is used; past nodeManagement.bringUpTimeout after the node's creation it is
+ * reported as overdue (only the stuck-node rule of remediation may act on that).
+ */
+function waitBeforeAttempt(reason: 'NodeNotLaunchable' | 'GatesPending', waitingFor: string[], node: V1Node, now: number, config: ControllerConfig, pods: PodRef[]): Action {
+  const created = toMillis(node.metadata?.creationTimestamp) ?? now;
+  const overdueAt = created + config.nodeManagement.bringUpTimeout;
+  return {
+    kind: 'Wait',
+    reason,
+    waitingFor,
+    overdue: now >= overdueAt,
+    ...(now < overdueAt ? { requeueAfterMs: overdueAt - now } : {}),
+    cleanup: pods,
   };
 }
 
@@ -245,16 +268,21 @@ function startupTimeout(
   if (timeout <= 0 || created === undefined || now < created + timeout) return undefined;
   if (state?.lastOutcome === Outcome.ClusterWide) return undefined;
   const blockers = launchBlockers(node, config);
+  const gates = ctx.gates ?? [];
+  const gatesFirst = gates.length > 0 && config.gates.mode === 'before';
   const backingOff = state?.phase === Phase.Backoff && state.nextAttemptAt !== undefined && now < state.nextAttemptAt;
-  if (inFlight === 0 && !backingOff && blockers.length === 0 && ctx.slotsTaken >= config.reconciliation.maxConcurrentVerifications) return undefined;
+  if (inFlight === 0 && !backingOff && blockers.length === 0 && !gatesFirst && ctx.slotsTaken >= config.reconciliation.maxConcurrentVerifications) return undefined;
+  const gatesWait = gates.length > 0 ? `; its readiness gates were waiting for: ${gates.join('; ')}` : '';
   const doing =
     blockers.length > 0
       ? `the node still could not run the worker (waiting for: ${blockers.join('; ')})`
       : inFlight > 0
-        ? `attempt ${inFlight} was still running`
+        ? `attempt ${inFlight} was still running${gatesWait}`
         : backingOff
-          ? `it was backing off after ${state?.failures ?? 0} failed attempts (last: ${state?.lastMessage ?? 'no details'})`
-          : 'no attempt had started';
+          ? `it was backing off after ${state?.failures ?? 0} failed attempts (last: ${state?.lastMessage ?? 'no details'})${gatesWait}`
+          : gatesFirst
+            ? `no attempt had started: its readiness gates were waiting for: ${gates.join('; ')}`
+            : 'no attempt had started';
   const result: AttemptResult = {
     outcome: Outcome.StartupTimeout,
     message: `no verdict within nodeManagement.startupTimeout (${formatDuration(timeout)}) of the node's creation: ${doing}`,
@@ -285,6 +313,7 @@ function follow(
   now: number,
   config: ControllerConfig,
   judgement: Judgement | undefined,
+  gates: readonly string[],
 ): Action {
   const uid = nodeUid(node);
   const base: VerificationState = { ...carried(state, uid), attempt, phase: Phase.Verifying };
@@ -327,6 +356,19 @@ function follow(
       kind: 'Wait',
       reason: 'KarpenterRegistration',
       attempt,
+      ...(behind ? { persist: base } : {}),
+      cleanup: cleanup(pods.mine, pods.foreign, { keep, inFlight: attempt }),
+    };
+  }
+
+  // 5c'. Passed, but the readiness gates do not hold yet (mode parallel, or one stopped holding
+  //      while the attempt ran): the node opens once they do.
+  if (progress.result.outcome === Outcome.Passed && gates.length > 0) {
+    return {
+      kind: 'Wait',
+      reason: 'GatesPending',
+      attempt,
+      waitingFor: [...gates],
       ...(behind ? { persist: base } : {}),
       cleanup: cleanup(pods.mine, pods.foreign, { keep, inFlight: attempt }),
     };

@@ -123,6 +123,19 @@ export function waitingForNodeEvent(waitingFor: readonly string[], overdue: bool
     : { type: EventType.Normal, reason: Reason.VerificationWaitingForNode, message: `no attempt until the node can run the worker; waiting for: ${waitingFor.join('; ')}` };
 }
 
+/** The node's readiness gates do not hold (decide(): GatesPending): before any attempt (overdue past bringUpTimeout), or after attempt `passed` passed. */
+export function waitingForGatesEvent(waitingFor: readonly string[], overdue: boolean, config: ControllerConfig, passed?: number): NodeEvent {
+  const what = `waiting for: ${waitingFor.join('; ')}`;
+  if (passed !== undefined) return { type: EventType.Normal, reason: Reason.VerificationWaitingForGates, message: `attempt ${passed} passed; the node opens once its readiness gates hold; ${what}` };
+  return overdue
+    ? {
+        type: EventType.Warning,
+        reason: Reason.GatesNotReady,
+        message: `the node's readiness gates do not hold ${formatDuration(config.nodeManagement.bringUpTimeout)} after its creation (nodeManagement.bringUpTimeout); ${what}`,
+      }
+    : { type: EventType.Normal, reason: Reason.VerificationWaitingForGates, message: `no attempt until the node's readiness gates hold; ${what}` };
+}
+
 /** A node the worker cannot run on (decide(): UnsupportedOS). */
 export function unsupportedOSEvent(os: string, config: ControllerConfig): NodeEvent {
   return {

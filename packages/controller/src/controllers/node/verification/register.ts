@@ -24,6 +24,7 @@ import type { VerificationSlots } from './slots.js';
 import type { ProgressStore } from './store.js';
 import { Phase } from './types.js';
 import type { WorkerConfigMap } from './worker-config.js';
+import type { GateSources } from './gates/sources.js';
 
 export interface VerificationSetup {
   config: ControllerConfig;
@@ -45,6 +46,8 @@ export interface VerificationSetup {
   apiEndpoints: ApiEndpoints;
   /** The API server refused a worker pod for this node (remediation's circuit breaker counts it). */
   podRefused?: (node: V1Node) => void;
+  /** The readiness gates' caches, when any profile configures a gate: a change of what they read wakes the nodes it concerns. */
+  gates?: GateSources;
 }
 
 /**
@@ -87,7 +90,19 @@ export function verificationController(s: VerificationSetup): Controller {
       ? { clusterDns: new ClusterDnsEndpoints({ kube, clock, log: log.child({ component: 'cluster-dns' }), service: config.reconciliation.clusterDnsService }) }
       : {}),
     ...(s.podRefused ? { podRefused: s.podRefused } : {}),
+    ...(s.gates ? { gates: s.gates } : {}),
     reactions,
+  });
+  // A gate's input changed: the node it concerns (a DaemonSet pod's, a CSINode's), or every node not
+  // yet open (a required DaemonSet appeared, went, or changed where it runs).
+  s.gates?.on({
+    wake: (name) => {
+      const node = nodes.get(name);
+      if (node && !isVerified(node, config)) queue.add(name);
+    },
+    wakeAll: () => {
+      for (const node of nodes.list()) if (hasVerificationTaint(node, config) && !isVerified(node, config)) queue.add(nodeName(node));
+    },
   });
 
   /** A node that can take its worker now starts the launch reaction's clock (kube_node_ready_reaction_seconds). */
@@ -98,12 +113,12 @@ export function verificationController(s: VerificationSetup): Controller {
   const profiles = new Profiles(config);
   nodes.on({
     add: (node) => {
-      fingerprints.set(nodeName(node), nodeFingerprint(node, config, profiles.of(node).name));
+      fingerprints.set(nodeName(node), nodeFingerprint(node, profiles.of(node)));
       launchable(node);
       queue.add(nodeName(node));
     },
     update: (node) => {
-      const print = nodeFingerprint(node, config, profiles.of(node).name);
+      const print = nodeFingerprint(node, profiles.of(node));
       if (fingerprints.get(nodeName(node)) === print) return;
       fingerprints.set(nodeName(node), print);
       launchable(node);

@@ -92,7 +92,7 @@ describe('slimNode', () => {
     const read = testProgress.read(full);
     const state = read.kind === 'ok' ? read.state : undefined;
     expect(decide(slim, [], T0 + 30_000, config, { state, slotsTaken: 0 })).toEqual(decide(full, [], T0 + 30_000, config, { state, slotsTaken: 0 }));
-    expect(nodeFingerprint(slim, config, 'default')).toBe(nodeFingerprint(full, config, 'default'));
+    expect(nodeFingerprint(slim, { name: 'default', config })).toBe(nodeFingerprint(full, { name: 'default', config }));
     const next = { uid: full.metadata?.uid ?? '', attempt: 2, failures: 0, phase: Phase.Passed, verifiedAt: T0 };
     expect(nodePatch({ node: slim, config, state: next, open: true })).toEqual(nodePatch({ node: full, config, state: next, open: true }));
     const wanted = { type: OURS, status: 'True' as const, reason: 'Passed', message: 'all checks passed' };

@@ -1,6 +1,7 @@
 import type { V1Node, V1ObjectMeta } from '@kubernetes/client-node';
 import { NodeAnnotation } from '../../../api/well-known.js';
 
+const NONE: ReadonlySet<string> = new Set();
 const READ_ANNOTATIONS: ReadonlySet<string> = new Set(Object.values(NodeAnnotation));
 
 /**
@@ -10,8 +11,10 @@ const READ_ANNOTATIONS: ReadonlySet<string> = new Set(Object.values(NodeAnnotati
  * `conditionType` (ours), and Ready without its heartbeat. The rest (other conditions, addresses, capacity, nodeInfo, images, volumes,
  * managedFields) is most of a real Node and none of our business: the cache's memory grows with
  * the nodes, so each cached node keeps only what a decision reads (docs/benchmarks.md, Memory).
+ * Of status.allocatable, only the `gatedResources` (the readiness gates' requireResources): none
+ * unless a resource gate is configured.
  */
-export function slimNode(node: V1Node, conditionType: string): V1Node {
+export function slimNode(node: V1Node, conditionType: string, gatedResources: ReadonlySet<string> = NONE): V1Node {
   const m = node.metadata ?? {};
   const metadata: V1ObjectMeta = {};
   if (m.name !== undefined) metadata.name = m.name;
@@ -39,5 +42,9 @@ export function slimNode(node: V1Node, conditionType: string): V1Node {
     return [ready];
   });
   if (kept.length) slim.status = { conditions: kept };
+  if (gatedResources.size > 0) {
+    const allocatable = Object.entries(node.status?.allocatable ?? {}).filter(([resource]) => gatedResources.has(resource));
+    if (allocatable.length) (slim.status ??= {}).allocatable = Object.fromEntries(allocatable);
+  }
   return slim;
 }

@@ -1,9 +1,9 @@
 import type { V1Node } from '@kubernetes/client-node';
 import type { Logger } from '@kube-node-ready/core';
 import { nodeName, nodeUid, toMillis } from '../../../../kube/objects.js';
-import { unsupportedOSCondition, waitingCondition } from '../condition.js';
+import { gatesCondition, unsupportedOSCondition, waitingCondition } from '../condition.js';
 import { carried, unsupportedOS, type Action } from '../decide.js';
-import { awaitingRegistrationEvent, unsupportedOSEvent, waitingForNodeEvent } from '../events.js';
+import { awaitingRegistrationEvent, unsupportedOSEvent, waitingForGatesEvent, waitingForNodeEvent } from '../events.js';
 import type { ConditionInput } from '../node-patch.js';
 import { Phase, type VerificationState } from '../types.js';
 import { CONFLICT, requeue, type ActionContext, type Applied } from './context.js';
@@ -46,30 +46,68 @@ export async function wait(ctx: ActionContext, node: V1Node, action: Extract<Act
       if ((await recordWaiting(ctx, node, state, condition)) === 'conflict') return CONFLICT;
       return { kind: 'done', node: written, report: { status: 'waiting', condition }, result: {} };
     }
-    case 'NodeNotLaunchable': {
-      const waitingFor = action.waitingFor ?? [];
-      const overdue = action.overdue ?? false;
-      // A node that has just registered is usually Ready within seconds: say nothing (no Event, no
-      // status write: only the NodeVerification is created) until it has waited
-      // WAITING_REPORT_AFTER_MS. The status metric costs no request and says it at once.
-      const age = ctx.deps.clock.now() - (toMillis(node.metadata?.creationTimestamp) ?? 0);
-      const condition = waitingCondition(waitingFor, overdue, config);
-      if ((await recordWaiting(ctx, node, state, condition)) === 'conflict') return CONFLICT;
-      if (age < WAITING_REPORT_AFTER_MS) {
-        metrics.setNodeStatus(name, 'waiting');
-        const again = WAITING_REPORT_AFTER_MS - age;
-        return { kind: 'done', node: written, result: requeue(Math.min(again, action.requeueAfterMs ?? again)) };
-      }
-      if (tellOnce(ctx, name, `${nodeUid(node)}|${overdue}`)) {
-        ctx.emit(name, waitingForNodeEvent(waitingFor, overdue, config));
-        (overdue ? log.warn.bind(log) : log.info.bind(log))({ waitingFor }, overdue ? 'the node still cannot run the worker after nodeManagement.bringUpTimeout' : 'waiting until the node can run the worker');
-      }
-      return { kind: 'done', node: written, report: { status: 'waiting', condition }, result: requeue(action.requeueAfterMs) };
-    }
+    case 'GatesPending':
+      return action.attempt !== undefined ? gatesAfterPass(ctx, node, written, action, action.attempt, state, log) : beforeAttempt(ctx, node, written, action, state, log);
+    case 'NodeNotLaunchable':
+      return beforeAttempt(ctx, node, written, action, state, log);
     default:
       break;
   }
   return { kind: 'done', node: written, ...(action.persist ? { state: action.persist } : {}), result: requeue(action.requeueAfterMs) };
+}
+
+/**
+ * The attempt passed; the node opens once its readiness gates hold. Its NodeVerification says so
+ * (written only when what they wait for changes), and an Event, once per attempt.
+ */
+async function gatesAfterPass(ctx: ActionContext, node: V1Node, written: V1Node, action: Extract<Action, { kind: 'Wait' }>, attempt: number, state: VerificationState | undefined, log: Logger): Promise<Applied> {
+  const name = nodeName(node);
+  const waitingFor = action.waitingFor ?? [];
+  const condition = gatesCondition(waitingFor, false, ctx.deps.config, attempt);
+  const progress = action.persist ?? state;
+  const saved = progress ? await ctx.deps.store.save(written, progress, { condition }) : written;
+  if (saved === 'conflict') return CONFLICT;
+  if (tellOnce(ctx, name, `${nodeUid(node)}|gates|${attempt}`)) {
+    ctx.emit(name, waitingForGatesEvent(waitingFor, false, ctx.deps.config, attempt));
+    log.info({ attempt, waitingFor }, 'the attempt passed; waiting for the readiness gates before opening the node');
+  }
+  return { kind: 'done', node: saved, report: { status: 'verifying', condition }, result: requeue(action.requeueAfterMs) };
+}
+
+/**
+ * Before any attempt, the node cannot run the worker yet (NodeNotLaunchable) or its readiness gates
+ * do not hold (GatesPending): the wait is recorded and, once it has lasted WAITING_REPORT_AFTER_MS,
+ * reported (condition, an Event once per kind of wait and once more when overdue).
+ */
+async function beforeAttempt(ctx: ActionContext, node: V1Node, written: V1Node, action: Extract<Action, { kind: 'Wait' }>, state: VerificationState | undefined, log: Logger): Promise<Applied> {
+  const { config, metrics } = ctx.deps;
+  const name = nodeName(node);
+  const waitingFor = action.waitingFor ?? [];
+  const overdue = action.overdue ?? false;
+  const gates = action.reason === 'GatesPending';
+  // A node that has just registered is usually Ready within seconds: say nothing (no Event, no
+  // status write: only the NodeVerification is created) until it has waited
+  // WAITING_REPORT_AFTER_MS. The status metric costs no request and says it at once.
+  const age = ctx.deps.clock.now() - (toMillis(node.metadata?.creationTimestamp) ?? 0);
+  const condition = gates ? gatesCondition(waitingFor, overdue, config) : waitingCondition(waitingFor, overdue, config);
+  if ((await recordWaiting(ctx, node, state, condition)) === 'conflict') return CONFLICT;
+  if (age < WAITING_REPORT_AFTER_MS) {
+    metrics.setNodeStatus(name, 'waiting');
+    const again = WAITING_REPORT_AFTER_MS - age;
+    return { kind: 'done', node: written, result: requeue(Math.min(again, action.requeueAfterMs ?? again)) };
+  }
+  if (tellOnce(ctx, name, `${nodeUid(node)}|${action.reason}|${overdue}`)) {
+    ctx.emit(name, gates ? waitingForGatesEvent(waitingFor, overdue, config) : waitingForNodeEvent(waitingFor, overdue, config));
+    const says = gates
+      ? overdue
+        ? 'the readiness gates still do not hold after nodeManagement.bringUpTimeout'
+        : 'waiting for the readiness gates before the first attempt'
+      : overdue
+        ? 'the node still cannot run the worker after nodeManagement.bringUpTimeout'
+        : 'waiting until the node can run the worker';
+    (overdue ? log.warn.bind(log) : log.info.bind(log))({ waitingFor }, says);
+  }
+  return { kind: 'done', node: written, report: { status: 'waiting', condition }, result: requeue(action.requeueAfterMs) };
 }
 
 /** Whether the node is told of this wait now (`key` differs from what it was last told). */

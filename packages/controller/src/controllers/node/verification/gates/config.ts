@@ -100,7 +100,7 @@ export const gatesSchema = z
       .default([])
       .meta({
         description:
-          'DaemonSets that must have a Ready pod on the node before it opens, each {namespace, name} or {namespace, selector}. Only those that would run on the node count, as the DaemonSet controller decides: the pod template\'s nodeSelector and required node affinity, and its tolerations (with the ones every DaemonSet pod gets) against the node\'s taints. One that does not tolerate the verification taint is not waited for: it can only run once the node is open (a NotAwaited reason says so).',
+          'DaemonSets that must have a Ready pod on the node before it opens, each {namespace, name} or {namespace, selector}. Only those that would run on the node count, as the DaemonSet controller decides: the pod template\'s nodeSelector and required node affinity, and its tolerations (with the ones every DaemonSet pod gets) against the node\'s taints. One that does not tolerate the verification taint is not waited for: it can only run once the node is open (the controller logs it at debug level).',
       }),
     requireCSIDrivers: z
       .array(z.string().regex(CSI_DRIVER_NAME, 'expected a CSI driver name such as "ebs.csi.aws.com"').meta({ description: 'A CSI driver name.' }))
@@ -137,4 +137,11 @@ export function parseGatesConfig(input: unknown = {}): GatesConfig {
 /** Whether the section asks for anything (no gate: nothing to watch, nothing to wait for). */
 export function hasGates(gates: Pick<GatesConfig, 'requireDaemonSets' | 'requireCSIDrivers' | 'requireResources'>): boolean {
   return gates.requireDaemonSets.length > 0 || gates.requireCSIDrivers.length > 0 || Object.keys(gates.requireResources).length > 0;
+}
+
+/** The resources any of `configs` requires (what the node cache keeps of status.allocatable: slimNode). */
+export function gatedResources(configs: Iterable<{ gates: Pick<GatesConfig, 'requireResources'> }>): ReadonlySet<string> {
+  const resources = new Set<string>();
+  for (const config of configs) for (const resource of Object.keys(config.gates.requireResources)) resources.add(resource);
+  return resources;
 }

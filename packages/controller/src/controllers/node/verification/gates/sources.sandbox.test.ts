@@ -46,12 +46,14 @@ it('a required DaemonSet\'s pod turning Ready on a node wakes that node; its CSI
     clock: realClock,
     log: silentLogger(),
     gates: [gates],
+    watchTimeoutSeconds: 5,
+  }));
+  s.on({
     wake: (n) => {
       if (n === node) wakes.push(evaluateGates(closed(), gates, s, [OURS]).waitingFor);
     },
     wakeAll: () => wokeAll++,
-    watchTimeoutSeconds: 5,
-  }));
+  });
   await s.start();
   const verdict = () => evaluateGates(closed(), gates, s, [OURS]);
   const pods = async () =>

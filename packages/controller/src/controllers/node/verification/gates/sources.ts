@@ -32,10 +32,6 @@ export interface GateSourcesOptions {
   log: Logger;
   /** The gates of every profile, the top level's included: what to watch is their union. */
   gates: ReadonlyArray<Pick<GatesConfig, 'requireDaemonSets' | 'requireCSIDrivers'>>;
-  /** A node whose gate inputs changed. */
-  wake: (node: string) => void;
-  /** Any node's gate inputs may have changed. */
-  wakeAll: () => void;
   /** Hooks of each informer by resource ("daemonsets", "pods", "csinodes"): the composition root's metrics. */
   hooks?: (resource: string) => Pick<InformerOptions<KubernetesObject>, 'onRestart' | 'onList' | 'onListed'>;
   /** Objects per page of a list (default 500, as KubeClient's). */
@@ -50,7 +46,16 @@ interface PodSource {
   seen: Map<string, string>;
 }
 
+/** Who is told that gate inputs changed (GateSources.on). */
+export interface GateHandlers {
+  /** A node whose gate inputs changed. */
+  wake: (node: string) => void;
+  /** Any node's gate inputs may have changed. */
+  wakeAll: () => void;
+}
+
 export class GateSources implements GateInputs {
+  private readonly handlers: GateHandlers[] = [];
   private readonly daemonSetInformers = new Map<string, SelfHealingInformer<V1DaemonSet>>();
   private readonly csiNodes: SelfHealingInformer<V1CSINode> | undefined;
   /** Pod informers by the uid of the DaemonSet whose pods they watch. */
@@ -92,17 +97,30 @@ export class GateSources implements GateInputs {
         const drivers = driverNames(csi).join(',');
         if (this.csiSeen.get(node) === drivers) return;
         this.csiSeen.set(node, drivers);
-        this.opts.wake(node);
+        this.wake(node);
       };
       csiNodes.on({
         add: seen,
         update: seen,
         delete: (csi) => {
           this.csiSeen.delete(csi.metadata?.name ?? '');
-          this.opts.wake(csi.metadata?.name ?? '');
+          this.wake(csi.metadata?.name ?? '');
         },
       });
     }
+  }
+
+  /** Tells `handlers` of every change of gate inputs from now on (register before start()). */
+  on(handlers: GateHandlers): void {
+    this.handlers.push(handlers);
+  }
+
+  private wake(node: string): void {
+    for (const h of this.handlers) h.wake(node);
+  }
+
+  private wakeAll(): void {
+    for (const h of this.handlers) h.wakeAll();
   }
 
   /** Lists and watches the DaemonSets and CSINodes; resolves once they are listed. The pods of each required DaemonSet are listed after it is seen, not awaited here. */
@@ -117,6 +135,11 @@ export class GateSources implements GateInputs {
     const informers = [...this.daemonSetInformers.values(), ...(this.csiNodes ? [this.csiNodes] : []), ...[...this.podSources.values()].map((s) => s.informer)];
     this.podSources.clear();
     await Promise.all(informers.map((i) => i.stop()));
+  }
+
+  /** Whether the DaemonSets and CSINodes have been listed (the pods of each required DaemonSet follow). */
+  hasSynced(): boolean {
+    return [...this.daemonSetInformers.values(), ...(this.csiNodes ? [this.csiNodes] : [])].every((i) => i.hasSynced());
   }
 
   /** Not ok while any of its informers is not (kube/informer.ts health). */
@@ -164,7 +187,7 @@ export class GateSources implements GateInputs {
     if (fingerprint === this.required) return;
     const first = this.required === '';
     this.required = fingerprint;
-    if (!first) this.opts.wakeAll();
+    if (!first) this.wakeAll();
   }
 
   private watchPods(uid: string, ds: V1DaemonSet): void {
@@ -182,7 +205,7 @@ export class GateSources implements GateInputs {
       onListed: () => {
         hooks?.onListed?.();
         // Nodes that waited for this DaemonSet's pods to be listed.
-        if (!listed) this.opts.wakeAll();
+        if (!listed) this.wakeAll();
         listed = true;
       },
     });
@@ -194,14 +217,14 @@ export class GateSources implements GateInputs {
       const state = `${node}|${isPodReady(pod)}|${Boolean(pod.metadata?.deletionTimestamp)}`;
       if (source.seen.get(key) === state) return;
       source.seen.set(key, state);
-      if (node) this.opts.wake(node);
+      if (node) this.wake(node);
     };
     informer.on({
       add: seen,
       update: seen,
       delete: (pod) => {
         source.seen.delete(`${pod.metadata?.namespace}/${pod.metadata?.name}`);
-        if (pod.spec?.nodeName && this.podSources.get(uid) === source) this.opts.wake(pod.spec.nodeName);
+        if (pod.spec?.nodeName && this.podSources.get(uid) === source) this.wake(pod.spec.nodeName);
       },
     });
     this.podSources.set(uid, source);
