@@ -106,6 +106,41 @@ describe('a real node', () => {
     expect(nv.status?.attempt, JSON.stringify(nv.status)).toBe(1);
   }, 420_000);
 
+  it('runs container checks beside the worker on a real node: pulled by containerd, as non-root on a read-only root filesystem with a writable /tmp; one that exits 1 fails the attempt with what it printed', async () => {
+    const image = realNodeProductImage(repoRoot());
+    const node = ['/nodejs/bin/node', '-e'];
+    // Each check says what is wrong on stdout (FallbackToLogsOnError) and exits 1, else exits 0.
+    const scratch = [
+      "const fs = require('fs');",
+      "fs.writeFileSync('/tmp/probe', process.env.NODE_NAME);",
+      "if (fs.readFileSync('/tmp/probe', 'utf8') !== process.env.NODE_NAME) { console.log('/tmp lost what was written'); process.exit(1); }",
+      "try { fs.writeFileSync('/probe', 'x'); console.log('the root filesystem is writable'); process.exit(1); } catch (err) { if (err.code !== 'EROFS') { console.log('writing / failed with ' + err.code + ', not EROFS'); process.exit(1); } }",
+      "if (process.getuid() === 0) { console.log('runs as root'); process.exit(1); }",
+    ].join(' ');
+    await startController({
+      containerChecks: [
+        { name: 'scratch', image: `${image.repository}@${image.digest}`, command: [...node, scratch] },
+        { name: 'disk', image: `${image.repository}@${image.digest}`, command: [...node, "console.log('disk /data is read-only'); process.exit(1)"] },
+      ],
+    });
+    const name = await addRealNode('real-cc');
+    const nv = await waitFor(
+      async () => {
+        const v = await readVerification(name);
+        return v?.status?.lastAttempt?.reason ? v : undefined;
+      },
+      `the first attempt on real node ${name} to finish`,
+      240_000,
+    );
+    const last = nv.status?.lastAttempt;
+    expect(last?.reason, JSON.stringify(nv.status)).toBe('ChecksFailed');
+    expect(last?.message, JSON.stringify(nv.status)).toContain('disk /data is read-only');
+    // The worker's checks and the other container check passed.
+    const checks = Object.fromEntries((last?.checks ?? []).map((c) => [c.name, c.ok]));
+    expect(checks, JSON.stringify(last)).toMatchObject({ dns: true, api: true, tcp: true, service: true, podnet: true, scratch: true, disk: false });
+    expect((await readNode(name))?.spec?.taints?.map((t) => t.key)).toContain(suite.h.taint.key);
+  }, 420_000);
+
   it('kubectl logs and kubectl exec reach a pod on a real node through its kubelet', async () => {
     const image = realNodeProductImage(repoRoot());
     const name = await addRealNode('real-exec');
