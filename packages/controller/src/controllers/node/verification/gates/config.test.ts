@@ -28,7 +28,7 @@ describe('gatesSchema', () => {
   it.each<[string, unknown, RegExp]>([
     ['a DaemonSet with neither name nor selector', { requireDaemonSets: [{ namespace: 'kube-system' }] }, /requireDaemonSets\.0: give either name or selector/],
     ['a DaemonSet with both', { requireDaemonSets: [{ namespace: 'kube-system', name: 'a', selector: {} }] }, /give either name or selector/],
-    ['a namespace that is not a DNS label', { requireDaemonSets: [{ namespace: 'Kube_System', name: 'a' }] }, /requireDaemonSets\.0\.namespace: expected a namespace name/],
+    ['a namespace that is not a DNS label', { requireDaemonSets: [{ namespace: 'Kube_System', name: 'a' }] }, /requireDaemonSets\.0\.namespace: expected a lowercase DNS label/],
     ['an unknown key', { requireDaemonSets: [{ namespace: 'kube-system', name: 'a', kind: 'DaemonSet' }] }, /Unrecognized key/],
     ['In without values', { requireDaemonSets: [{ namespace: 'a', selector: { matchExpressions: [{ key: 'k', operator: 'In' }] } }] }, /operator In needs at least one value/],
     ['a CSI driver name with a space', { requireCSIDrivers: ['ebs csi'] }, /expected a CSI driver name/],

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { dnsLabel, dnsSubdomain, isQualifiedName, labelSelectorSchema } from '../../../../config/kube-names.js';
 import { parseQuantity } from './quantity.js';
 
 /**
@@ -8,69 +9,18 @@ import { parseQuantity } from './quantity.js';
  * they read). Every list empty (the default): no gate. The same section is a profile's; unknown keys
  * are errors.
  *
- * Its own small validators rather than config/schema.ts's: schema.ts imports this section, so an
- * import back would be a cycle evaluated before either module has finished (as container-checks.ts).
+ * Its name formats come from config/kube-names.ts: schema.ts imports this section, so an import
+ * back would be a cycle evaluated before either module has finished.
  */
 
-// k8s.io/apimachinery/pkg/util/validation: a qualified name (optional DNS-subdomain prefix and "/").
-const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const QUALIFIED_NAME_PART = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
-const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
 // k8s.io/kubernetes/pkg/apis/storage/validation: a CSI driver name.
 const CSI_DRIVER_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]$/;
 
-function qualifiedName(key: string): boolean {
-  const parts = key.split('/');
-  if (parts.length > 2) return false;
-  const name = parts.at(-1) as string;
-  if (name.length > 63 || !QUALIFIED_NAME_PART.test(name)) return false;
-  const prefix = parts.length === 2 ? (parts[0] as string) : undefined;
-  return prefix === undefined || (prefix.length > 0 && prefix.length <= 253 && DNS1123_SUBDOMAIN.test(prefix));
-}
-
-const labelKey = z.string().refine(qualifiedName, { message: 'expected a label key such as "app.kubernetes.io/name"' });
-const labelValue = z.string().max(63).regex(LABEL_VALUE, 'expected a label value: up to 63 of [A-Za-z0-9-_.], starting and ending alphanumeric');
-
-/** A metav1.LabelSelector (the shape of profiles' nodeSelector), here selecting DaemonSets by their labels. */
-const daemonSetSelectorSchema = z
-  .object({
-    matchLabels: z.record(labelKey, labelValue).optional().meta({ description: 'Labels the DaemonSet must carry with exactly these values.', 'x-allowed': 'a map of label keys to label values' }),
-    matchExpressions: z
-      .array(
-        z
-          .object({
-            key: labelKey.meta({ description: 'Label key.' }),
-            operator: z.enum(['In', 'NotIn', 'Exists', 'DoesNotExist']).meta({ description: 'In, NotIn, Exists or DoesNotExist.' }),
-            values: z.array(labelValue).optional().meta({ description: 'For In and NotIn: at least one value; for Exists and DoesNotExist: none.' }),
-          })
-          .strict()
-          .superRefine((req, ctx) => {
-            const count = req.values?.length ?? 0;
-            const setBased = req.operator === 'In' || req.operator === 'NotIn';
-            if (setBased && count === 0) ctx.addIssue({ code: 'custom', path: ['values'], message: `operator ${req.operator} needs at least one value`, input: req.values });
-            if (!setBased && count > 0) ctx.addIssue({ code: 'custom', path: ['values'], message: `operator ${req.operator} takes no values`, input: req.values });
-          }),
-      )
-      .optional()
-      .meta({ description: 'Set-based requirements (key, operator, values) on the DaemonSet\'s labels.' }),
-  })
-  .strict();
-
 const daemonSetRefSchema = z
   .object({
-    namespace: z
-      .string()
-      .max(63)
-      .regex(DNS1123_LABEL, 'expected a namespace name such as "kube-system"')
-      .meta({ description: 'The DaemonSet\'s namespace.', 'x-allowed': 'a lowercase DNS-1123 label' }),
-    name: z
-      .string()
-      .max(253)
-      .regex(DNS1123_SUBDOMAIN, 'expected a DaemonSet name such as "aws-node"')
-      .optional()
-      .meta({ description: 'One DaemonSet by name. While it does not exist, the node waits for it.' }),
-    selector: daemonSetSelectorSchema.optional().meta({
+    namespace: dnsLabel('The DaemonSet\'s namespace.'),
+    name: dnsSubdomain('One DaemonSet by name. While it does not exist, the node waits for it.').optional(),
+    selector: labelSelectorSchema('the DaemonSet').optional().meta({
       description: 'Every DaemonSet of the namespace whose labels match (matchLabels, matchExpressions); none matching: nothing to wait for.',
     }),
   })
@@ -111,7 +61,7 @@ export const gatesSchema = z
       // Keys checked here: zod reports a refused record key only as "Invalid key in record".
       .superRefine((resources, ctx) => {
         for (const name of Object.keys(resources)) {
-          if (!qualifiedName(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'expected a resource name such as "nvidia.com/gpu"', input: name });
+          if (!isQualifiedName(name)) ctx.addIssue({ code: 'custom', path: [name], message: 'expected a resource name such as "nvidia.com/gpu"', input: name });
         }
       })
       .default({})
@@ -127,7 +77,6 @@ export type GatesConfigInput = z.input<typeof gatesSchema>;
 /** Every field present; quantities as strings. */
 export type GatesConfig = z.output<typeof gatesSchema>;
 export type DaemonSetRef = GatesConfig['requireDaemonSets'][number];
-export type DaemonSetSelector = NonNullable<DaemonSetRef['selector']>;
 
 /** Parses (and validates) a gates section; throws a ZodError naming the field. */
 export function parseGatesConfig(input: unknown = {}): GatesConfig {
