@@ -22,7 +22,7 @@ import { judgeShared, type ClusterWideFailures, type Evidence, type Judgement } 
 import type { ControlRuns } from './control.js';
 import type { ClusterDnsEndpoints } from './dns-endpoints.js';
 import { desiredCondition, writesToNode } from './condition.js';
-import { attemptToJudge, decide, hasVerificationTaint, podRef, type Action, type PodRef } from './decide.js';
+import { attemptToJudge, decide, hasVerificationTaint, isVerified, podRef, type Action, type PodRef } from './decide.js';
 import type { NodeEvent } from './events.js';
 import { NodeMemory } from './memory.js';
 import { workerPodName } from './naming.js';
@@ -231,7 +231,8 @@ export class VerificationController {
    */
   private gatesWaitingFor(node: V1Node, config: ControllerConfig, log: Logger): string[] | undefined {
     const inputs = this.deps.gates;
-    if (!inputs || !hasGates(config.gates)) return undefined;
+    // A verified node has nothing left to wait for (decide() leaves it alone before it reads gates).
+    if (!inputs || !hasGates(config.gates) || isVerified(node, config)) return undefined;
     const verdict = evaluateGates(node, config.gates, inputs, config.nodeManagement.taints);
     if (verdict.notAwaited.length > 0) log.debug({ notAwaited: verdict.notAwaited }, 'required DaemonSets not waited for on this node');
     return verdict.waitingFor;
