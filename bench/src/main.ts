@@ -148,6 +148,7 @@ async function main(argv: string[]): Promise<number> {
       'instant-worker': { type: 'boolean', default: false },
       'burst-timeout': { type: 'string' },
       'own-cost-size': { type: 'string' },
+      gates: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -307,7 +308,7 @@ async function main(argv: string[]): Promise<number> {
   let steady: SteadyResult | undefined;
   let worker: WorkerResult | undefined;
   if (steadyNodes > 0) {
-    ({ steady, worker } = await runSteady(env, steadyNodes, quick ? 15_000 : 60_000, quick ? 3 : 10));
+    ({ steady, worker } = await runSteady(env, steadyNodes, quick ? 15_000 : 60_000, quick ? 3 : 10, { gates: values.gates! }));
     out(`memory ${steadyNodes}: steady RSS mean ${steady.rssMiB.mean} MiB (max ${steady.rssMiB.max}), peaks ${steady.phases.map((p) => `${p.phase} ${p.peakRssMiB}`).join(', ')} MiB under a ${steady.limit.memory} limit, ${steady.oomKills} OOM kills, synced in ${fmtS(steady.syncMs)}`);
     if (worker.error) out(`worker: ${worker.error}`);
     else out(`worker: wall ${worker.wallMsMedian} ms (median), checks ${worker.checksMsMedian} ms, peak RSS ${worker.peakRssMiBMax} MiB`);

@@ -6,10 +6,13 @@
 //   steady   RSS sampled every second for a while (min/mean/max)
 //   relist   the Node watch is answered 410 Expired (the fault proxy, as after etcd compaction), so
 //            the informer lists every Node again while it still holds its cache
+// With `gates` (--gates): two DaemonSets run a pod on every Node (kube-controller-manager creates
+// them, the scheduler binds them), and the controller's config requires one of them (gates.
+// requireDaemonSets): its gate caches hold that DaemonSet's pods, one per Node, and none of the other's.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { sandboxLayout, stopSandbox, type FaultProxy } from '@kube-node-ready/sandbox';
+import { k8s, sandboxLayout, stopSandbox, type FaultProxy } from '@kube-node-ready/sandbox';
 import { controllerMetrics, freshSandbox, type BenchEnv } from './burst.js';
 import { applyChartRbac, BENCH_WORKER_IMAGE, benchConfig, ControllerProcess, controllerKubeconfig, describeRuntime, startProxy } from './controller.js';
 import { apiserverRequestCounts, diffCounts } from './apiserver.js';
@@ -59,10 +62,17 @@ export interface SteadyResult {
   requestsDuringWindowAllClients: Record<string, number>;
   /** The controller's own figures at the end (heap spaces from its process metrics). */
   controllerMetrics: Record<string, number>;
+  /** --gates: the DaemonSets and their pods in the cluster while the controller ran. */
+  gates?: { namespace: string; required: string; requiredPods: number; otherPods: number; createMs: number };
 }
 
-export async function runSteady(env: BenchEnv, count: number, windowMs: number, workerRuns: number): Promise<{ steady: SteadyResult; worker: WorkerResult }> {
-  const tag = `memory ${count}`;
+/** --gates: the namespace and DaemonSets. */
+const GATES_NAMESPACE = 'knr-gates';
+const REQUIRED_DS = 'node-agent';
+const OTHER_DS = 'other-agent';
+
+export async function runSteady(env: BenchEnv, count: number, windowMs: number, workerRuns: number, opts: { gates?: boolean } = {}): Promise<{ steady: SteadyResult; worker: WorkerResult }> {
+  const tag = `memory ${count}${opts.gates ? ' with gates' : ''}`;
   const { state, kc } = await freshSandbox(env, tag);
   const layout = sandboxLayout(env.sandboxDir, env.slot);
   let controller: LimitedController | undefined;
@@ -77,17 +87,23 @@ export async function runSteady(env: BenchEnv, count: number, windowMs: number, 
     // The same worker from the container image, under containerd (what a new node pays for it).
     worker.image = await runImageBench(env, state, kc, workerRuns);
 
-    await applyChartRbac(state, BENCH_WORKER_IMAGE);
+    // The gates' namespace first: the chart's Role for the gates goes in it.
+    if (opts.gates) await kc.makeApiClient(k8s.CoreV1Api).createNamespace({ body: { metadata: { name: GATES_NAMESPACE } } });
+    const gateValues = opts.gates ? [`config.gates.requireDaemonSets[0].namespace=${GATES_NAMESPACE}`, `config.gates.requireDaemonSets[0].name=${REQUIRED_DS}`] : [];
+    await applyChartRbac(state, BENCH_WORKER_IMAGE, gateValues);
     // Through the fault proxy: the relist phase has it expire the Node watch.
     proxy = await startProxy(layout);
     const kubeconfig = join(env.sandboxDir, 'controller.kubeconfig');
     await controllerKubeconfig(kc, layout, proxy, kubeconfig);
     const { ms: createMs, nodeObjectBytes } = await createRealisticNodes(kc, 'steady', 0, count, (line) => env.out(`${tag}: ${line}`));
     env.out(`${tag}: ${count} realistic verified nodes and their NodeVerifications created in ${(createMs / 1000).toFixed(1)}s (${nodeObjectBytes} bytes each node); starting the controller`);
+    const gates = opts.gates ? await daemonSetsOnEveryNode(kc, count, (line) => env.out(`${tag}: ${line}`)) : undefined;
 
     const metricsPort = 18000 + 100 + env.slot;
     const configFile = join(env.sandboxDir, 'controller.yaml');
-    writeFileSync(configFile, stringify(benchConfig(env.tuning, metricsPort)));
+    const config = benchConfig(env.tuning, metricsPort);
+    if (gates) config['gates'] = { requireDaemonSets: [{ namespace: GATES_NAMESPACE, name: REQUIRED_DS }] };
+    writeFileSync(configFile, stringify(config));
     const started = Date.now();
     const limited = (controller = new LimitedController(env, (procsFiles, run) =>
       new ControllerProcess(configFile, kubeconfig, join(env.logDir, `controller-steady${run ? `-restart${run}` : ''}.log`), metricsPort, env.controller, undefined, procsFiles),
@@ -156,6 +172,7 @@ export async function runSteady(env: BenchEnv, count: number, windowMs: number, 
         cpuSecondsWindow: round(last.cpuSeconds - startup.cpuSeconds, 2),
         requestsDuringWindowAllClients,
         controllerMetrics: metrics,
+        ...(gates ? { gates } : {}),
       },
     };
   } finally {
@@ -163,6 +180,44 @@ export async function runSteady(env: BenchEnv, count: number, windowMs: number, 
     await controller?.stop();
     await proxy?.close();
     await stopSandbox(env.sandboxDir, env.slot, () => {});
+  }
+}
+
+/**
+ * Two DaemonSets that run a pod on every Node (they tolerate every taint), created and bound by
+ * kube-controller-manager and the scheduler; waits until each has a pod on `count` Nodes.
+ */
+async function daemonSetsOnEveryNode(kc: k8s.KubeConfig, count: number, progress: (line: string) => void): Promise<NonNullable<SteadyResult['gates']>> {
+  const apps = kc.makeApiClient(k8s.AppsV1Api);
+  const started = Date.now();
+  for (const name of [REQUIRED_DS, OTHER_DS]) {
+    await apps.createNamespacedDaemonSet({
+      namespace: GATES_NAMESPACE,
+      body: {
+        metadata: { name, labels: { 'app.kubernetes.io/name': name } },
+        spec: {
+          selector: { matchLabels: { 'app.kubernetes.io/name': name } },
+          template: {
+            metadata: { labels: { 'app.kubernetes.io/name': name, 'app.kubernetes.io/part-of': 'bench' } },
+            spec: { tolerations: [{ operator: 'Exists' }], containers: [{ name: 'agent', image: 'registry.k8s.io/pause:3.10', resources: { requests: { cpu: '1m', memory: '4Mi' } } }] },
+          },
+        },
+      },
+    });
+  }
+  progress(`DaemonSets ${REQUIRED_DS} (required by the gates) and ${OTHER_DS} (not) created in ${GATES_NAMESPACE}: waiting for a pod of each on every node`);
+  const scheduled = async (name: string) => (await apps.readNamespacedDaemonSet({ namespace: GATES_NAMESPACE, name })).status?.currentNumberScheduled ?? 0;
+  const deadline = Date.now() + 20 * 60_000;
+  for (;;) {
+    const [required, other] = [await scheduled(REQUIRED_DS), await scheduled(OTHER_DS)];
+    if (required >= count && other >= count) {
+      const createMs = Date.now() - started;
+      progress(`${required} + ${other} DaemonSet pods on the nodes after ${(createMs / 1000).toFixed(1)}s`);
+      return { namespace: GATES_NAMESPACE, required: REQUIRED_DS, requiredPods: required, otherPods: other, createMs };
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after 20 min waiting for the DaemonSets' pods: ${REQUIRED_DS} on ${required} of ${count} nodes, ${OTHER_DS} on ${other}`);
+    progress(`DaemonSet pods on the nodes: ${REQUIRED_DS} ${required} of ${count}, ${OTHER_DS} ${other} of ${count} (${Math.round((Date.now() - started) / 1000)}s)`);
+    await sleep(10_000);
   }
 }
 

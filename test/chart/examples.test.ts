@@ -213,3 +213,21 @@ describe('examples/values-daemonset.yaml', () => {
     }
   });
 });
+
+describe('examples/values-gates.yaml', () => {
+  it('renders a release whose configuration the controller accepts, with the gates\' permissions in the namespaces they name', async () => {
+    const objects = await template(readYaml<Record<string, unknown>>('values-gates.yaml'));
+    const roles = objects.filter((o) => o.kind === 'Role' && o.metadata.name === 'kube-node-ready-gates').map((o) => o.metadata.namespace).sort();
+    expect(roles).toEqual(['gpu-operator', 'kube-system']);
+    const config = (find(objects, 'ConfigMap', 'kube-node-ready-config') as KubeObject & { data: Record<string, string> }).data['config.yaml'] ?? '';
+    const dir = mkdtempSync(join(tmpdir(), 'knr-example-'));
+    try {
+      writeFileSync(join(dir, 'config.yaml'), config);
+      const loaded = loadConfig(join(dir, 'config.yaml'));
+      expect(loaded.gates.requireCSIDrivers).toEqual(['ebs.csi.aws.com']);
+      expect(loaded.profiles[0]?.gates).toMatchObject({ mode: 'parallel', requireResources: { 'nvidia.com/gpu': '1' } });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
