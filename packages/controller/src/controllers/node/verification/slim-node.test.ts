@@ -99,3 +99,28 @@ describe('slimNode', () => {
     expect(conditionPatch(slim, wanted, T0)).toEqual(conditionPatch(full, wanted, T0));
   });
 });
+
+describe('slimNode with a resource gate', () => {
+  const gated = testConfig({ gates: { requireResources: { 'nvidia.com/gpu': 1 } } });
+  const profile = { name: 'default', config: gated };
+  const withGpus = (count?: string): V1Node => {
+    const node = registered(aNode().tainted().build());
+    node.status = { ...node.status, allocatable: { cpu: '8', memory: '32Gi', ...(count ? { 'nvidia.com/gpu': count } : {}) } };
+    return node;
+  };
+
+  it('keeps only the gated resources of allocatable, and nothing of it without a gate', () => {
+    expect(slimNode(withGpus('4'), OURS, new Set(['nvidia.com/gpu'])).status?.allocatable).toEqual({ 'nvidia.com/gpu': '4' });
+    expect(slimNode(withGpus(), OURS, new Set(['nvidia.com/gpu'])).status?.allocatable).toBeUndefined();
+    expect(slimNode(withGpus('4'), OURS).status?.allocatable).toBeUndefined();
+  });
+
+  it('a gated resource appearing changes the fingerprint (the node is reconciled); other allocatable changes do not', () => {
+    const before = slimNode(withGpus(), OURS, new Set(['nvidia.com/gpu']));
+    const after = slimNode(withGpus('1'), OURS, new Set(['nvidia.com/gpu']));
+    expect(nodeFingerprint(after, profile)).not.toBe(nodeFingerprint(before, profile));
+    const cpu = withGpus('1');
+    cpu.status!.allocatable!['cpu'] = '7';
+    expect(nodeFingerprint(cpu, profile)).toBe(nodeFingerprint(withGpus('1'), profile));
+  });
+});
