@@ -106,7 +106,7 @@ describe('a real node', () => {
     expect(nv.status?.attempt, JSON.stringify(nv.status)).toBe(1);
   }, 420_000);
 
-  it('runs container checks beside the worker on a real node: pulled by containerd, as non-root on a read-only root filesystem with a writable /tmp; one that exits 1 fails the attempt with what it printed', async () => {
+  it('runs container checks beside the worker on a real node: pulled by containerd, as non-root on a read-only root filesystem with a writable /tmp; one that exits 1 fails the attempt with what it printed, one whose image does not exist with the pull error', async () => {
     const image = realNodeProductImage(repoRoot());
     const node = ['/nodejs/bin/node', '-e'];
     // Each check says what is wrong on stdout (FallbackToLogsOnError) and exits 1, else exits 0.
@@ -121,6 +121,8 @@ describe('a real node', () => {
       containerChecks: [
         { name: 'scratch', image: `${image.repository}@${image.digest}`, command: [...node, scratch] },
         { name: 'disk', image: `${image.repository}@${image.digest}`, command: [...node, "console.log('disk /data is read-only'); process.exit(1)"] },
+        // An image the registry does not have: containerd's pull fails, and so does the check, at once.
+        { name: 'missing', image: `${image.repository.replace(/\/[^/]+$/, '/does-not-exist')}:v1` },
       ],
     });
     const name = await addRealNode('real-cc');
@@ -135,9 +137,11 @@ describe('a real node', () => {
     const last = nv.status?.lastAttempt;
     expect(last?.reason, JSON.stringify(nv.status)).toBe('ChecksFailed');
     expect(last?.message, JSON.stringify(nv.status)).toContain('disk /data is read-only');
+    // The pull error: at once, not when worker.startTimeout (120 s here) runs out.
+    expect(last?.message, JSON.stringify(nv.status)).toMatch(/missing: .*(ErrImagePull|ImagePullBackOff)/);
     // The worker's checks and the other container check passed.
     const checks = Object.fromEntries((last?.checks ?? []).map((c) => [c.name, c.ok]));
-    expect(checks, JSON.stringify(last)).toMatchObject({ dns: true, api: true, tcp: true, service: true, podnet: true, scratch: true, disk: false });
+    expect(checks, JSON.stringify(last)).toMatchObject({ dns: true, api: true, tcp: true, service: true, podnet: true, scratch: true, disk: false, missing: false });
     expect((await readNode(name))?.spec?.taints?.map((t) => t.key)).toContain(suite.h.taint.key);
   }, 420_000);
 
