@@ -240,6 +240,10 @@ describe('real CoreDNS, the cluster DNS of the real nodes', () => {
       await startController({ maxRetries: 5, initialBackoff: '10s', maxBackoff: '5m' });
       let seen = '';
       let endpointLost: string | undefined;
+      // When every node of the burst had finished a failed attempt (so three nodes had failed dns
+      // alike), and each node's counted failures a little after that (its NodeVerification written).
+      let allFailedAt: number | undefined;
+      let countedOnceAllFailed: Record<string, number> | undefined;
       const judged = await waitFor(
         async () => {
           const state = await Promise.all(
@@ -253,6 +257,12 @@ describe('real CoreDNS, the cluster DNS of the real nodes', () => {
           seen = JSON.stringify({ endpoints, state });
           // The endpoint never leaves: what the controller decides is not the no-endpoint evidence.
           if (endpoints !== 1) endpointLost ??= `CoreDNS's endpoint was not ready while it was hung: ${await coreDnsState()}`;
+          if (allFailedAt === undefined && state.every((s) => s.progress['last-outcome'] !== undefined)) allFailedAt = Date.now();
+          // 5 s later every judgement made before then is written, and no later attempt has finished
+          // (each waits a 10 s backoff, then a 10 s dns timeout).
+          if (allFailedAt !== undefined && countedOnceAllFailed === undefined && Date.now() >= allFailedAt + 5000) {
+            countedOnceAllFailed = Object.fromEntries(state.map((s) => [s.node, Number(s.progress['failures'] ?? '0')]));
+          }
           // A Failed node ends the wait at once (the expectations below say why).
           const done = state.every((s) => s.condition === 'Unknown/ClusterWide' && Number(s.progress['attempt']) >= 2) || state.some((s) => s.progress['phase'] === 'Failed');
           return done ? state : undefined;
@@ -271,8 +281,12 @@ describe('real CoreDNS, the cluster DNS of the real nodes', () => {
         expect(message, node).not.toMatch(/has no ready endpoint/);
         // dns alone failed, against CoreDNS's Service.
         expect((await readVerification(node))?.status?.failing?.checks, node).toEqual({ dns: `${CLUSTER_DNS.ip}:53` });
-        // At most its first attempt counted (before three nodes had failed), never Failed.
-        expect(Number(progress['failures'] ?? '0'), `${node}: ${JSON.stringify(progress)}`).toBeLessThanOrEqual(1);
+        // Only attempts that failed before three nodes had failed alike counted: once every node of
+        // the burst had failed once, no further failure counts. (Usually one per node; a node whose
+        // worker started well before the others', each new node pulling the image at its own pace on
+        // a busy machine, can fail twice before the third node fails once.) Never Failed.
+        expect(countedOnceAllFailed, `the counted failures once every node had failed: ${seen}`).toBeDefined();
+        expect(Number(progress['failures'] ?? '0'), `${node}: ${JSON.stringify(progress)}; counted once every node had failed: ${JSON.stringify(countedOnceAllFailed)}`).toBe(countedOnceAllFailed?.[node]);
         expect(progress['phase'], node).toMatch(/^(Backoff|Verifying)$/);
       }
 
