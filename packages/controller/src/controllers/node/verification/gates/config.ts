@@ -66,7 +66,7 @@ export const gatesSchema = z
       })
       .default({})
       .meta({
-        description: 'Resources the node must advertise in status.allocatable, at least the quantity given (e.g. nvidia.com/gpu: 1), before it opens: a device plugin that has registered.',
+        description: 'Resources the node must advertise in status.allocatable, at least the quantity given (e.g. nvidia.com/gpu: 1), before it opens: a device plugin that has registered. Every node the section applies to must have it: set it in the profile of the pool that has the device.',
         'x-allowed': 'a map of resource names to quantities ("1", "500m", "10Gi")',
       }),
   })
