@@ -90,8 +90,7 @@ export default defineConfig({
       },
       {
         // Tests that disrupt the whole cluster (restart the apiserver, flip cluster-wide faults) run
-        // one file at a time, on a sandbox of their own; make test runs this project beside the
-        // sandbox project, as a vitest run of its own.
+        // after the others, one file at a time, on a sandbox of their own.
         extends: true,
         test: {
           name: 'sandbox-serial',
