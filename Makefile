@@ -122,19 +122,25 @@ unit: deps sandbox-bins ## Fast tests: pure logic, real loopback servers, helm a
 
 .PHONY: test
 test: deps sandbox-bins build image typecheck lint ## Everything: typecheck, lint, unit and sandbox tests, the short fault suite, a quick bench run
-	@# The unit tests need only CPU: they run beside the sandbox tests (which wait on their clusters
-	@# much of the time) as a second vitest run; their output follows the sandbox run's.
-	@echo "==> vitest: the unit project in the background (log .test-unit.log), the sandbox projects here"
-	@# A CI page may keep only the end of the log: the step ends with every failed test of both runs,
+	@# Three vitest runs side by side, each with its own log: the unit tests (they need only CPU), the
+	@# serial sandbox project (tests that disrupt a whole cluster, one file at a time on a sandbox of
+	@# its own, slot +30) and the sandbox project (here). The sandbox tests wait on their clusters much
+	@# of the time, so running them side by side costs little more than the longer of the two.
+	@echo "==> vitest: the unit project (log .test-unit.log) and the serial sandbox project (log .test-serial.log) in the background, the sandbox project here"
+	@# A CI page may keep only the end of the log: the step ends with every failed test of the runs,
 	@# and, when a run failed outside its tests (a setup or teardown error), the end of its output.
-	@rm -f .test-results.json .test-results-unit.json
+	@rm -f .test-results.json .test-results-unit.json .test-results-serial.json
 	@vitest run --project unit --reporter=default --reporter=json --outputFile.json=.test-results-unit.json > .test-unit.log 2>&1 & unit=$$!; \
-	  sandbox=0; vitest run --project sandbox --project sandbox-serial --reporter=default --reporter=json --outputFile.json=.test-results.json 2>&1 | tee .test-sandbox.log || sandbox=$$?; \
+	  vitest run --project sandbox-serial --reporter=default --reporter=json --outputFile.json=.test-results-serial.json > .test-serial.log 2>&1 & serial=$$!; \
+	  sandbox=0; vitest run --project sandbox --reporter=default --reporter=json --outputFile.json=.test-results.json 2>&1 | tee .test-sandbox.log || sandbox=$$?; \
+	  s=0; wait $$serial || s=$$?; echo "==> vitest: the serial sandbox project (exit $$s)"; cat .test-serial.log; \
 	  u=0; wait $$unit || u=$$?; echo "==> vitest: the unit project (exit $$u)"; cat .test-unit.log; \
-	  echo "==> vitest: sandbox projects exit $$sandbox, unit project exit $$u"; \
-	  if [ $$sandbox -ne 0 ] || [ $$u -ne 0 ]; then \
-	    node scripts/test-summary.mjs .test-results.json .test-results-unit.json || true; \
-	    if [ $$sandbox -ne 0 ]; then echo "==> the last 40 lines of the sandbox projects' output (.test-sandbox.log):"; sed 's/\x1b\[[0-9;]*m//g' .test-sandbox.log | grep -v '^{' | tail -n 40; fi; \
+	  echo "==> vitest: sandbox project exit $$sandbox, serial sandbox project exit $$s, unit project exit $$u"; \
+	  if [ $$sandbox -ne 0 ] || [ $$s -ne 0 ] || [ $$u -ne 0 ]; then \
+	    node scripts/test-summary.mjs .test-results.json .test-results-serial.json .test-results-unit.json || true; \
+	    for r in sandbox:$$sandbox serial:$$s; do \
+	      if [ "$${r#*:}" -ne 0 ]; then log=.test-$${r%%:*}.log; echo "==> the last 40 lines of $$log:"; sed 's/\x1b\[[0-9;]*m//g' $$log | grep -v '^{' | tail -n 40; fi; \
+	    done; \
 	    exit 1; \
 	  fi
 	@# The short fault suite: fails the build on any invariant violation (docs/reliability.md).
@@ -142,7 +148,7 @@ test: deps sandbox-bins build image typecheck lint ## Everything: typecheck, lin
 	@# Keeps the benchmark harness from rotting, and fails if the controller, run under the chart's
 	@# memory limit, is OOM-killed (no other result is asserted; see make bench).
 	$(MAKE) --no-print-directory bench BENCH=quick
-	@node scripts/test-summary.mjs .test-results-unit.json .test-results.json
+	@node scripts/test-summary.mjs .test-results-unit.json .test-results.json .test-results-serial.json
 
 .PHONY: chaos
 chaos: deps sandbox-bins build ## Fault suite: scenarios during node bursts, violations per invariant (docs/reliability.md); CHAOS=quick for the short version

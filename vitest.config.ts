@@ -19,6 +19,7 @@ const SLOWEST_FIRST = [
   'chart/troubleshooting.sandbox',
   'sandbox/src/cluster.sandbox',
   'chart/alerts-dns-outage.serial.sandbox',
+  'verification/cluster-dns.serial.sandbox',
   'verification/verification.sandbox',
   'remediation/leader-change.sandbox',
   'chart/chart.sandbox',
@@ -30,11 +31,19 @@ const SLOWEST_FIRST = [
   'sandbox/src/lifecycle.sandbox',
 ];
 
-/** Vitest's order (projects, groups, its cache), except that within a project the files above go first. */
+/**
+ * After every other file of their project: the serial project runs beside the sandbox project, and
+ * its real nodes wait for the sandbox project's real-node files (first there) to finish
+ * (test/real-nodes/machine-lock.ts).
+ */
+const LAST = ['real-nodes/coredns.serial.sandbox'];
+
+/** Vitest's order (projects, groups, its cache), except that within a project SLOWEST_FIRST go first and LAST last. */
 class SlowestFirst extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
     const sorted = await super.sort(files);
     const rank = (f: TestSpecification): number => {
+      if (LAST.some((part) => f.moduleId.includes(part))) return SLOWEST_FIRST.length + 1;
       const i = SLOWEST_FIRST.findIndex((part) => f.moduleId.includes(part));
       return i < 0 ? SLOWEST_FIRST.length : i;
     };
@@ -90,7 +99,8 @@ export default defineConfig({
       },
       {
         // Tests that disrupt the whole cluster (restart the apiserver, flip cluster-wide faults) run
-        // after the others, one file at a time, on a sandbox of their own.
+        // one file at a time, on a sandbox of their own; make test runs this project beside the
+        // sandbox project, as a vitest run of its own.
         extends: true,
         test: {
           name: 'sandbox-serial',

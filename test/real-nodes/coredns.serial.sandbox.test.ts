@@ -21,7 +21,9 @@ import { CLUSTER_DNS, CLUSTER_DNS_SERVICE, COREDNS_APP, coreDnsObjects, SYSTEM_N
 import { realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
 import { cgroupHierarchyRoots } from '../../packages/sandbox/src/runtime/cgroups.js';
 import { core, deleteNode, readVerification, sandbox, uniqueName, verificationInPhase, waitFor } from '../sandbox.js';
+import { holdRealNodeLock } from './machine-lock.js';
 
+holdRealNodeLock();
 const exec = promisify(execFile);
 let h: Harness;
 const added: string[] = [];

@@ -11,7 +11,9 @@ import { CLUSTER_DNS_SERVICE } from '../../packages/sandbox/src/coredns.js';
 import { realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
 import { CHART_DIR, helm } from '../chart/helm.js';
 import { core, createNamespace, deleteNode, sandbox, uniqueName, verificationInPhase, waitFor } from '../sandbox.js';
+import { holdRealNodeLock } from './machine-lock.js';
 
+holdRealNodeLock();
 let namespace = '';
 let release = '';
 let id = '';

@@ -12,7 +12,9 @@ import { k8s } from '../../packages/sandbox/src/kube.js';
 import { CLUSTER_DNS_SERVICE } from '../../packages/sandbox/src/coredns.js';
 import { REAL_NODE_LABEL, realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
 import { core, sandbox, uniqueName, verificationInPhase, waitFor } from '../sandbox.js';
+import { holdRealNodeLock } from './machine-lock.js';
 
+holdRealNodeLock();
 let h: Harness;
 let pool: string | undefined;
 

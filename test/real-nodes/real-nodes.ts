@@ -7,6 +7,7 @@ import { harness, type Harness } from '../../packages/controller/test/harness.js
 import { CLUSTER_DNS_SERVICE } from '../../packages/sandbox/src/coredns.js';
 import { realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
 import { deleteNode, sandbox, uniqueName } from '../sandbox.js';
+import { holdRealNodeLock } from './machine-lock.js';
 
 export interface RealNodeSuite {
   readonly h: Harness;
@@ -24,8 +25,9 @@ export interface RealNodeSuite {
   readonly made: ReadonlyMap<string, { dir: string; netns: string }>;
 }
 
-/** Registers the file's hooks: one harness, one controller per test, the real nodes removed at the end. */
+/** Registers the file's hooks: the machine's real-node lock, one harness, one controller per test, the real nodes removed at the end. */
 export function realNodeSuite(prefix: string): RealNodeSuite {
+  holdRealNodeLock();
   let h: Harness | undefined;
   const made = new Map<string, { dir: string; netns: string }>();
   /** Added and not removed yet: removed at the end. */
