@@ -167,6 +167,7 @@ export class NodeAgent {
       state,
       open,
       deletePod: false,
+      afterTrouble: step.state.lastOutcome !== undefined && step.state.lastOutcome !== Outcome.Passed,
       cleanup: [],
       ...(state.phase === Phase.Backoff && state.nextAttemptAt !== undefined ? { requeueAfterMs: state.nextAttemptAt - now } : {}),
     };

@@ -5,7 +5,7 @@ import { ApiException } from '@kubernetes/client-node';
 import { silentLogger } from '@kube-node-ready/core';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { INSTALLATION_LABEL, type NodeVerification } from '../../../api/nodeverification.js';
+import { INSTALLATION_LABEL, newNodeVerification, type NodeVerification } from '../../../api/nodeverification.js';
 import { LogEventRecorder } from '../../../events/recorder.js';
 import type { InformerHandlers } from '../../../kube/informer.js';
 import { ControllerMetrics } from '../../../metrics/metrics.js';
@@ -140,14 +140,15 @@ function finishPod(api: FakeApi, node: V1Node, attempt: number, finish: (pod: Re
 }
 
 describe('VerificationController', () => {
-  it('launches: the worker pod first, then the attempt in the NodeVerification', async () => {
+  it('launches: the worker pod and nothing else (the pod is the record of the attempt in flight)', async () => {
     const { api, controller } = setup();
     api.nodes.set('n1', aNode('n1').tainted().createdAt(T0 - 60_000).build());
     const result = await controller.reconcile('n1');
-    const calls = api.taken();
-    expect(calls[0]).toMatch(/^create pod /);
-    expect(calls.slice(1)).toEqual(['create nodeverification n1', 'update nodeverification status n1 Verifying']);
+    expect(api.taken()).toEqual([expect.stringMatching(/^create pod /)]);
     expect(result.requeueAfterMs).toBeGreaterThan(0);
+    // The next reconcile follows that attempt: no second pod, nothing written.
+    await controller.reconcile('n1');
+    expect(api.taken()).toEqual([]);
   });
 
   it('a pass opens the node (its own guarded patch) before the pass is stored; the node then carries no verification taint', async () => {
@@ -159,7 +160,7 @@ describe('VerificationController', () => {
     api.taken();
     await controller.reconcile('n1');
     const calls = api.taken();
-    expect(calls.filter((c) => !c.startsWith('patch node status'))).toEqual(['patch node n1', 'update nodeverification status n1 Passed', expect.stringMatching(/^delete pod /)]);
+    expect(calls.filter((c) => !c.startsWith('patch node status'))).toEqual(['patch node n1', 'create nodeverification n1', 'update nodeverification status n1 Passed', expect.stringMatching(/^delete pod /)]);
     expect(api.nodes.get('n1')!.spec?.taints ?? []).not.toContainEqual(expect.objectContaining({ key: DEFAULT_TAINT.key }));
   });
 
@@ -202,7 +203,7 @@ describe('VerificationController', () => {
     expect(api.taken().filter((c) => !c.startsWith('patch node status'))).toEqual(['patch node n1', 'get node n1']);
     // The informer still has the refused copy; the live read stands in for it.
     await controller.reconcile('n1');
-    expect(api.taken().filter((c) => !c.startsWith('patch node status'))).toEqual(['patch node n1', 'update nodeverification status n1 Passed', expect.stringMatching(/^delete pod /)]);
+    expect(api.taken().filter((c) => !c.startsWith('patch node status'))).toEqual(['patch node n1', 'create nodeverification n1', 'update nodeverification status n1 Passed', expect.stringMatching(/^delete pod /)]);
     expect(api.nodes.get('n1')!.spec?.taints).toEqual([other]);
   });
 
@@ -239,7 +240,7 @@ describe('VerificationController', () => {
     expect(asked).toEqual([['dns']]);
     expect(api.taken().filter((c) => !c.startsWith('patch node status'))).toEqual([]);
     expect(result.requeueAfterMs).toBe(CONTROL_POLL_MS);
-    expect(api.verifications.get('n1')?.status).toMatchObject({ phase: Phase.Verifying });
+    expect(api.verifications.get('n1')).toBeUndefined();
     expect(clusterWide.activeFaults().size).toBe(0);
   });
 
@@ -248,10 +249,20 @@ describe('VerificationController', () => {
     api.nodes.set('n1', aNode('n1').tainted().registered().createdAt(T0 - 60_000).build());
     await controller.reconcile('n1');
     finishPod(api, api.nodes.get('n1')!, 1, (p) => p.passed());
-    const nv = api.verifications.get('n1')!;
-    api.verifications.set('n1', { ...nv, metadata: { ...nv.metadata, labels: { [INSTALLATION_LABEL]: 'someone-else' } } });
+    // The other installation recorded its verdict of the node first.
+    const theirs = newNodeVerification(api.nodes.get('n1')!, 'someone-else');
+    api.verifications.set('n1', { ...theirs, metadata: { ...theirs.metadata, labels: { [INSTALLATION_LABEL]: 'someone-else' } } });
     api.taken();
     await expect(controller.reconcile('n1')).rejects.toThrow(/another installation/);
     expect(api.taken().filter((c) => c.startsWith('patch node '))).toEqual([]);
+  });
+
+  it("another installation's node gets no worker pod", async () => {
+    const { api, controller } = setup();
+    api.nodes.set('n1', aNode('n1').tainted().registered().createdAt(T0 - 60_000).build());
+    const theirs = newNodeVerification(api.nodes.get('n1')!, 'someone-else');
+    api.verifications.set('n1', { ...theirs, metadata: { ...theirs.metadata, labels: { [INSTALLATION_LABEL]: 'someone-else' } } });
+    await expect(controller.reconcile('n1')).rejects.toThrow(/another installation/);
+    expect(api.taken()).toEqual([]);
   });
 });

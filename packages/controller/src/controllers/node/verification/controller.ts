@@ -152,16 +152,6 @@ export class VerificationController {
       this.slotFreed(); // its place in line goes to the next
     }
     if (action.kind === 'Launch' || (action.kind === 'Wait' && action.reason === 'ConcurrencyLimit')) this.memory.of(name).launchableSince ??= now;
-    // A pod the last reconcile launched from a copy its write found stale runs on only if this
-    // decision follows it (the pod cache may not show it yet, so decide()'s cleanup cannot).
-    const launched = this.memory.get(name)?.launchedOnConflict;
-    if (launched) {
-      delete this.memory.of(name).launchedOnConflict;
-      if (!follows(action, launched.name, node)) {
-        await this.deletePods([launched], log);
-        log.info({ pod: launched.name }, 'deleted a worker pod started from an outdated copy of the node');
-      }
-    }
     // A reaction's clock runs only toward its own step: a node that must wait (for a slot, a
     // backoff, Karpenter's registration) is not the controller reacting.
     if (action.kind !== 'Launch') this.deps.reactions?.cancel('launch', name, startedAt);
@@ -173,17 +163,11 @@ export class VerificationController {
     // 6. A conflict is a requeue. A write was refused because the node or its NodeVerification
     //    changed since they were read: the node is read live (the informer may still hold the
     //    refused copy; a conflict found by a live read brings that read) so that the next reconcile
-    //    decides on it, and the key goes back to the queue, backing off if it keeps conflicting. A
-    //    worker pod this reconcile created stays only if that decision follows it (step 4).
+    //    decides on it, and the key goes back to the queue, backing off if it keeps conflicting.
     if (applied.kind === 'conflict') {
       const fresh = applied.live ? applied.live.node : await kube.getNode(name);
-      if (!fresh) {
-        // Gone: its worker pods go, the one just created included (the pod cache may not have it yet).
-        if (applied.launched) await this.deletePods([applied.launched], log);
-        return this.forget(name, log);
-      }
+      if (!fresh) return this.forget(name, log);
       this.nodes.observe(this.slim(fresh));
-      if (applied.launched) this.memory.of(name).launchedOnConflict = applied.launched;
       log.debug('node changed since it was read; reconciling it again');
       return { requeue: true };
     }
@@ -281,9 +265,9 @@ export class VerificationController {
   /** The node is gone (deleted, or no longer matching the node selector): delete its workers, drop its series and memory. */
   async forget(name: string, log: Logger = this.deps.log.child({ node: name })): Promise<ReconcileResult> {
     const orphans = this.workersOf(name).map(podRef);
-    // A pod launched on a stale copy may not be in the pod cache yet.
-    const launched = this.memory.get(name)?.launchedOnConflict;
-    if (launched && !orphans.some((p) => p.name === launched.name)) orphans.push(launched);
+    // The attempt in flight's pod may not be in the pod cache yet.
+    const inFlight = this.memory.get(name)?.inFlight?.pod?.split('/');
+    if (inFlight?.length === 2 && !orphans.some((p) => p.name === inFlight[1])) orphans.push({ namespace: inFlight[0]!, name: inFlight[1]! });
     await this.deletePods(orphans, log);
     this.deps.metrics.forgetNode(name);
     this.deps.store.forget(name);
@@ -297,15 +281,21 @@ export class VerificationController {
 
   // -------------------------------------------------------------------------------------------
 
+  /** The stored progress, or the attempt in flight (memory.ts inFlight) while the stored one is older. */
   private readProgress(node: V1Node, log: Logger): VerificationState | undefined {
-    const read = this.deps.store.read(node);
-    if (read.kind === 'ok') return read.state;
     const name = nodeName(node);
+    const read = this.deps.store.read(node);
     if (read.kind === 'invalid' && this.memory.get(name)?.invalidReported !== read.problem) {
       this.memory.of(name).invalidReported = read.problem;
       log.warn({ problem: read.problem }, 'ignoring unusable verification state on the node');
     }
-    return undefined;
+    const state = read.kind === 'ok' ? read.state : undefined;
+    const memo = this.memory.get(name);
+    const inFlight = memo?.inFlight;
+    if (!inFlight) return state;
+    if (inFlight.uid === nodeUid(node) && inFlight.attempt > (state?.uid === inFlight.uid ? state.attempt : 0)) return inFlight;
+    delete memo.inFlight;
+    return state;
   }
 
   /**
@@ -415,20 +405,6 @@ function statusOf(state: VerificationState): NodeStatus {
       return 'verified';
     case Phase.Failed:
       return 'failed';
-  }
-}
-
-/** Whether `action` goes on with the worker pod named `podName` (launches it, waits on it, records it). */
-function follows(action: Action, podName: string, node: V1Node): boolean {
-  switch (action.kind) {
-    case 'Launch':
-      return action.podName === podName;
-    case 'Wait':
-      return action.attempt !== undefined && workerPodName(nodeName(node), nodeUid(node), action.attempt) === podName;
-    case 'Complete':
-      return action.pod?.name === podName;
-    case 'Ignore':
-      return false;
   }
 }
 

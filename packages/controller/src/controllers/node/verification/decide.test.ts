@@ -274,7 +274,7 @@ describe('decide: following an attempt', () => {
       reason: 'Scheduling',
       requeueAfterMs: 90 * S,
       attempt: 1,
-      persist: { uid: 'uid-node-1', attempt: 1, failures: 0, phase: Phase.Verifying, pod: `kube-system/${podName(node, 1)}` },
+      adopt: { uid: 'uid-node-1', attempt: 1, failures: 0, phase: Phase.Verifying, pod: `kube-system/${podName(node, 1)}`, firstLaunchAt: T0 },
       cleanup: [],
     });
   });

@@ -54,7 +54,13 @@ export type WaitReason =
   | 'ControlRun';
 
 export type Action =
-  | { kind: 'Ignore'; reason: IgnoreReason; cleanup: PodRef[] }
+  | {
+      kind: 'Ignore';
+      reason: IgnoreReason;
+      cleanup: PodRef[];
+      /** Verified while the worker pod of an attempt newer than the progress read exists (it passed, the node opened, its record was not written yet). */
+      adopt?: VerificationState;
+    }
   | {
       kind: 'Wait';
       reason: WaitReason;
@@ -62,8 +68,11 @@ export type Action =
       requeueAfterMs?: number;
       /** The attempt being waited on, if any. */
       attempt?: number;
-      /** Progress to write first: an in-flight pod newer than the stored state was found (adopted). */
-      persist?: VerificationState;
+      /**
+       * An attempt in flight newer than the progress read: its worker pod was found (created before a
+       * restart or a leader change). Held in memory, not written: the pod is its record.
+       */
+      adopt?: VerificationState;
       /** NodeNotLaunchable: what the node must become first (launchBlockers()); GatesPending: what its gates wait for. */
       waitingFor?: string[];
       /** NodeNotLaunchable, GatesPending before an attempt: still waiting nodeManagement.bringUpTimeout after its creation. */
@@ -90,6 +99,8 @@ export type Action =
       open: boolean;
       /** Delete the attempt's pod once the result is stored (else it is kept for `kubectl logs`). */
       deletePod: boolean;
+      /** Earlier attempts of this verification failed or were inconclusive (their Events said so): a pass is told too. */
+      afterTrouble: boolean;
       cleanup: PodRef[];
       requeueAfterMs?: number;
       /** A failed attempt judged against the cluster: the checks an inconclusive one blames, and the control run's answer (recorded once stored: recordVerdict). */
@@ -153,9 +164,14 @@ export function decide(
     return { kind: 'Ignore', reason: 'NodeDeleting', cleanup: cleanup(mine, foreign, { keep: 0, all: true }) };
   }
 
-  // 2. Verified: nothing to do but tidy up.
+  // 2. Verified: nothing to do but tidy up. An attempt in flight that the progress read does not
+  //    have yet (the node opened, then the controller stopped before recording the pass) goes
+  //    with it, for the record.
+  const latest = mine.at(-1);
+  const latestAttempt = latest ? podAttempt(latest) : 0;
   if (isVerified(node, config)) {
-    return { kind: 'Ignore', reason: 'Verified', cleanup: cleanup(mine, foreign, { keep: 0 }) };
+    const unrecorded = latest && latestAttempt > (state?.attempt ?? 0) ? { ...carried(state, uid), attempt: latestAttempt, phase: Phase.Verifying, pod: `${latest.metadata?.namespace ?? ''}/${latest.metadata?.name ?? ''}` } : undefined;
+    return { kind: 'Ignore', reason: 'Verified', cleanup: cleanup(mine, foreign, { keep: 0 }), ...(unrecorded ? { adopt: unrecorded } : {}) };
   }
 
   // 3. Not a candidate: no verification taint and nothing of ours in progress.
@@ -171,8 +187,6 @@ export function decide(
   }
 
   // 4. Retries exhausted: the taint stays; remediation (or a reset) takes it from here.
-  const latest = mine.at(-1);
-  const latestAttempt = latest ? podAttempt(latest) : 0;
   if (state?.phase === Phase.Failed && latestAttempt <= state.attempt) {
     return { kind: 'Ignore', reason: 'Failed', cleanup: cleanup(mine, foreign, { keep }) };
   }
@@ -298,6 +312,7 @@ function startupTimeout(
     state: { ...finished(base, result, now), phase: Phase.Failed, failedAt: now },
     open: onTimeout === 'open',
     deletePod: false,
+    afterTrouble: true,
     // The attempt in flight, if any, is not finished: it goes with every unfinished pod.
     cleanup: cleanup(pods.mine, pods.foreign, { keep: config.worker.keepFailedPods }),
   };
@@ -319,6 +334,9 @@ function follow(
   const base: VerificationState = { ...carried(state, uid), attempt, phase: Phase.Verifying };
   if (pod) base.pod = `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`;
   else if (state?.attempt === attempt && state.pod) base.pod = state.pod;
+  // Adopted after a restart during the first attempt: the verification began with this pod.
+  base.firstLaunchAt ??= toMillis(pod?.metadata?.creationTimestamp);
+  if (base.firstLaunchAt === undefined) delete base.firstLaunchAt;
   const behind = state?.attempt !== attempt || state.phase !== Phase.Verifying;
   const keep = config.worker.keepFailedPods;
 
@@ -345,7 +363,7 @@ function follow(
       reason: progress.stage,
       requeueAfterMs: progress.requeueAfterMs,
       attempt,
-      ...(behind ? { persist: base } : {}),
+      ...(behind ? { adopt: base } : {}),
       cleanup: cleanup(pods.mine, pods.foreign, { keep, inFlight: attempt }),
     };
   }
@@ -356,7 +374,7 @@ function follow(
       kind: 'Wait',
       reason: 'KarpenterRegistration',
       attempt,
-      ...(behind ? { persist: base } : {}),
+      ...(behind ? { adopt: base } : {}),
       cleanup: cleanup(pods.mine, pods.foreign, { keep, inFlight: attempt }),
     };
   }
@@ -369,7 +387,7 @@ function follow(
       reason: 'GatesPending',
       attempt,
       waitingFor: [...gates],
-      ...(behind ? { persist: base } : {}),
+      ...(behind ? { adopt: base } : {}),
       cleanup: cleanup(pods.mine, pods.foreign, { keep, inFlight: attempt }),
     };
   }
@@ -408,6 +426,7 @@ function complete(
     state,
     open: passed,
     deletePod,
+    afterTrouble: base.lastOutcome !== undefined && base.lastOutcome !== Outcome.Passed,
     cleanup: cleanup(others, pods.foreign, { keep: keepOthers }),
   };
   if (pod) action.pod = podRef(pod);

@@ -2,13 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { testConfig } from '../../../testing/builders.js';
 import { desiredCondition } from './condition.js';
 import type { Action } from './decide.js';
-import { completedEvents, startedEvent } from './events.js';
+import { completedEvents } from './events.js';
 import { Outcome, Phase, type AttemptResult, type VerificationState } from './types.js';
 
 const config = testConfig(); // maxRetries 5: 6 attempts
 const T0 = Date.UTC(2025, 0, 1);
 
-function complete(result: Partial<AttemptResult>, state: Partial<VerificationState>, requeueAfterMs?: number): Extract<Action, { kind: 'Complete' }> {
+function complete(result: Partial<AttemptResult>, state: Partial<VerificationState>, requeueAfterMs?: number, afterTrouble = true): Extract<Action, { kind: 'Complete' }> {
   return {
     kind: 'Complete',
     attempt: 3,
@@ -16,17 +16,13 @@ function complete(result: Partial<AttemptResult>, state: Partial<VerificationSta
     state: { uid: 'u', attempt: 3, failures: 2, phase: Phase.Backoff, nextAttemptAt: T0, ...state },
     open: result.outcome === Outcome.Passed,
     deletePod: false,
+    afterTrouble,
     cleanup: [],
     ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}),
   };
 }
 
 describe('events', () => {
-  it('announces each attempt with its number in this verification and the pod', () => {
-    const event = startedEvent({ kind: 'Launch', attempt: 9, podName: 'knr-n-1234abcd-a9', state: { uid: 'u', attempt: 9, failures: 2, phase: Phase.Verifying }, cleanup: [], requeueAfterMs: 1 }, config);
-    expect(event).toEqual({ type: 'Normal', reason: 'VerificationStarted', message: 'attempt 3 of 6: worker pod kube-system/knr-n-1234abcd-a9' });
-  });
-
   it('names the failed check and when it retries', () => {
     expect(completedEvents(complete({}, {}, 20_000), config, { dryRun: false, removedTaints: [] })).toEqual([
       { type: 'Warning', reason: 'VerificationChecksFailed', message: 'attempt 2 of 6 failed: check failed: dns: timeout; retrying in 20s' },
@@ -39,16 +35,29 @@ describe('events', () => {
     expect(events[1]?.message).toBe('node failed verification after 6 attempts and keeps its taint; last: not scheduled');
   });
 
-  it('says what opening the node did, or would do in a dry run', () => {
+  it('says what opening the node did after earlier attempts, or would do in a dry run', () => {
     const passed = complete({ outcome: Outcome.Passed, message: 'all checks passed in 1.2s (dns, api)' }, { phase: Phase.Passed, failures: 0 });
     expect(completedEvents(passed, config, { dryRun: false, removedTaints: ['node-ready/unverified=true:NoSchedule'] })).toEqual([
-      { type: 'Normal', reason: 'VerificationPassed', message: 'all checks passed in 1.2s (dns, api); removed taint node-ready/unverified=true:NoSchedule and added label node-ready/verified=true' },
+      { type: 'Normal', reason: 'VerificationPassed', message: 'all checks passed in 1.2s (dns, api) (after 2 earlier attempts); removed taint node-ready/unverified=true:NoSchedule and added label node-ready/verified=true' },
     ]);
     expect(completedEvents(passed, config, { dryRun: true, removedTaints: ['node-ready/unverified=true:NoSchedule'] })[0]).toEqual({
       type: 'Normal',
       reason: 'DryRunWouldOpenNode',
       message: 'all checks passed in 1.2s (dns, api); dry run: would remove taint node-ready/unverified=true:NoSchedule and add label node-ready/verified=true',
     });
+  });
+});
+
+describe('a pass at the first attempt', () => {
+  it('has no Event of its own (the condition and the NodeVerification say it); a dry run still says what it would do', () => {
+    const first = { ...complete({ outcome: Outcome.Passed, message: 'all checks passed in 1.2s (dns, api)' }, { phase: Phase.Passed, failures: 0, attempt: 1 }, undefined, false), attempt: 1 };
+    expect(completedEvents(first, config, { dryRun: false, removedTaints: ['node-ready/unverified=true:NoSchedule'] })).toEqual([]);
+    expect(completedEvents(first, config, { dryRun: true, removedTaints: [] }).map((e) => e.reason)).toEqual(['DryRunWouldOpenNode']);
+  });
+
+  it('after one earlier attempt, says so in the singular', () => {
+    const second = { ...complete({ outcome: Outcome.Passed, message: 'all checks passed' }, { phase: Phase.Passed, failures: 0, attempt: 2 }), attempt: 2 };
+    expect(completedEvents(second, config, { dryRun: false, removedTaints: [] })[0]?.message).toBe('all checks passed (after an earlier attempt); added label node-ready/verified=true');
   });
 });
 

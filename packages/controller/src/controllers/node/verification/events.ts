@@ -27,19 +27,13 @@ export function outcomeReason(outcome: Outcome): Reason {
   return OUTCOME_REASON[outcome];
 }
 
-export function startedEvent(action: Extract<Action, { kind: 'Launch' }>, config: ControllerConfig): NodeEvent {
-  const max = config.reconciliation.maxRetries + 1;
-  return {
-    type: EventType.Normal,
-    reason: Reason.VerificationStarted,
-    message: `attempt ${action.state.failures + 1} of ${max}: worker pod ${config.worker.namespace}/${action.podName}`,
-  };
-}
-
 /**
  * Events for a finished attempt: its outcome, the worker's warnings if it had any (one Event for
  * all of them), and when it was the last attempt, the verdict. `removedTaints` names what the open
- * removed (or would remove in dry run).
+ * removed (or would remove in dry run). A pass at the first attempt of a verification has no Event
+ * of its own: the node's condition and its NodeVerification say it (as they say every verdict, so
+ * nothing is lost where a burst's Events are dropped or merged); a pass after failed or
+ * inconclusive attempts, whose Events the node has, is told.
  */
 export function completedEvents(
   action: Extract<Action, { kind: 'Complete' }>,
@@ -58,7 +52,9 @@ export function completedEvents(
       const would = opts.removedTaints.length > 0 ? `remove taint ${opts.removedTaints.join(', ')} and ` : '';
       return [{ type: EventType.Normal, reason: Reason.DryRunWouldOpenNode, message: `${result.message}; dry run: would ${would}add label ${label}` }, ...warnings];
     }
-    return [{ type: EventType.Normal, reason: Reason.VerificationPassed, message: `${result.message}; ${taints}added label ${label}` }, ...warnings];
+    if (!action.afterTrouble) return warnings;
+    const earlier = action.attempt - 1 === 1 ? 'an earlier attempt' : `${action.attempt - 1} earlier attempts`;
+    return [{ type: EventType.Normal, reason: Reason.VerificationPassed, message: `${result.message} (after ${earlier}); ${taints}added label ${label}` }, ...warnings];
   }
 
   if (result.outcome === Outcome.StartupTimeout) {

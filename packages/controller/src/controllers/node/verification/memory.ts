@@ -1,10 +1,11 @@
-import type { PodRef } from './decide.js';
+import type { VerificationState } from './types.js';
 
 /**
  * What the verification controller remembers of one node between reconciles. Nothing here decides
- * anything: it spares repeated Events and writes, and carries a pod launched on a stale copy to the
- * next decision. Lost on a restart (every field is either said again once or rebuilt from the
- * cluster; a pod left over is a worker of an older attempt, which decide() cleans up).
+ * anything: it spares repeated Events and writes, and holds the attempt in flight, which is not
+ * written (its worker pod is its record). Lost on a restart (every field is either said again once
+ * or rebuilt from the cluster: decide() adopts the worker pod of an attempt newer than the stored
+ * progress).
  */
 export interface NodeMemo {
   /** The unusable stored progress last warned about. */
@@ -17,8 +18,12 @@ export interface NodeMemo {
   writtenCondition?: string;
   /** When the node was first found able to run the worker (it may have waited for a slot since). */
   launchableSince?: number;
-  /** A worker pod launched by a reconcile whose write was then refused: the next decision keeps it or deletes it. */
-  launchedOnConflict?: PodRef;
+  /**
+   * The attempt in flight, as launched or adopted: its progress is not written (the worker pod, with
+   * its deterministic name, is the record of an attempt in flight), so reads see it here until the
+   * attempt's outcome is stored (readProgress()).
+   */
+  inFlight?: VerificationState;
 }
 
 /** Each node's memo, by node name, with one forget. */

@@ -40,13 +40,12 @@ export interface ReconcileResult {
 
 /**
  * What apply() did. A refused write is a conflict: the node or its NodeVerification changed since
- * they were read, and the controller reads the node live and requeues it. A write refused after the
- * worker pod was created reports that pod (`launched`: deleted if the node is gone); a conflict
- * found by reading the node live carries that read (`live.node` undefined: it is gone).
+ * they were read, and the controller reads the node live and requeues it; a conflict found by
+ * reading the node live carries that read (`live.node` undefined: it is gone).
  */
 export type Applied =
   | { kind: 'done'; node: V1Node; state?: VerificationState; report?: Report; result: ReconcileResult }
-  | { kind: 'conflict'; launched?: PodRef; live?: { node: V1Node | undefined } };
+  | { kind: 'conflict'; live?: { node: V1Node | undefined } };
 
 export const CONFLICT: Applied = { kind: 'conflict' };
 

@@ -14,12 +14,13 @@ export async function ignore(ctx: ActionContext, node: V1Node, action: Extract<A
   const name = nodeName(node);
   ctx.deps.slots.release(name);
   if (action.reason === 'NodeDeleting' || action.reason === 'NotCandidate') ctx.deps.metrics.forgetNode(name);
-  if (action.reason === 'Verified' && state?.phase === Phase.Verifying) {
-    const completed: VerificationState = { ...state, phase: Phase.Passed, failures: 0, verifiedAt: state.verifiedAt ?? ctx.deps.clock.now() };
+  const inFlight = action.adopt ?? (state?.phase === Phase.Verifying ? state : undefined);
+  if (action.reason === 'Verified' && inFlight) {
+    const completed: VerificationState = { ...inFlight, phase: Phase.Passed, failures: 0, verifiedAt: inFlight.verifiedAt ?? ctx.deps.clock.now() };
     delete completed.failing;
     const saved = await ctx.deps.store.save(node, completed);
     if (saved === 'conflict') return CONFLICT;
-    log.info({ attempt: state.attempt }, 'node found open with its attempt still recorded as running: recorded it as passed');
+    log.info({ attempt: inFlight.attempt }, 'node found open with its attempt still recorded as running: recorded it as passed');
     return { kind: 'done', node: saved, state: completed, result: {} };
   }
   log.trace({ reason: action.reason }, 'nothing to do');

@@ -2,19 +2,23 @@ import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from '@kube-node-ready/core';
 import { isRefusal, messageOf, reasonOf } from '../../../../kube/errors.js';
 import { nodeName } from '../../../../kube/objects.js';
-import { podRef, POD_REFUSED_RETRY_MS, type Action } from '../decide.js';
-import { podRefusedEvent, startedEvent } from '../events.js';
+import { POD_REFUSED_RETRY_MS, type Action } from '../decide.js';
+import { podRefusedEvent } from '../events.js';
 import { buildWorkerPod } from '../pod-spec.js';
-import { CONFLICT, requeue, type ActionContext, type Applied } from './context.js';
+import { requeue, type ActionContext, type Applied } from './context.js';
 
 /**
- * Launch: the worker pod first (its deterministic name makes a repeat, after a crash or a
- * conflict, a no-op), then the progress that says the attempt runs. The slot was reserved by the
- * controller before any await.
+ * Launch: the worker pod, and nothing else. Its deterministic name (node, node UID, attempt) makes a
+ * repeat a no-op and makes the pod the record of the attempt in flight: a restarted controller, or
+ * a new leader, finds it and follows it (decide() step 5), so the attempt's progress is written
+ * only with its outcome, and no Event is recorded for a start (the pod's own say when it was
+ * scheduled and started). The slot was reserved by the controller before any await.
  */
 export async function launch(ctx: ActionContext, node: V1Node, action: Extract<Action, { kind: 'Launch' }>, log: Logger): Promise<Applied> {
   const { config, kube, worker } = ctx.deps;
   const name = nodeName(node);
+  // Another installation's node gets no worker (nothing else is written here to refuse it).
+  ctx.deps.store.assertOurs(node);
   const checks = worker.configs.of(ctx.profile);
   const pod = buildWorkerPod({
     node,
@@ -37,16 +41,10 @@ export async function launch(ctx: ActionContext, node: V1Node, action: Extract<A
     return { kind: 'done', node, result: requeue(POD_REFUSED_RETRY_MS) };
   }
   ctx.deps.reactions?.stop('launch', name);
-
-  // Refused, the decision was made on a stale copy: the controller decides again on a live one,
-  // and keeps the pod only if that decision follows it.
-  const saved = await ctx.deps.store.save(node, action.state);
-  if (saved === 'conflict') return created ? { kind: 'conflict', launched: podRef(created) } : CONFLICT;
-
-  ctx.emit(name, startedEvent(action, config));
+  ctx.memory.of(name).inFlight = action.state;
   if (action.state.failures > 0) ctx.deps.metrics.recordRetry(name);
   log.info({ attempt: action.attempt, pod: action.podName, existed: created === undefined }, 'started worker pod');
-  return { kind: 'done', node: saved, state: action.state, result: requeue(action.requeueAfterMs) };
+  return { kind: 'done', node, state: action.state, result: requeue(action.requeueAfterMs) };
 }
 
 /**

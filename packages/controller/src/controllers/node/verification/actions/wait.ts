@@ -13,18 +13,17 @@ export const WAITING_REPORT_AFTER_MS = 10_000;
 
 /**
  * Wait: nothing to start or record now. An attempt whose worker pod is newer than the stored
- * progress (created just before a restart) is recorded first; a node that waits to become
- * launchable, for a slot, or forever (not Linux) has its wait recorded and reported.
+ * progress (created before a restart or a leader change) is followed from memory, not written; a
+ * node that waits to become launchable, for a slot, or forever (not Linux) has its wait recorded
+ * and reported.
  */
 export async function wait(ctx: ActionContext, node: V1Node, action: Extract<Action, { kind: 'Wait' }>, state: VerificationState | undefined, log: Logger): Promise<Applied> {
   const { config, metrics } = ctx.deps;
   const name = nodeName(node);
-  let written = node;
-  if (action.persist) {
-    const saved = await ctx.deps.store.save(node, action.persist);
-    if (saved === 'conflict') return CONFLICT;
-    written = saved;
-    log.info({ attempt: action.attempt }, 'resumed an attempt whose worker pod already existed');
+  const written = node;
+  if (action.adopt) {
+    ctx.memory.of(name).inFlight = action.adopt;
+    log.info({ attempt: action.attempt }, 'following an attempt whose worker pod already existed');
   }
   log.debug({ reason: action.reason, attempt: action.attempt, requeueAfterMs: action.requeueAfterMs, waitingFor: action.waitingFor }, 'waiting');
   switch (action.reason) {
@@ -53,7 +52,7 @@ export async function wait(ctx: ActionContext, node: V1Node, action: Extract<Act
     default:
       break;
   }
-  return { kind: 'done', node: written, ...(action.persist ? { state: action.persist } : {}), result: requeue(action.requeueAfterMs) };
+  return { kind: 'done', node: written, ...(action.adopt ? { state: action.adopt } : {}), result: requeue(action.requeueAfterMs) };
 }
 
 /**
@@ -64,7 +63,7 @@ async function gatesAfterPass(ctx: ActionContext, node: V1Node, written: V1Node,
   const name = nodeName(node);
   const waitingFor = action.waitingFor ?? [];
   const condition = gatesCondition(waitingFor, false, ctx.deps.config, attempt);
-  const progress = action.persist ?? state;
+  const progress = action.adopt ?? state;
   const saved = progress ? await ctx.deps.store.save(written, progress, { condition }) : written;
   if (saved === 'conflict') return CONFLICT;
   if (tellOnce(ctx, name, `${nodeUid(node)}|gates|${attempt}`)) {
