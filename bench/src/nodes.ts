@@ -102,7 +102,7 @@ async function createVerification(custom: k8s.CustomObjectsApi, node: k8s.V1Node
     verifiedAt: at,
   };
   const condition = { type: VERIFIED_CONDITION, status: 'True' as const, reason: ConditionReason.Passed, message: state.lastMessage };
-  await createWithRetries(() => custom.replaceClusterCustomObjectStatus({ ...coords, name: node.metadata?.name ?? '', body: { ...current, status: statusOf(state, node, condition, current, at) } }));
+  await createWithRetries(() => custom.replaceClusterCustomObject({ ...coords, name: node.metadata?.name ?? '', body: { ...current, status: statusOf(state, node, condition, current, at) } }));
 }
 
 /** A loaded apiserver drops a request now and then (a reset, a 429, a 5xx): one request is worth three tries. Undefined: it had been applied. */

@@ -301,7 +301,7 @@ async function adminNodeVerification(node: k8s.V1Node): Promise<NodeVerification
 }
 
 describe('NodeVerifications of the controller: its RBAC, the CRD\'s validation', () => {
-  it('creates, gets, lists, updates the status of and deletes (with a UID precondition) the NodeVerification the product builds', async () => {
+  it('creates, gets, lists, replaces (its status with it: no status subresource) and deletes (with a UID precondition) the NodeVerification the product builds', async () => {
     const node = await newNode();
     const name = node.metadata!.name!;
     verifications.add(name);
@@ -313,10 +313,10 @@ describe('NodeVerifications of the controller: its RBAC, the CRD\'s validation',
     expect(list.items.map((i) => i.metadata?.name)).toEqual([name]);
     // Every field, messages at the limit, errors with characters JSON escapes: the API server keeps it as written.
     const status = statusOf(fullState(node), node, failedCondition, read, Date.now());
-    const updated = (await asControllerCustom.replaceClusterCustomObjectStatus({ ...NV, name, body: { ...read, status } })) as NodeVerification;
+    const updated = (await asControllerCustom.replaceClusterCustomObject({ ...NV, name, body: { ...read, status } })) as NodeVerification;
     expect(updated.status).toEqual(status);
     // Guarded by resourceVersion: a write from a stale copy is refused.
-    expect(await outcome(asControllerCustom.replaceClusterCustomObjectStatus({ ...NV, name, body: { ...read, status: { ...status, attempt: 4 } } }))).toContain('the object has been modified');
+    expect(await outcome(asControllerCustom.replaceClusterCustomObject({ ...NV, name, body: { ...read, status: { ...status, attempt: 4 } } }))).toContain('the object has been modified');
     expect(await outcome(asControllerCustom.deleteClusterCustomObject({ ...NV, name, body: { preconditions: { uid: 'another-uid' } } }))).toContain('the UID in the precondition (another-uid) does not match');
     expect(await outcome(asControllerCustom.deleteClusterCustomObject({ ...NV, name, body: { preconditions: { uid: created.metadata!.uid! } } }))).toBe('allowed');
   });
@@ -342,7 +342,7 @@ describe('NodeVerifications of the controller: its RBAC, the CRD\'s validation',
     const node = await newNode();
     const nv = await adminNodeVerification(node);
     const status = JSON.parse(JSON.stringify(mutate(statusOf(fullState(node), node, failedCondition, nv, Date.now()) as Record<string, unknown>))) as object;
-    const message = await outcome(asControllerCustom.replaceClusterCustomObjectStatus({ ...NV, name: node.metadata!.name!, body: { ...nv, status }, dryRun: 'All' }));
+    const message = await outcome(asControllerCustom.replaceClusterCustomObject({ ...NV, name: node.metadata!.name!, body: { ...nv, status }, dryRun: 'All' }));
     expect(message).toContain('is invalid');
     expect(message).toContain(text);
   });
@@ -391,18 +391,18 @@ describe('DaemonSet mode: an agent writes only its own node\'s NodeVerification'
     );
   }, 180_000);
 
-  it('its own node\'s: created, its status updated, deleted (with a UID precondition)', async () => {
+  it('its own node\'s: created, replaced with its status, deleted (with a UID precondition)', async () => {
     const name = mine.metadata!.name!;
     verifications.add(name);
     const created = (await asAgent.createClusterCustomObject({ ...NV, body: newNodeVerification(mine) })) as NodeVerification;
     const read = (await asAgent.getClusterCustomObject({ ...NV, name })) as NodeVerification;
     expect(read.metadata?.uid).toBe(created.metadata?.uid);
     const status = statusOf(fullState(mine, Phase.Verifying), mine, { type: VERIFIED_CONDITION, status: 'Unknown', reason: 'Verifying', message: 'attempt 3 of 6 running' }, read, Date.now());
-    expect(await outcome(asAgent.replaceClusterCustomObjectStatus({ ...NV, name, body: { ...read, status } }))).toBe('allowed');
+    expect(await outcome(asAgent.replaceClusterCustomObject({ ...NV, name, body: { ...read, status } }))).toBe('allowed');
     expect(await outcome(asAgent.deleteClusterCustomObject({ ...NV, name, body: { preconditions: { uid: created.metadata!.uid! } } }))).toBe('allowed');
   });
 
-  it('another node\'s is refused: create, status update and delete', async () => {
+  it('another node\'s is refused: create, update and delete', async () => {
     const name = other.metadata!.name!;
     const refused = (message: string) => {
       expect(message).toContain(`${dsRelease()}-kube-node-ready-agent-nodeverification-writes`);
@@ -411,7 +411,7 @@ describe('DaemonSet mode: an agent writes only its own node\'s NodeVerification'
     refused(await outcome(asAgent.createClusterCustomObject({ ...NV, body: newNodeVerification(other), dryRun: 'All' })));
     const nv = await adminNodeVerification(other);
     const status = statusOf(fullState(other, Phase.Verifying), other, { type: VERIFIED_CONDITION, status: 'Unknown', reason: 'Verifying', message: 'x' }, nv, Date.now());
-    refused(await outcome(asAgent.replaceClusterCustomObjectStatus({ ...NV, name, body: { ...nv, status }, dryRun: 'All' })));
+    refused(await outcome(asAgent.replaceClusterCustomObject({ ...NV, name, body: { ...nv, status }, dryRun: 'All' })));
     refused(await outcome(asAgent.deleteClusterCustomObject({ ...NV, name, dryRun: 'All' })));
     // The admin (and the controller) are not affected.
     expect(await outcome(sandbox().kc.makeApiClient(k8s.CustomObjectsApi).deleteClusterCustomObject({ ...NV, name, dryRun: 'All' }))).toBe('allowed');

@@ -53,8 +53,7 @@ describe('deploymentMode', () => {
     expect(role.rules).toEqual([
       { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'patch'] },
       { apiGroups: [''], resources: ['nodes/status'], verbs: ['patch'] },
-      { apiGroups: ['kube-node-ready.io'], resources: ['nodeverifications'], verbs: ['get', 'create', 'delete'] },
-      { apiGroups: ['kube-node-ready.io'], resources: ['nodeverifications/status'], verbs: ['update'] },
+      { apiGroups: ['kube-node-ready.io'], resources: ['nodeverifications'], verbs: ['get', 'create', 'update', 'delete'] },
       { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
     ]);
     const bindings = objects.filter((o) => o.kind === 'RoleBinding') as Array<KubeObject & { subjects: unknown[] }>;
@@ -99,7 +98,7 @@ describe('deploymentMode', () => {
     const policy = find(objects, 'ValidatingAdmissionPolicy', 'kube-node-ready-agent-nodeverification-writes') as KubeObject & Policy;
     expect(policy.spec.failurePolicy).toBe('Fail');
     expect(policy.spec.matchConstraints).toEqual({
-      resourceRules: [{ apiGroups: ['kube-node-ready.io'], apiVersions: ['*'], operations: ['CREATE', 'UPDATE', 'DELETE'], resources: ['nodeverifications', 'nodeverifications/status'] }],
+      resourceRules: [{ apiGroups: ['kube-node-ready.io'], apiVersions: ['*'], operations: ['CREATE', 'UPDATE', 'DELETE'], resources: ['nodeverifications'] }],
     });
     expect(policy.spec.matchConditions.map((c) => c.expression)).toEqual(['request.userInfo.username == "system:serviceaccount:kube-system:kube-node-ready-agent"']);
     const variable = (name: string) => policy.spec.variables?.find((v) => v.name === name)?.expression ?? '';

@@ -19,7 +19,7 @@ const cli = (args: string[]) =>
 const { group, version, plural } = NodeVerificationApi;
 const custom = () => sandbox().kc.makeApiClient(k8s.CustomObjectsApi);
 
-/** A NodeVerification for `node` with `status`, as the controller keeps one (owned by the Node, status through its subresource). */
+/** A NodeVerification for `node` with `status`, as the controller keeps one (owned by the Node, created with its status: ADR 0006). */
 async function storeProgress(node: string, status: NodeVerificationStatus): Promise<void> {
   const live = await core().readNode({ name: node });
   const body: NodeVerification = {
@@ -27,9 +27,9 @@ async function storeProgress(node: string, status: NodeVerificationStatus): Prom
     kind: NodeVerificationApi.kind,
     metadata: { name: node, ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: node, uid: live.metadata!.uid! }] },
     spec: { nodeName: node, nodeUID: live.metadata!.uid! },
+    status,
   };
   await custom().createClusterCustomObject({ group, version, plural, body });
-  await custom().patchClusterCustomObjectStatus({ group, version, plural, name: node, body: { status } }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
 }
 
 describe('kube-node-ready status and verify', () => {

@@ -1,7 +1,7 @@
 import type { V1Node } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { NodeVerificationApi, parseConfig, VERIFIED_CONDITION, type ControllerConfig, type NodeVerification, type NodeVerificationStatus } from '@kube-node-ready/controller';
-import { nodeStatus, renderStatus } from './status.js';
+import { attemptsInFlight, nodeStatus, renderStatus } from './status.js';
 
 const config = parseConfig({}) as ControllerConfig;
 const CREATED = Date.UTC(2025, 0, 1);
@@ -26,6 +26,19 @@ const at = (secondsAfterCreation: number) => new Date(CREATED + secondsAfterCrea
 describe('kube-node-ready status: one node, from its NodeVerification', () => {
   it('a tainted node without a NodeVerification (the controller has not looked at it yet) is Pending', () => {
     expect(nodeStatus(node(), undefined, config, NOW)).toMatchObject({ state: 'Pending', attempt: 0, failures: 0, lastOutcome: '', ageSeconds: 60 });
+  });
+
+  it('an attempt in flight is read from its running worker pod (it is not written): Verifying, with its number', () => {
+    const pod = (attempt: number, phase: string, uid = 'u1') => ({
+      metadata: { name: `knr-n1-a${attempt}`, annotations: { 'kube-node-ready.io/node-name': 'n1', 'kube-node-ready.io/node-uid': uid, 'kube-node-ready.io/attempt': String(attempt) } },
+      status: { phase },
+    });
+    const running = attemptsInFlight([pod(1, 'Failed'), pod(2, 'Running'), pod(7, 'Pending', 'an-earlier-node')]);
+    expect(running.get('n1/u1')).toBe(2);
+    expect(nodeStatus(node(), undefined, config, NOW, running.get('n1/u1'))).toMatchObject({ state: 'Verifying', attempt: 2 });
+    // The stored progress has it already (an older controller wrote attempts): that is what is shown.
+    expect(nodeStatus(node(), nv({ phase: 'Backoff', attempt: 2, failures: 1, nextAttemptAt: at(90) }), config, NOW, 2)).toMatchObject({ state: 'Backoff', attempt: 2 });
+    expect(attemptsInFlight([pod(3, 'Succeeded')]).size).toBe(0);
   });
 
   it('a node waiting to be able to run the worker, or for a slot, is Waiting, with what it waits for', () => {

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
-import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Node } from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { ConfigError, ExitCode, errorMessage, formatDuration } from '@kube-node-ready/core';
-import { NodeVerificationApi, stateOf, type ControllerConfig, type NodeVerification } from '@kube-node-ready/controller';
+import { NodeVerificationApi, PodAnnotation, stateOf, WORKER_POD_SELECTOR, type ControllerConfig, type NodeVerification } from '@kube-node-ready/controller';
 import { controllerConfig, kubeConfig } from './kube.js';
 
 export const STATUS_USAGE = `usage: kube-node-ready status [--kubeconfig PATH] [--config PATH] [-o table|json] [--all]
@@ -76,9 +76,18 @@ export async function collectStatus(
   all = false,
 ): Promise<StatusReport> {
   const core = kc.makeApiClient(CoreV1Api);
-  const [nodes, verifications] = await Promise.all([core.listNode().then((l) => l.items), listVerifications(kc)]);
+  const [nodes, verifications, workers] = await Promise.all([
+    core.listNode().then((l) => l.items),
+    listVerifications(kc),
+    // Without the right to list them, attempts in flight show as the last stored progress.
+    core.listNamespacedPod({ namespace: config.worker.namespace, labelSelector: WORKER_POD_SELECTOR }).then(
+      (l) => l.items,
+      () => [],
+    ),
+  ]);
   const byName = new Map(verifications.map((nv) => [nv.metadata?.name ?? '', nv]));
-  const rows = nodes.map((n) => nodeStatus(n, byName.get(n.metadata?.name ?? ''), config, now)).filter((r) => all || r.state !== 'Unmanaged');
+  const running = attemptsInFlight(workers);
+  const rows = nodes.map((n) => nodeStatus(n, byName.get(n.metadata?.name ?? ''), config, now, running.get(`${n.metadata?.name ?? ''}/${n.metadata?.uid ?? ''}`))).filter((r) => all || r.state !== 'Unmanaged');
   rows.sort((a, b) => a.node.localeCompare(b.node));
   return { leader: await readLeader(kc, config, now), nodes: rows };
 }
@@ -98,10 +107,29 @@ async function listVerifications(kc: KubeConfig): Promise<NodeVerification[]> {
 }
 
 /**
- * One node's row: its progress from `nv` (its NodeVerification; one written for another node of
- * the same name, an earlier Node object, is no progress of this one), its taint and label from the Node.
+ * The attempt each node's running worker pod runs, by `node name/node UID`: an attempt in flight is
+ * not written to the NodeVerification (ADR 0006), its worker pod is its record.
  */
-export function nodeStatus(node: V1Node, nv: NodeVerification | undefined, config: Readonly<ControllerConfig>, now: number): NodeStatus {
+export function attemptsInFlight(pods: readonly V1Pod[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const pod of pods) {
+    const phase = pod.status?.phase;
+    if (pod.metadata?.deletionTimestamp || phase === 'Succeeded' || phase === 'Failed') continue;
+    const a = pod.metadata?.annotations ?? {};
+    const attempt = Number(a[PodAnnotation.Attempt]);
+    if (!Number.isInteger(attempt) || attempt < 1) continue;
+    const key = `${a[PodAnnotation.NodeName] ?? ''}/${a[PodAnnotation.NodeUid] ?? ''}`;
+    out.set(key, Math.max(out.get(key) ?? 0, attempt));
+  }
+  return out;
+}
+
+/**
+ * One node's row: its progress from `nv` (its NodeVerification; one written for another node of
+ * the same name, an earlier Node object, is no progress of this one), the attempt its running
+ * worker pod runs (`inFlight`, newer than that progress: Verifying), its taint and label from the Node.
+ */
+export function nodeStatus(node: V1Node, nv: NodeVerification | undefined, config: Readonly<ControllerConfig>, now: number, inFlight?: number): NodeStatus {
   const taints = node.spec?.taints ?? [];
   const tainted = config.nodeManagement.taints.some((t) => taints.some((x) => x.key === t.key && x.effect === t.effect));
   const { key, value } = config.nodeManagement.verifiedLabel;
@@ -112,10 +140,11 @@ export function nodeStatus(node: V1Node, nv: NodeVerification | undefined, confi
   // Waiting (for the node to be able to run the worker, or for a slot): said by the condition, not the phase.
   const condition = s ? nv?.status?.conditions?.[0] : undefined;
   const waiting = s?.phase === 'Waiting' || (condition !== undefined && WAITING_REASONS.has(condition.reason));
+  const running = inFlight !== undefined && inFlight > (s?.attempt ?? 0) ? inFlight : undefined;
   let state: NodeStatus['state'];
   if (s?.phase === 'Failed') state = 'Failed';
   else if (verified && !tainted) state = 'Verified';
-  else if (s?.phase === 'Verifying') state = 'Verifying';
+  else if (s?.phase === 'Verifying' || running !== undefined) state = 'Verifying';
   else if (waiting) state = 'Waiting';
   else if (s?.phase === 'Backoff') state = 'Backoff';
   else if (tainted) state = 'Pending';
@@ -126,7 +155,7 @@ export function nodeStatus(node: V1Node, nv: NodeVerification | undefined, confi
   return {
     node: node.metadata?.name ?? '',
     state,
-    attempt: s?.attempt ?? 0,
+    attempt: running ?? s?.attempt ?? 0,
     failures: s?.failures ?? 0,
     lastOutcome: state === 'Waiting' ? (condition?.reason ?? '') : (s?.lastOutcome ?? ''),
     lastMessage: state === 'Waiting' ? (condition?.message ?? '') : (s?.lastMessage ?? ''),

@@ -167,7 +167,8 @@ export class NodeAgent {
       state,
       open,
       deletePod: false,
-      afterTrouble: step.state.lastOutcome !== undefined && step.state.lastOutcome !== Outcome.Passed,
+      // The agent tells every step of its own node (ADR 0006 leaves DaemonSet mode as it was).
+      tellPass: true,
       cleanup: [],
       ...(state.phase === Phase.Backoff && state.nextAttemptAt !== undefined ? { requeueAfterMs: state.nextAttemptAt - now } : {}),
     };

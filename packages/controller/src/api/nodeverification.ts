@@ -62,7 +62,6 @@ export interface StatusCondition {
   reason: string;
   message: string;
   lastTransitionTime: string;
-  observedGeneration?: number;
 }
 
 export interface NodeVerificationStatus {
@@ -90,7 +89,6 @@ export interface NodeVerificationStatus {
   verifiedAt?: string;
   /** When the node ran out of attempts. */
   failedAt?: string;
-  observedGeneration?: number;
   /** One condition, `Verified`: the same verdict as the Node condition, with the live progress too. */
   conditions?: StatusCondition[];
 }
@@ -163,13 +161,13 @@ export function parseStatus(uid: string, s: NodeVerificationStatus | undefined):
 
 /**
  * The status that represents `state` for `node`, with its one condition. Fields of the current
- * status that the state does not carry (observedGeneration, the condition's transition time) are
- * kept or moved as Kubernetes conventions say.
+ * status that the state does not carry (the condition's transition time) are kept or moved as
+ * Kubernetes conventions say.
  */
 export function statusOf(
   state: VerificationState,
   node: V1Node,
-  condition: Omit<StatusCondition, 'lastTransitionTime' | 'observedGeneration'>,
+  condition: Omit<StatusCondition, 'lastTransitionTime'>,
   current: NodeVerification | undefined,
   now: number,
   profile?: string,
@@ -189,11 +187,12 @@ export function statusOf(
     const t = state[key];
     if (t !== undefined) s[key] = formatTime(t);
   }
-  const generation = current?.metadata?.generation;
-  if (generation !== undefined) s.observedGeneration = generation;
+  // No observedGeneration: without a status subresource (ADR 0006) every status write moves the
+  // generation, so it would always be one behind and tools that compare the two (kstatus) would
+  // see a NodeVerification that never settles. Its spec never changes after creation.
   const before = current?.status?.conditions?.find((c) => c.type === condition.type);
   const transition = before && before.status === condition.status ? before.lastTransitionTime : new Date(now).toISOString().replace(/\.\d{3}Z$/, 'Z');
-  s.conditions = [{ ...condition, message: condition.message.slice(0, MAX_MESSAGE), lastTransitionTime: transition, ...(generation !== undefined ? { observedGeneration: generation } : {}) }];
+  s.conditions = [{ ...condition, message: condition.message.slice(0, MAX_MESSAGE), lastTransitionTime: transition }];
   return s;
 }
 
@@ -207,7 +206,7 @@ function checkStatus(c: CheckResult): CheckStatus {
   return out;
 }
 
-/** A new NodeVerification for `node`, written by `installation` (no status: the status subresource is written separately). */
+/** A new NodeVerification for `node`, written by `installation`, without status (the caller adds the first one: ADR 0006). */
 export function newNodeVerification(node: V1Node, installation?: string): NodeVerification {
   const name = node.metadata?.name ?? '';
   const uid = node.metadata?.uid ?? '';

@@ -263,18 +263,29 @@ export class KubeClient {
     }
   }
 
-  /** Creates it (without status: the status subresource ignores it on create). AlreadyExists is the caller's to handle. */
+  /**
+   * Creates it, with its status: the CRD has no status subresource (ADR 0006), so one request
+   * records a verdict. AlreadyExists is the caller's to handle. Fails with what to do when the CRD
+   * installed is an earlier version's, whose status subresource drops the status on create.
+   */
   async createNodeVerification(nv: NodeVerification, priority: Priority = Priority.Normal): Promise<NodeVerification> {
-    return this.write('create nodeverification', () => this.lean.json<NodeVerification>({ method: 'POST', path: apiPath(NV_PATH), query: { fieldManager: FIELD_MANAGER }, body: nv }), { priority });
+    const created = await this.write('create nodeverification', () => this.lean.json<NodeVerification>({ method: 'POST', path: apiPath(NV_PATH), query: { fieldManager: FIELD_MANAGER }, body: nv }), { priority });
+    if (nv.status !== undefined && created.status === undefined) {
+      throw new TerminalError(
+        `the NodeVerification CRD installed (${NV.plural}.${NV.group}) is an earlier version's, with a status subresource: the API server dropped the status of NodeVerification ${nv.metadata?.name ?? ''} on create. ` +
+          'Apply this version\'s CRD: kubectl apply -f deploy/helm/kube-node-ready/crds/ (Helm never upgrades CRDs; docs/upgrading.md)',
+      );
+    }
+    return created;
   }
 
   /**
-   * Replaces the status of `nv`, guarded by its metadata.resourceVersion: 409 Conflict when anyone
-   * wrote it since (isConflict), 404 when it is gone.
+   * Replaces `nv`, its status included, guarded by its metadata.resourceVersion: 409 Conflict when
+   * anyone wrote it since (isConflict), 404 when it is gone.
    */
-  async updateNodeVerificationStatus(nv: NodeVerification, priority: Priority = Priority.Normal): Promise<NodeVerification> {
+  async updateNodeVerification(nv: NodeVerification, priority: Priority = Priority.Normal): Promise<NodeVerification> {
     const name = nv.metadata?.name ?? '';
-    return this.write('update nodeverification status', () => this.lean.json<NodeVerification>({ method: 'PUT', path: apiPath(NV_PATH, name, 'status'), query: { fieldManager: FIELD_MANAGER }, body: nv }), {
+    return this.write('update nodeverification', () => this.lean.json<NodeVerification>({ method: 'PUT', path: apiPath(NV_PATH, name), query: { fieldManager: FIELD_MANAGER }, body: nv }), {
       priority,
     });
   }

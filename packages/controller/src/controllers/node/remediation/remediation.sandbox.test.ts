@@ -157,7 +157,7 @@ function scenario(name: string, opts: { remediation?: RemediationConfigInput; dr
       );
       const nv = (await kube.getNodeVerification(node)) ?? (await kube.createNodeVerification(newNodeVerification(live, installationOf(config.nodeManagement.condition.type))));
       const condition = { type: VERIFIED_CONDITION, status: 'Unknown' as const, reason: 'Test', message: `set by the test: ${state}` };
-      await kube.updateNodeVerificationStatus({ ...nv, status: statusOf(states[state], live, condition, nv, Date.now()) });
+      await kube.updateNodeVerification({ ...nv, status: statusOf(states[state], live, condition, nv, Date.now()) });
     },
     sync,
     /** One reconcile of the node, on fresh watch data. */

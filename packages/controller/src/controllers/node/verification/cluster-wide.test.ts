@@ -195,7 +195,7 @@ function completeAction(checks: CheckSummary[], message: string): Extract<Action
     state: { uid: 'u', attempt: 3, failures: 2, phase: Phase.Verifying },
     open: false,
     deletePod: false,
-    afterTrouble: true,
+    tellPass: true,
     cleanup: [],
   };
 }

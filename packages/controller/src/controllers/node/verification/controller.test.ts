@@ -83,16 +83,19 @@ class FakeApi {
     return this.verifications.get(name);
   }
   async createNodeVerification(nv: NodeVerification): Promise<NodeVerification> {
-    this.calls.push(`create nodeverification ${nv.metadata?.name}`);
+    this.calls.push(`create nodeverification ${nv.metadata?.name}${nv.status ? ` ${nv.status.phase}` : ''}`);
     const created = { ...structuredClone(nv), metadata: { ...nv.metadata, uid: `nv-${nv.metadata?.name}`, resourceVersion: String(++this.rv) } };
     this.verifications.set(nv.metadata?.name ?? '', created);
     return created;
   }
-  async updateNodeVerificationStatus(nv: NodeVerification): Promise<NodeVerification> {
-    this.calls.push(`update nodeverification status ${nv.metadata?.name} ${nv.status?.phase}`);
+  async updateNodeVerification(nv: NodeVerification): Promise<NodeVerification> {
+    this.calls.push(`update nodeverification ${nv.metadata?.name} ${nv.status?.phase}`);
     const updated = { ...structuredClone(nv), metadata: { ...nv.metadata, resourceVersion: String(++this.rv) } };
     this.verifications.set(nv.metadata?.name ?? '', updated);
     return updated;
+  }
+  async *listNodeVerificationPages(): AsyncGenerator<{ items: NodeVerification[] }> {
+    yield { items: [...this.verifications.values()] };
   }
   async deleteNodeVerification(name: string): Promise<void> {
     this.verifications.delete(name);
@@ -160,7 +163,7 @@ describe('VerificationController', () => {
     api.taken();
     await controller.reconcile('n1');
     const calls = api.taken();
-    expect(calls.filter((c) => !c.startsWith('patch node status'))).toEqual(['patch node n1', 'create nodeverification n1', 'update nodeverification status n1 Passed', expect.stringMatching(/^delete pod /)]);
+    expect(calls.filter((c) => !c.startsWith('patch node status'))).toEqual(['patch node n1', 'create nodeverification n1 Passed', expect.stringMatching(/^delete pod /)]);
     expect(api.nodes.get('n1')!.spec?.taints ?? []).not.toContainEqual(expect.objectContaining({ key: DEFAULT_TAINT.key }));
   });
 
@@ -203,7 +206,7 @@ describe('VerificationController', () => {
     expect(api.taken().filter((c) => !c.startsWith('patch node status'))).toEqual(['patch node n1', 'get node n1']);
     // The informer still has the refused copy; the live read stands in for it.
     await controller.reconcile('n1');
-    expect(api.taken().filter((c) => !c.startsWith('patch node status'))).toEqual(['patch node n1', 'create nodeverification n1', 'update nodeverification status n1 Passed', expect.stringMatching(/^delete pod /)]);
+    expect(api.taken().filter((c) => !c.startsWith('patch node status'))).toEqual(['patch node n1', 'create nodeverification n1 Passed', expect.stringMatching(/^delete pod /)]);
     expect(api.nodes.get('n1')!.spec?.taints).toEqual([other]);
   });
 

@@ -177,7 +177,7 @@ export class VerificationController {
     //    is ours. Never on one decide() leaves alone (not a candidate, going away): a condition of
     //    ours there would claim a node another installation, or nobody, verifies.
     if (!(action.kind === 'Ignore' && (action.reason === 'NotCandidate' || action.reason === 'NodeDeleting'))) {
-      await this.syncReport(applied.node, applied.report ?? applied.state ?? stored(this.deps.store, applied.node), config, log);
+      await this.syncReport(applied.node, applied.report ?? applied.state ?? this.readProgress(applied.node, log), config, log);
     }
     return applied.result;
   }
@@ -427,9 +427,4 @@ export function nodeFingerprint(node: V1Node, profile: Profile): string {
     // The resources a gate requires (a device plugin registering them opens the gate).
     gatedAllocatable(node, Object.keys(config.gates.requireResources)),
   ]);
-}
-
-function stored(store: ProgressStore, node: V1Node): VerificationState | undefined {
-  const read = store.read(node);
-  return read.kind === 'ok' ? read.state : undefined;
 }

@@ -99,8 +99,12 @@ export type Action =
       open: boolean;
       /** Delete the attempt's pod once the result is stored (else it is kept for `kubectl logs`). */
       deletePod: boolean;
-      /** Earlier attempts of this verification failed or were inconclusive (their Events said so): a pass is told too. */
-      afterTrouble: boolean;
+      /**
+       * A pass gets an Event of its own: one after failed or inconclusive attempts of this
+       * verification (their Events are on the node). A pass at the first attempt has none: the
+       * condition and the NodeVerification say it (ADR 0006).
+       */
+      tellPass: boolean;
       cleanup: PodRef[];
       requeueAfterMs?: number;
       /** A failed attempt judged against the cluster: the checks an inconclusive one blames, and the control run's answer (recorded once stored: recordVerdict). */
@@ -312,7 +316,7 @@ function startupTimeout(
     state: { ...finished(base, result, now), phase: Phase.Failed, failedAt: now },
     open: onTimeout === 'open',
     deletePod: false,
-    afterTrouble: true,
+    tellPass: true,
     // The attempt in flight, if any, is not finished: it goes with every unfinished pod.
     cleanup: cleanup(pods.mine, pods.foreign, { keep: config.worker.keepFailedPods }),
   };
@@ -426,7 +430,7 @@ function complete(
     state,
     open: passed,
     deletePod,
-    afterTrouble: base.lastOutcome !== undefined && base.lastOutcome !== Outcome.Passed,
+    tellPass: base.lastOutcome !== undefined && base.lastOutcome !== Outcome.Passed,
     cleanup: cleanup(others, pods.foreign, { keep: keepOthers }),
   };
   if (pod) action.pod = podRef(pod);

@@ -8,7 +8,7 @@ import { Outcome, Phase, type AttemptResult, type VerificationState } from './ty
 const config = testConfig(); // maxRetries 5: 6 attempts
 const T0 = Date.UTC(2025, 0, 1);
 
-function complete(result: Partial<AttemptResult>, state: Partial<VerificationState>, requeueAfterMs?: number, afterTrouble = true): Extract<Action, { kind: 'Complete' }> {
+function complete(result: Partial<AttemptResult>, state: Partial<VerificationState>, requeueAfterMs?: number, tellPass = true): Extract<Action, { kind: 'Complete' }> {
   return {
     kind: 'Complete',
     attempt: 3,
@@ -16,7 +16,7 @@ function complete(result: Partial<AttemptResult>, state: Partial<VerificationSta
     state: { uid: 'u', attempt: 3, failures: 2, phase: Phase.Backoff, nextAttemptAt: T0, ...state },
     open: result.outcome === Outcome.Passed,
     deletePod: false,
-    afterTrouble,
+    tellPass,
     cleanup: [],
     ...(requeueAfterMs !== undefined ? { requeueAfterMs } : {}),
   };

@@ -52,7 +52,7 @@ export function completedEvents(
       const would = opts.removedTaints.length > 0 ? `remove taint ${opts.removedTaints.join(', ')} and ` : '';
       return [{ type: EventType.Normal, reason: Reason.DryRunWouldOpenNode, message: `${result.message}; dry run: would ${would}add label ${label}` }, ...warnings];
     }
-    if (!action.afterTrouble) return warnings;
+    if (!action.tellPass) return warnings;
     const earlier = action.attempt - 1 === 1 ? 'an earlier attempt' : `${action.attempt - 1} earlier attempts`;
     return [{ type: EventType.Normal, reason: Reason.VerificationPassed, message: `${result.message} (after ${earlier}); ${taints}added label ${label}` }, ...warnings];
   }

@@ -60,14 +60,14 @@ describe('attempts that never run', () => {
     expect(condition).toMatchObject({ status: 'False', reason: 'RetriesExhausted' });
     expect(condition?.message).toMatch(/^verification failed after 2 attempts; last: NotScheduled: the worker pod was not scheduled/);
 
-    // Events: one per attempt start, one per failure, and the verdict; visible as kubectl describe node finds them.
+    // Events: one per failure, and the verdict; visible as kubectl describe node finds them.
     const events = await nodeEventsWhen(
       node,
       (list) => (countReasons(list).VerificationFailed ?? 0) >= 1 && (countReasons(list).VerificationWorkerNotScheduled ?? 0) >= 2,
       'the failure Events',
     );
     const counts = countReasons(events);
-    expect(counts).toEqual({ VerificationStarted: 2, VerificationWorkerNotScheduled: 2, VerificationFailed: 1 });
+    expect(counts).toEqual({ VerificationWorkerNotScheduled: 2, VerificationFailed: 1 });
     expect(events.every((e) => e.involvedObject.uid === node && e.involvedObject.kind === 'Node')).toBe(true);
 
     // Pods that never finished are not kept.

@@ -174,7 +174,9 @@ export function verificationController(s: VerificationSetup): Controller {
     },
     startLeading: async () => {
       const namespace = config.worker.namespace;
-      const [written] = await Promise.all([
+      const [, written] = await Promise.all([
+        // The previous leader's last records, which this replica's informer may not have yet.
+        s.store.catchUp().then((read) => log.debug({ nodeVerifications: read }, 'read the NodeVerifications live before the first reconcile')),
         kube.applyConfigMap(namespace, config.worker.configMapName, s.worker.configs.data(), {
           [PodLabel.Name]: PodLabelValue.Name,
           [PodLabel.ManagedBy]: PodLabelValue.ManagedBy,

@@ -33,7 +33,8 @@ describe('progress survives the controller', () => {
     const slow = { worker: { startTimeout: '20s' }, reconciliation: { maxRetries: 2 } };
     const first = await h.start(slow);
     const pod1 = await waitFor(async () => (await workerPods(h.namespace, node)).find((p) => attemptOf(p) === '1'), 'attempt 1');
-    await waitFor(async () => (await progressOf(node))['phase'] === 'Verifying', 'attempt 1 recorded');
+    // An attempt in flight is not written: the pod is its record (ADR 0006).
+    expect(await progressOf(node)).not.toHaveProperty('attempt');
     await first.stop();
 
     const second = await h.start(slow);
@@ -49,19 +50,20 @@ describe('progress survives the controller', () => {
     expect((await progressOf(node))['failures']).toBe('1');
   });
 
-  it('adopts a worker pod created just before a crash, before its attempt was recorded', async () => {
+  it('adopts a worker pod it finds for an attempt newer than the stored progress, and follows it without writing', async () => {
     const node = await h.addNode({ faults: { neverStart: true } });
-    // Simulate the crash window: the pod of attempt 1 exists, the node says nothing yet.
+    // The pod of attempt 1 exists, nothing is stored (a dry run launches, and writes nothing).
     const probe = await h.start({ dryRun: true, worker: { startTimeout: '30s' } });
     const pod = await waitFor(async () => (await workerPods(h.namespace, node))[0], 'a worker pod');
     await probe.stop();
     expect((await progressOf(node))).not.toHaveProperty('attempt'); // dry run wrote nothing
 
     const ctl = await h.start({ worker: { startTimeout: '30s' } });
-    await waitFor(async () => (await progressOf(node))['attempt'] === '1', 'attempt 1 recorded from the pod');
-    expect((await progressOf(node))['phase']).toBe('Verifying');
+    await waitFor(async () => ctl.logs.find((l) => l.msg === 'following an attempt whose worker pod already existed' && l.node === node), 'the controller to adopt the pod');
+    await waitFor(async () => ctl.logs.find((l) => l.msg === 'waiting' && l.attempt === 1 && l.node === node), 'the controller to wait on attempt 1');
     expect((await workerPods(h.namespace, node)).map((p) => p.metadata?.uid)).toEqual([pod.metadata?.uid]);
-    expect(ctl.logs.some((l) => l.msg === 'resumed an attempt whose worker pod already existed')).toBe(true);
+    expect(await progressOf(node)).not.toHaveProperty('attempt');
+    expect(ctl.logs.filter((l) => l.msg === 'started worker pod' && l.node === node)).toEqual([]);
   });
 });
 

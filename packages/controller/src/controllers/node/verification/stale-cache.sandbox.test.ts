@@ -77,25 +77,28 @@ async function startWithStalledNodeWatch(overrides: object, name: string): Promi
 }
 
 /**
- * The worker pod of `attempt` the previous leader started for `node`, and the progress it recorded
- * in its NodeVerification (`Verifying` that attempt, with `progress` on top). Returns the pod and the
- * progress as progressOf() reads it.
+ * The worker pod of `attempt` the previous leader started for `node`, and the progress it had
+ * recorded in its NodeVerification before (`stored`: the earlier attempts; none before the first).
+ * The attempt in flight itself is not written (ADR 0006). Returns the pod and the progress as
+ * progressOf() reads it.
  */
 async function previousLeadersAttempt(
   node: string,
   overrides: object,
   attempt: number,
-  progress: Partial<VerificationState> = {},
+  stored?: Omit<VerificationState, 'uid'>,
 ): Promise<{ pod: k8s.V1Pod; progress: Record<string, string> }> {
   const live = (await readNode(node)) as k8s.V1Node;
   const uid = live.metadata?.uid ?? '';
   const cfg = h.config(overrides);
   const body = buildWorkerPod({ node: live, attempt, podName: workerPodName(node, uid, attempt), config: cfg, image: workerImage(cfg.worker.image, 'dev'), configHash: configHash(workerConfigDocument(cfg.worker)) });
   const pod = await core().createNamespacedPod({ namespace: h.namespace, body });
-  const state: VerificationState = { uid, attempt, failures: 0, phase: Phase.Verifying, ...progress };
-  const kube = new KubeClient(sandbox().kc, { qps: 50, burst: 50, clock: realClock, log: silentLogger() });
-  const nv = (await kube.getNodeVerification(node)) ?? (await kube.createNodeVerification(newNodeVerification(live, installationOf(cfg.nodeManagement.condition.type))));
-  await kube.updateNodeVerificationStatus({ ...nv, status: statusOf(state, live, desiredCondition(state, cfg), nv, Date.now()) });
+  if (stored) {
+    const state: VerificationState = { uid, ...stored };
+    const kube = new KubeClient(sandbox().kc, { qps: 50, burst: 50, clock: realClock, log: silentLogger() });
+    const fresh = newNodeVerification(live, installationOf(cfg.nodeManagement.condition.type));
+    await kube.createNodeVerification({ ...fresh, status: statusOf(state, live, desiredCondition(state, cfg), fresh, Date.now()) });
+  }
   return { pod, progress: await progressOf(node) };
 }
 
@@ -113,11 +116,15 @@ describe('a node cache behind the apiserver', () => {
 
     // Meanwhile the previous leader ran attempt 1 (it failed) and started attempt 2, whose worker is live.
     const { pod: attempt2, progress } = await previousLeadersAttempt(node, overrides, 2, {
+      attempt: 1,
       failures: 1,
+      phase: Phase.Backoff,
+      nextAttemptAt: Date.now(),
+      lastAttempt: 1,
       lastOutcome: Outcome.NotStarted,
       lastMessage: 'the worker container did not start (written by the previous leader)',
     });
-    expect(progress).toMatchObject({ attempt: '2', failures: '1', phase: 'Verifying', 'last-outcome': 'NotStarted' });
+    expect(progress).toMatchObject({ attempt: '1', failures: '1', phase: 'Backoff', 'last-outcome': 'NotStarted' });
 
     // The previous leader steps down; the new one takes over with its stale cache and reconciles.
     await previous.stepDown();
@@ -127,7 +134,8 @@ describe('a node cache behind the apiserver', () => {
     // The progress the previous leader wrote stands: not overwritten by a restart at attempt 1.
     const after = await progressOf(node);
     expect(after).toMatchObject(progress);
-    // Only the live worker of attempt 2 runs (a pod started from the stale copy is removed at once).
+    // Only the live worker of attempt 2 runs: the new leader read the NodeVerifications live before
+    // its first reconcile, and attempt 2's pod has its name.
     await waitFor(async () => (await podNames(node)).length === 1, 'one worker pod for the node', 5_000).catch(() => undefined);
     expect(await podNames(node)).toEqual([attempt2.metadata?.name]);
     expect(ctl.logs.filter((l) => l.node === node && l.msg === 'started worker pod')).toEqual([]);
@@ -152,7 +160,7 @@ describe('a node cache behind the apiserver', () => {
     await waitFor(async () => ctl.logs.some((l) => l.node === node && l.msg === 'waiting' && l.attempt === 1), 'the new leader to wait on attempt 1', 15_000);
     expect(ctl.logs.filter((l) => l.node === node && l.msg === 'node is gone; deleted its worker pods')).toEqual([]);
     expect((await workerPods(h.namespace, node)).map((p) => p.metadata?.uid)).toEqual([created.metadata?.uid]);
-    expect(await progressOf(node)).toMatchObject({ attempt: '1', phase: 'Verifying' });
+    expect(await progressOf(node)).toEqual({}); // followed from the pod, nothing written
   });
 
   it('a new leader whose cache still has a node deleted and re-created under the same name keeps the new node\'s worker', async () => {
@@ -180,7 +188,7 @@ describe('a node cache behind the apiserver', () => {
     const pods = await workerPods(h.namespace, node);
     expect(pods.map((p) => [p.metadata?.uid, p.metadata?.deletionTimestamp])).toEqual([[created.metadata?.uid, undefined]]);
     expect((await readNode(node))?.metadata?.uid).toBe(newUid);
-    expect(await progressOf(node)).toMatchObject({ attempt: '1', failures: '0', phase: 'Verifying' });
+    expect(await progressOf(node)).toEqual({}); // followed from the pod, nothing written
   });
 
   it('a reconcile after our own write, before the watch delivers it, neither redoes nor re-reads it', async () => {
@@ -192,7 +200,6 @@ describe('a node cache behind the apiserver', () => {
 
     const started = await waitFor(async () => ctl.logs.find((l) => l.node === node && l.msg === 'started worker pod'), 'attempt 1 to start', 15_000);
     expect(started.attempt).toBe(1);
-    await waitFor(async () => (await progressOf(node))['phase'] === 'Verifying', 'attempt 1 recorded');
     const before = proxy.requestsByKind();
     const reconciles = () => ctl.logs.filter((l) => l.node === node && (l.msg === 'waiting' || l.msg === 'started worker pod')).length;
     const seen = reconciles();
@@ -204,7 +211,7 @@ describe('a node cache behind the apiserver', () => {
     const verificationRequests = Object.keys(after).filter((k) => k.includes('nodeverifications') && !/^(watch|list)/.test(k)).reduce((n, k) => n + delta(k), 0);
     expect({ createPods: delta('create pods'), patchNodes: delta('patch nodes'), getNodes: delta('get nodes'), verificationRequests }).toEqual({ createPods: 0, patchNodes: 0, getNodes: 0, verificationRequests: 0 });
     expect(ctl.logs.filter((l) => l.node === node && l.msg === 'started worker pod')).toHaveLength(1);
-    expect(await progressOf(node)).toMatchObject({ attempt: '1', phase: 'Verifying' });
+    expect(await progressOf(node)).toEqual({}); // the attempt in flight is not written
     expect(await podNames(node)).toHaveLength(1);
   });
 });

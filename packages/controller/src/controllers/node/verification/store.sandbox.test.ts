@@ -49,28 +49,22 @@ const now = (): number => Math.floor(Date.now() / 1000) * 1000;
 const verifying = (uid: string, attempt = 1): VerificationState => ({ uid, attempt, failures: 0, phase: Phase.Verifying, pod: `kube-system/p-${attempt}`, launchableAt: now(), firstLaunchAt: now() });
 
 describe('NodeVerificationStore', () => {
-  it('creates the resource on first sight, owned by the Node; records each phase in status; opened (open.ts) with one Node write before the pass is stored', async () => {
+  it('creates the resource with its first progress in one request, owned by the Node; replaces it with each later one; opened (open.ts) with one Node write before the pass is stored', async () => {
     const { kube, store, requests } = setup();
     const name = uniqueName('nv');
     const node = await createNode(name);
     const uid = node.metadata?.uid ?? '';
 
-    await store.ensure(node);
+    const started = verifying(uid);
+    expect(await store.save(node, started)).toBe(node);
+    expect(requests()).toEqual(['create nodeverification']);
+    expect(store.read(node)).toEqual({ kind: 'ok', state: started });
     const created = await kube.getNodeVerification(name);
     expect(created?.spec).toEqual({ nodeName: name, nodeUID: uid });
     expect(created?.metadata?.ownerReferences).toEqual([expect.objectContaining({ apiVersion: 'v1', kind: 'Node', name, uid })]);
     expect(created?.metadata?.labels).toEqual({ [INSTALLATION_LABEL]: installationOf(config.nodeManagement.condition.type) });
-    expect(created?.status).toBeUndefined();
-    expect(store.read(node)).toEqual({ kind: 'none' });
-    await store.ensure(node); // already there: nothing
-    requests();
-
-    const started = verifying(uid);
-    expect(await store.save(node, started)).toBe(node);
-    expect(requests()).toEqual(['update nodeverification status']);
-    expect(store.read(node)).toEqual({ kind: 'ok', state: started });
-    const live = await kube.getNodeVerification(name);
-    expect(live?.status).toMatchObject({ phase: 'Verifying', attempt: 1, failures: 0, workerPod: 'kube-system/p-1', conditions: [{ type: 'Verified', status: 'Unknown', reason: 'Verifying' }] });
+    // The API server kept the status sent with the create: the CRD has no status subresource (ADR 0006).
+    expect(created?.status).toMatchObject({ phase: 'Verifying', attempt: 1, failures: 0, workerPod: 'kube-system/p-1', conditions: [{ type: 'Verified', status: 'Unknown', reason: 'Verifying' }] });
     requests();
 
     // The same status again is not written.
@@ -81,13 +75,28 @@ describe('NodeVerificationStore', () => {
     const opened = await openNode(kube, node, passed, config);
     expect(opened).not.toBe('conflict');
     expect(await store.save(opened as k8s.V1Node, passed)).not.toBe('conflict');
-    expect(requests()).toEqual(['patch node', 'update nodeverification status']);
+    expect(requests()).toEqual(['patch node', 'update nodeverification']);
     const after = await core().readNode({ name });
     // Ours is gone (kube-controller-manager may have added node.kubernetes.io/not-ready: nobody plays this node).
     expect((after.spec?.taints ?? []).filter((t) => t.key === DEFAULT_TAINT.key)).toEqual([]);
     expect(after.metadata?.labels?.[config.nodeManagement.verifiedLabel.key]).toBe(config.nodeManagement.verifiedLabel.value);
     expect(Object.keys(after.metadata?.annotations ?? {}).filter((k) => k.startsWith('kube-node-ready.io/'))).toEqual([]);
     expect((await kube.getNodeVerification(name))?.status).toMatchObject({ phase: 'Passed', lastAttempt: { attempt: 1, reason: 'Passed', checks: [{ name: 'dns', ok: true, durationMs: 12 }] }, conditions: [{ status: 'True', reason: 'Passed' }] });
+  });
+
+  it('ensure() (the DaemonSet agent at first sight) creates it without status, once', async () => {
+    const { kube, store, requests } = setup();
+    const name = uniqueName('nv');
+    const node = await createNode(name);
+    await store.ensure(node);
+    expect(requests()).toEqual(['create nodeverification']);
+    expect((await kube.getNodeVerification(name))?.status).toBeUndefined();
+    expect(store.read(node)).toEqual({ kind: 'none' });
+    requests();
+    await store.ensure(node); // already there: nothing
+    expect(requests()).toEqual([]);
+    await store.save(node, verifying(node.metadata?.uid ?? ''));
+    expect(requests()).toEqual(['update nodeverification']);
   });
 
   it('refuses a write on a copy another writer has moved on from, and reads the newer one after', async () => {

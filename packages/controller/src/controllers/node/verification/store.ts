@@ -31,14 +31,24 @@ export interface ProgressStore {
   save(node: V1Node, state: VerificationState, opts?: { condition?: ConditionInput }): Promise<V1Node | 'conflict'>;
   /** Throws when another installation of kube-node-ready verifies this node (checked before any write of it: opening it included). */
   assertOurs(node: V1Node): void;
-  /** Makes sure the node has its NodeVerification (first sight of a node to verify), without status. */
+  /**
+   * Makes sure the node has its NodeVerification, without status (the DaemonSet agent, claiming its
+   * node before its attempt; the controller creates one with the first progress it stores).
+   */
   ensure(node: V1Node): Promise<void>;
   /** The node is gone. */
   forget(name: string): void;
+  /**
+   * Reads every NodeVerification live (a new leader, before its first reconcile): the previous
+   * leader's last writes may not have reached this replica's informer yet, and an attempt in flight
+   * is not written (ADR 0006), so a stale record would start a worker for an attempt the previous
+   * leader already ran. The number read.
+   */
+  catchUp(): Promise<number>;
 }
 
 export interface NodeVerificationStoreDeps {
-  kube: Pick<KubeClient, 'patchNode' | 'createNodeVerification' | 'updateNodeVerificationStatus' | 'getNodeVerification' | 'deleteNodeVerification'>;
+  kube: Pick<KubeClient, 'patchNode' | 'createNodeVerification' | 'updateNodeVerification' | 'getNodeVerification' | 'deleteNodeVerification' | 'listNodeVerificationPages'>;
   config: ControllerConfig;
   clock: Clock;
   log: Logger;
@@ -47,8 +57,11 @@ export interface NodeVerificationStoreDeps {
 }
 
 /**
- * Progress in NodeVerification status, written with resourceVersion-guarded status updates (a
- * 409 means another writer moved it on: the caller decides again). Reads come from the informer's
+ * Progress in NodeVerification status. The first progress stored creates the NodeVerification with
+ * it, in one request (the CRD has no status subresource: ADR 0006); later ones replace it, guarded
+ * by resourceVersion (a 409 means another writer moved it on: the caller decides again). On the
+ * way to a pass at the first attempt that is the only write of it: nothing is stored while a node
+ * waits briefly or its attempt runs (the worker pod records that). Reads come from the informer's
  * cache, or from the copy our own last write returned while the watch has not delivered it yet
  * (kube/mutation-cache.ts): deciding on the older copy would redo that write.
  *
@@ -122,18 +135,29 @@ export class NodeVerificationStore implements ProgressStore {
     this.copies.forget(name);
   }
 
+  async catchUp(): Promise<number> {
+    let read = 0;
+    for await (const page of this.deps.kube.listNodeVerificationPages()) {
+      for (const nv of page.items) this.copies.observe(nv);
+      read += page.items.length;
+    }
+    return read;
+  }
+
   private async writeStatus(node: V1Node, state: VerificationState, condition: ConditionInput, priority: Priority, profile: string): Promise<'ok' | 'conflict'> {
     const name = nodeName(node);
-    let nv = this.current(name);
+    const nv = this.current(name);
+    const verdict = { type: VERIFIED_CONDITION, status: condition.status, reason: condition.reason, message: condition.message };
     if (nv?.spec?.nodeUID !== nodeUid(node)) {
-      const created = await this.create(node, nv, priority);
-      if (!created) return 'conflict';
-      nv = created;
+      // The first progress of this node: created with it.
+      const fresh = newNodeVerification(node, this.installation);
+      fresh.status = statusOf(state, node, verdict, fresh, this.deps.clock.now(), profile);
+      return (await this.create(node, nv, priority, fresh)) ? 'ok' : 'conflict';
     }
-    const status = statusOf(state, node, { type: VERIFIED_CONDITION, status: condition.status, reason: condition.reason, message: condition.message }, nv, this.deps.clock.now(), profile);
+    const status = statusOf(state, node, verdict, nv, this.deps.clock.now(), profile);
     if (canonical(status) === canonical(nv.status ?? {})) return 'ok';
     try {
-      this.copies.observe(await this.deps.kube.updateNodeVerificationStatus({ ...nv, status }, priority));
+      this.copies.observe(await this.deps.kube.updateNodeVerification({ ...nv, status }, priority));
       return 'ok';
     } catch (err) {
       if (!isConflict(err) && !isNotFound(err)) throw err;
@@ -143,18 +167,18 @@ export class NodeVerificationStore implements ProgressStore {
   }
 
   /**
-   * Creates the node's NodeVerification. One left by an earlier Node of the same name (another UID,
-   * garbage collection has not come to it yet) is deleted first. Undefined when someone else created
-   * it meanwhile (the caller decides again on that one).
+   * Creates the node's NodeVerification (`nv`: with its first status; without, none). One left by an
+   * earlier Node of the same name (another UID, garbage collection has not come to it yet) is deleted
+   * first. Undefined when someone else created it meanwhile (the caller decides again on that one).
    */
-  private async create(node: V1Node, stale: NodeVerification | undefined, priority: Priority): Promise<NodeVerification | undefined> {
+  private async create(node: V1Node, stale: NodeVerification | undefined, priority: Priority, nv: NodeVerification = newNodeVerification(node, this.installation)): Promise<NodeVerification | undefined> {
     const name = nodeName(node);
     if (stale) {
       this.deps.log.info({ node: name, staleNodeUID: stale.spec?.nodeUID }, 'replacing the NodeVerification of an earlier node of this name');
       await this.deps.kube.deleteNodeVerification(name, stale.metadata?.uid ?? '');
     }
     try {
-      const created = await this.deps.kube.createNodeVerification(newNodeVerification(node, this.installation), priority);
+      const created = await this.deps.kube.createNodeVerification(nv, priority);
       this.copies.observe(created);
       return created;
     } catch (err) {
@@ -205,5 +229,9 @@ export class MemoryProgressStore implements ProgressStore {
 
   forget(name: string): void {
     this.states.delete(name);
+  }
+
+  async catchUp(): Promise<number> {
+    return this.states.size;
   }
 }

@@ -43,7 +43,8 @@ export async function launch(ctx: ActionContext, node: V1Node, action: Extract<A
   ctx.deps.reactions?.stop('launch', name);
   ctx.memory.of(name).inFlight = action.state;
   if (action.state.failures > 0) ctx.deps.metrics.recordRetry(name);
-  log.info({ attempt: action.attempt, pod: action.podName, existed: created === undefined }, 'started worker pod');
+  if (created) log.info({ attempt: action.attempt, pod: action.podName }, 'started worker pod');
+  else log.info({ attempt: action.attempt, pod: action.podName }, 'following the worker pod of this attempt, which already existed');
   return { kind: 'done', node, state: action.state, result: requeue(action.requeueAfterMs) };
 }
 

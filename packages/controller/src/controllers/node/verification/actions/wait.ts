@@ -20,7 +20,6 @@ export const WAITING_REPORT_AFTER_MS = 10_000;
 export async function wait(ctx: ActionContext, node: V1Node, action: Extract<Action, { kind: 'Wait' }>, state: VerificationState | undefined, log: Logger): Promise<Applied> {
   const { config, metrics } = ctx.deps;
   const name = nodeName(node);
-  const written = node;
   if (action.adopt) {
     ctx.memory.of(name).inFlight = action.adopt;
     log.info({ attempt: action.attempt }, 'following an attempt whose worker pod already existed');
@@ -43,28 +42,28 @@ export async function wait(ctx: ActionContext, node: V1Node, action: Extract<Act
       }
       const condition = unsupportedOSCondition(os, config);
       if ((await recordWaiting(ctx, node, state, condition)) === 'conflict') return CONFLICT;
-      return { kind: 'done', node: written, report: { status: 'waiting', condition }, result: {} };
+      return { kind: 'done', node, report: { status: 'waiting', condition }, result: {} };
     }
     case 'GatesPending':
-      return action.attempt !== undefined ? gatesAfterPass(ctx, node, written, action, action.attempt, state, log) : beforeAttempt(ctx, node, written, action, state, log);
+      return action.attempt !== undefined ? gatesAfterPass(ctx, node, action, action.attempt, state, log) : beforeAttempt(ctx, node, action, state, log);
     case 'NodeNotLaunchable':
-      return beforeAttempt(ctx, node, written, action, state, log);
+      return beforeAttempt(ctx, node, action, state, log);
     default:
       break;
   }
-  return { kind: 'done', node: written, ...(action.adopt ? { state: action.adopt } : {}), result: requeue(action.requeueAfterMs) };
+  return { kind: 'done', node, ...(action.adopt ? { state: action.adopt } : {}), result: requeue(action.requeueAfterMs) };
 }
 
 /**
  * The attempt passed; the node opens once its readiness gates hold. Its NodeVerification says so
  * (written only when what they wait for changes), and an Event, once per attempt.
  */
-async function gatesAfterPass(ctx: ActionContext, node: V1Node, written: V1Node, action: Extract<Action, { kind: 'Wait' }>, attempt: number, state: VerificationState | undefined, log: Logger): Promise<Applied> {
+async function gatesAfterPass(ctx: ActionContext, node: V1Node, action: Extract<Action, { kind: 'Wait' }>, attempt: number, state: VerificationState | undefined, log: Logger): Promise<Applied> {
   const name = nodeName(node);
   const waitingFor = action.waitingFor ?? [];
   const condition = gatesCondition(waitingFor, false, ctx.deps.config, attempt);
   const progress = action.adopt ?? state;
-  const saved = progress ? await ctx.deps.store.save(written, progress, { condition }) : written;
+  const saved = progress ? await ctx.deps.store.save(node, progress, { condition }) : node;
   if (saved === 'conflict') return CONFLICT;
   if (tellOnce(ctx, name, `${nodeUid(node)}|gates|${attempt}`)) {
     ctx.emit(name, waitingForGatesEvent(waitingFor, false, ctx.deps.config, attempt));
@@ -78,22 +77,22 @@ async function gatesAfterPass(ctx: ActionContext, node: V1Node, written: V1Node,
  * do not hold (GatesPending): the wait is recorded and, once it has lasted WAITING_REPORT_AFTER_MS,
  * reported (condition, an Event once per kind of wait and once more when overdue).
  */
-async function beforeAttempt(ctx: ActionContext, node: V1Node, written: V1Node, action: Extract<Action, { kind: 'Wait' }>, state: VerificationState | undefined, log: Logger): Promise<Applied> {
+async function beforeAttempt(ctx: ActionContext, node: V1Node, action: Extract<Action, { kind: 'Wait' }>, state: VerificationState | undefined, log: Logger): Promise<Applied> {
   const { config, metrics } = ctx.deps;
   const name = nodeName(node);
   const waitingFor = action.waitingFor ?? [];
   const overdue = action.overdue ?? false;
   const gates = action.reason === 'GatesPending';
-  // A node that has just registered is usually Ready within seconds: say nothing (no Event, no
-  // status write: only the NodeVerification is created) until it has waited
-  // WAITING_REPORT_AFTER_MS. The status metric costs no request and says it at once.
+  // A node that has just registered is usually Ready within seconds: say nothing (no Event, nothing
+  // written) until it has waited WAITING_REPORT_AFTER_MS. The status metric costs no request and
+  // says it at once.
   const age = ctx.deps.clock.now() - (toMillis(node.metadata?.creationTimestamp) ?? 0);
   const condition = gates ? gatesCondition(waitingFor, overdue, config) : waitingCondition(waitingFor, overdue, config);
   if ((await recordWaiting(ctx, node, state, condition)) === 'conflict') return CONFLICT;
   if (age < WAITING_REPORT_AFTER_MS) {
     metrics.setNodeStatus(name, 'waiting');
     const again = WAITING_REPORT_AFTER_MS - age;
-    return { kind: 'done', node: written, result: requeue(Math.min(again, action.requeueAfterMs ?? again)) };
+    return { kind: 'done', node, result: requeue(Math.min(again, action.requeueAfterMs ?? again)) };
   }
   if (tellOnce(ctx, name, `${nodeUid(node)}|${action.reason}|${overdue}`)) {
     ctx.emit(name, gates ? waitingForGatesEvent(waitingFor, overdue, config) : waitingForNodeEvent(waitingFor, overdue, config));
@@ -106,7 +105,7 @@ async function beforeAttempt(ctx: ActionContext, node: V1Node, written: V1Node, 
         : 'waiting until the node can run the worker';
     (overdue ? log.warn.bind(log) : log.info.bind(log))({ waitingFor }, says);
   }
-  return { kind: 'done', node: written, report: { status: 'waiting', condition }, result: requeue(action.requeueAfterMs) };
+  return { kind: 'done', node, report: { status: 'waiting', condition }, result: requeue(action.requeueAfterMs) };
 }
 
 /** Whether the node is told of this wait now (`key` differs from what it was last told). */
@@ -118,18 +117,15 @@ function tellOnce(ctx: ActionContext, name: string, key: string): boolean {
 }
 
 /**
- * A node to verify waits (it cannot run the worker yet, no slot is free, or it never can): its
- * NodeVerification exists from the first sight, and a wait longer than WAITING_REPORT_AFTER_MS
- * is recorded in it (phase Waiting, with what it waits for). A node with an attempt behind it keeps
- * that phase (its backoff has run out).
+ * A node to verify waits (it cannot run the worker yet, no slot is free, or it never can): a wait
+ * longer than WAITING_REPORT_AFTER_MS is recorded in its NodeVerification (phase Waiting, with
+ * what it waits for; the first record creates it). A node with an attempt behind it keeps that
+ * phase (its backoff has run out).
  */
 async function recordWaiting(ctx: ActionContext, node: V1Node, state: VerificationState | undefined, condition: ConditionInput | undefined): Promise<V1Node | 'conflict'> {
   if (state && state.phase !== Phase.Waiting) return node;
   const age = ctx.deps.clock.now() - (toMillis(node.metadata?.creationTimestamp) ?? 0);
-  if (age < WAITING_REPORT_AFTER_MS) {
-    if (!state) await ctx.deps.store.ensure(node);
-    return node;
-  }
+  if (age < WAITING_REPORT_AFTER_MS) return node;
   const waiting: VerificationState = { ...carried(state, nodeUid(node)), phase: Phase.Waiting };
   const launchable = ctx.memory.get(nodeName(node))?.launchableSince;
   if (launchable !== undefined) waiting.launchableAt = launchable;
