@@ -26,11 +26,11 @@ export async function wait(ctx: ActionContext, node: V1Node, action: Extract<Act
   }
   log.debug({ reason: action.reason, attempt: action.attempt, requeueAfterMs: action.requeueAfterMs, waitingFor: action.waitingFor }, 'waiting');
   switch (action.reason) {
-    case 'ConcurrencyLimit': {
+    case 'ConcurrencyLimit':
+      // The controller's own pacing, not the node's: said by the metrics
+      // (kube_node_ready_active_verifications at its limit, this node waiting), not written.
       metrics.setNodeStatus(name, 'waiting');
-      if ((await recordWaiting(ctx, node, state, undefined)) === 'conflict') return CONFLICT;
       break;
-    }
     case 'KarpenterRegistration':
       ctx.emit(name, awaitingRegistrationEvent());
       break;
@@ -117,17 +117,17 @@ function tellOnce(ctx: ActionContext, name: string, key: string): boolean {
 }
 
 /**
- * A node to verify waits (it cannot run the worker yet, no slot is free, or it never can): a wait
- * longer than WAITING_REPORT_AFTER_MS is recorded in its NodeVerification (phase Waiting, with
+ * A node to verify waits (it cannot run the worker yet, its gates do not hold, or it never can): a
+ * wait longer than WAITING_REPORT_AFTER_MS is recorded in its NodeVerification (phase Waiting, with
  * what it waits for; the first record creates it). A node with an attempt behind it keeps that
  * phase (its backoff has run out).
  */
-async function recordWaiting(ctx: ActionContext, node: V1Node, state: VerificationState | undefined, condition: ConditionInput | undefined): Promise<V1Node | 'conflict'> {
+async function recordWaiting(ctx: ActionContext, node: V1Node, state: VerificationState | undefined, condition: ConditionInput): Promise<V1Node | 'conflict'> {
   if (state && state.phase !== Phase.Waiting) return node;
   const age = ctx.deps.clock.now() - (toMillis(node.metadata?.creationTimestamp) ?? 0);
   if (age < WAITING_REPORT_AFTER_MS) return node;
   const waiting: VerificationState = { ...carried(state, nodeUid(node)), phase: Phase.Waiting };
   const launchable = ctx.memory.get(nodeName(node))?.launchableSince;
   if (launchable !== undefined) waiting.launchableAt = launchable;
-  return ctx.deps.store.save(node, waiting, condition ? { condition } : {});
+  return ctx.deps.store.save(node, waiting, { condition });
 }
