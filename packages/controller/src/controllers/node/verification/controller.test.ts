@@ -260,6 +260,20 @@ describe('VerificationController', () => {
     expect(api.taken().filter((c) => c.startsWith('patch node '))).toEqual([]);
   });
 
+  it('a new node that is only booting (NotReady, nothing else in the way) writes nothing until it is overdue; then it is reported', async () => {
+    const { api, config, controller } = setup();
+    // 60 s old: past the 10 s after which other waits are recorded, well before bringUpTimeout.
+    api.nodes.set('n1', aNode('n1').tainted().createdAt(T0 - 60_000).notReady('KubeletNotReady', 'container runtime network not ready').build());
+    const waiting = await controller.reconcile('n1');
+    expect(api.taken()).toEqual([]);
+    expect(api.verifications.get('n1')).toBeUndefined();
+    expect(waiting.requeueAfterMs).toBe(config.nodeManagement.bringUpTimeout - 60_000);
+    // Overdue: the NodeVerification records it and the Node carries the verdict.
+    api.nodes.set('n1', aNode('n1').tainted().createdAt(T0 - config.nodeManagement.bringUpTimeout - 1_000).notReady('KubeletNotReady', 'container runtime network not ready').build());
+    await controller.reconcile('n1');
+    expect(api.taken()).toEqual(['create nodeverification n1 Waiting', 'patch node status n1']);
+  });
+
   it("another installation's node gets no worker pod", async () => {
     const { api, controller } = setup();
     api.nodes.set('n1', aNode('n1').tainted().registered().createdAt(T0 - 60_000).build());

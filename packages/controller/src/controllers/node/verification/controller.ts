@@ -266,7 +266,7 @@ export class VerificationController {
   async forget(name: string, log: Logger = this.deps.log.child({ node: name })): Promise<ReconcileResult> {
     const orphans = this.workersOf(name).map(podRef);
     // The attempt in flight's pod may not be in the pod cache yet.
-    const inFlight = this.memory.get(name)?.inFlight?.pod?.split('/');
+    const inFlight = this.deps.store.inFlight(name)?.pod?.split('/');
     if (inFlight?.length === 2 && !orphans.some((p) => p.name === inFlight[1])) orphans.push({ namespace: inFlight[0]!, name: inFlight[1]! });
     await this.deletePods(orphans, log);
     this.deps.metrics.forgetNode(name);
@@ -281,21 +281,16 @@ export class VerificationController {
 
   // -------------------------------------------------------------------------------------------
 
-  /** The stored progress, or the attempt in flight (memory.ts inFlight) while the stored one is older. */
+  /** The node's progress (the attempt in flight included: ProgressStore.read()). */
   private readProgress(node: V1Node, log: Logger): VerificationState | undefined {
     const name = nodeName(node);
     const read = this.deps.store.read(node);
+    if (read.kind === 'ok') return read.state;
     if (read.kind === 'invalid' && this.memory.get(name)?.invalidReported !== read.problem) {
       this.memory.of(name).invalidReported = read.problem;
       log.warn({ problem: read.problem }, 'ignoring unusable verification state on the node');
     }
-    const state = read.kind === 'ok' ? read.state : undefined;
-    const memo = this.memory.get(name);
-    const inFlight = memo?.inFlight;
-    if (!inFlight) return state;
-    if (inFlight.uid === nodeUid(node) && inFlight.attempt > (state?.uid === inFlight.uid ? state.attempt : 0)) return inFlight;
-    delete memo.inFlight;
-    return state;
+    return undefined;
   }
 
   /**

@@ -187,7 +187,7 @@ describe('decide: launching only on a node that can run the worker', () => {
   const created = NOW - 20 * S;
   const cni = { key: 'node.cilium.io/agent-not-ready', value: 'true', effect: 'NoSchedule' };
 
-  it('waits, without an attempt, while the node is NotReady, naming the reason, until its bring-up deadline', () => {
+  it('waits, without an attempt, while the node is NotReady, naming the reason, until its bring-up deadline; only booting: nothing else blocks it', () => {
     const node = aNode().tainted().createdAt(created).notReady('KubeletNotReady', 'container runtime network not ready').build();
     expect(run(node)).toEqual({
       kind: 'Wait',
@@ -196,7 +196,10 @@ describe('decide: launching only on a node that can run the worker', () => {
       overdue: false,
       requeueAfterMs: created + BRING_UP - NOW,
       cleanup: [],
+      bootingOnly: true,
     });
+    // A taint the worker does not tolerate is not the node's own bring-up.
+    expect(run(aNode().tainted().createdAt(created).notReady('KubeletNotReady', 'x').withTaints(cni).build())).not.toHaveProperty('bootingOnly');
   });
 
   it('waits while the kubelet has not reported any status, or the node controller lost it (Unknown)', () => {

@@ -75,6 +75,11 @@ export type Action =
       adopt?: VerificationState;
       /** NodeNotLaunchable: what the node must become first (launchBlockers()); GatesPending: what its gates wait for. */
       waitingFor?: string[];
+      /**
+       * NodeNotLaunchable: the node waits only for its own Ready (booting; its kubelet and CNI
+       * coming up), not for a taint the worker does not tolerate.
+       */
+      bootingOnly?: boolean;
       /** NodeNotLaunchable, GatesPending before an attempt: still waiting nodeManagement.bringUpTimeout after its creation. */
       overdue?: boolean;
       cleanup: PodRef[];
@@ -220,7 +225,10 @@ export function decide(
   //    nodeManagement.bringUpTimeout it is reported as never launchable (only the stuck-node rule
   //    of remediation may act on that).
   const waitingFor = launchBlockers(node, config);
-  if (waitingFor.length > 0) return waitBeforeAttempt('NodeNotLaunchable', waitingFor, node, now, config, cleanup(mine, foreign, { keep }));
+  if (waitingFor.length > 0) {
+    const wait = waitBeforeAttempt('NodeNotLaunchable', waitingFor, node, now, config, cleanup(mine, foreign, { keep }));
+    return waitingFor.every((b) => b.startsWith(READY_BLOCKER)) ? { ...wait, bootingOnly: true } : wait;
+  }
 
   // 7b. Readiness gates, mode before: no attempt, and no slot, until they hold. A gate's source
   //     changing (a DaemonSet pod turning Ready, a CSINode, the node's allocatable) wakes the node.
@@ -250,7 +258,7 @@ export function decide(
  * attempt or slot is used; past nodeManagement.bringUpTimeout after the node's creation it is
  * reported as overdue (only the stuck-node rule of remediation may act on that).
  */
-function waitBeforeAttempt(reason: 'NodeNotLaunchable' | 'GatesPending', waitingFor: string[], node: V1Node, now: number, config: ControllerConfig, pods: PodRef[]): Action {
+function waitBeforeAttempt(reason: 'NodeNotLaunchable' | 'GatesPending', waitingFor: string[], node: V1Node, now: number, config: ControllerConfig, pods: PodRef[]): Extract<Action, { kind: 'Wait' }> {
   const created = toMillis(node.metadata?.creationTimestamp) ?? now;
   const overdueAt = created + config.nodeManagement.bringUpTimeout;
   return {
@@ -602,6 +610,9 @@ export function isVerificationTaint(taint: { key: string; effect: string }, conf
 /** Taints that shadow the Ready condition (the node lifecycle controller's): Ready says it first. */
 const READY_SHADOW_TAINTS = new Set([NODE_NOT_READY_TAINT, NODE_UNREACHABLE_TAINT]);
 
+/** How launchBlockers() begins the node's own readiness (the other blockers are taints). */
+const READY_BLOCKER = 'Ready (';
+
 /**
  * What keeps a worker from running on the node now, in words (empty: launch). The node must be
  * Ready, and carry no NoSchedule/NoExecute taint the worker does not tolerate (a CNI agent's,
@@ -611,10 +622,10 @@ const READY_SHADOW_TAINTS = new Set([NODE_NOT_READY_TAINT, NODE_UNREACHABLE_TAIN
 export function launchBlockers(node: V1Node, config: ControllerConfig): string[] {
   const blockers: string[] = [];
   const ready = (node.status?.conditions ?? []).find((c) => c.type === 'Ready');
-  if (!ready) blockers.push('Ready (the kubelet has not reported the node status yet)');
+  if (!ready) blockers.push(`${READY_BLOCKER}the kubelet has not reported the node status yet)`);
   else if (ready.status !== 'True') {
     const why = [ready.reason, ready.message].filter(Boolean).join(': ');
-    blockers.push(`Ready (${ready.status === 'False' ? 'NotReady' : ready.status}${why ? `: ${why}` : ''})`);
+    blockers.push(`${READY_BLOCKER}${ready.status === 'False' ? 'NotReady' : ready.status}${why ? `: ${why}` : ''})`);
   }
   const taints = untoleratedTaints(nodeTaints(node), workerTolerations(config)).filter((t) => !READY_SHADOW_TAINTS.has(t.key));
   if (taints.length > 0) blockers.push(`${taints.length === 1 ? 'taint' : 'taints'} ${taints.map(formatTaint).join(', ')} removed (the worker does not tolerate ${taints.length === 1 ? 'it' : 'them'})`);

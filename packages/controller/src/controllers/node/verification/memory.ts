@@ -1,11 +1,8 @@
-import type { VerificationState } from './types.js';
 
 /**
  * What the verification controller remembers of one node between reconciles. Nothing here decides
- * anything: it spares repeated Events and writes, and holds the attempt in flight, which is not
- * written (its worker pod is its record). Lost on a restart (every field is either said again once
- * or rebuilt from the cluster: decide() adopts the worker pod of an attempt newer than the stored
- * progress).
+ * anything: it spares repeated Events and writes. Lost on a restart (every field is either said
+ * again once or rebuilt from the cluster).
  */
 export interface NodeMemo {
   /** The unusable stored progress last warned about. */
@@ -18,12 +15,6 @@ export interface NodeMemo {
   writtenCondition?: string;
   /** When the node was first found able to run the worker (it may have waited for a slot since). */
   launchableSince?: number;
-  /**
-   * The attempt in flight, as launched or adopted: its progress is not written (the worker pod, with
-   * its deterministic name, is the record of an attempt in flight), so reads see it here until the
-   * attempt's outcome is stored (readProgress()).
-   */
-  inFlight?: VerificationState;
 }
 
 /** Each node's memo, by node name, with one forget. */

@@ -21,7 +21,19 @@ export type { StateRead } from '../../../api/nodeverification.js';
  * a restart.
  */
 export interface ProgressStore {
+  /**
+   * The node's progress: the stored one, or the attempt in flight (follow()) while the stored one is
+   * older. Every reader sees the attempt in flight: remediation does not call a node whose worker
+   * runs stuck.
+   */
   read(node: V1Node): StateRead;
+  /**
+   * The attempt in flight, launched or adopted: not written (its worker pod is its record, ADR 0006),
+   * held in memory until an outcome newer than it is stored, or the node is forgotten.
+   */
+  follow(state: VerificationState, name: string): void;
+  /** The attempt in flight the store holds for this node name, if any. */
+  inFlight(name: string): VerificationState | undefined;
   /**
    * Stores `state`; a failed node's taint is added or removed first (one guarded Node write).
    * `condition`: what the status condition says instead of the state's own verdict (a node waiting
@@ -78,6 +90,8 @@ export class NodeVerificationStore implements ProgressStore {
   private readonly installation: string;
   /** Which profile's settings apply to a node: its retries, in the condition's message; its name, in the status. */
   private readonly profiles: Profiles;
+  /** The attempts in flight, by node name (follow()). */
+  private readonly following = new Map<string, VerificationState>();
 
   constructor(private readonly deps: NodeVerificationStoreDeps) {
     this.installation = installationOf(deps.config.nodeManagement.condition.type);
@@ -91,7 +105,15 @@ export class NodeVerificationStore implements ProgressStore {
   }
 
   read(node: V1Node): StateRead {
-    return stateOf(this.current(nodeName(node)), node, this.installation);
+    return withInFlight(stateOf(this.current(nodeName(node)), node, this.installation), node, this.following);
+  }
+
+  follow(state: VerificationState, name: string): void {
+    this.following.set(name, state);
+  }
+
+  inFlight(name: string): VerificationState | undefined {
+    return this.following.get(name);
   }
 
   async save(node: V1Node, state: VerificationState, opts: { condition?: ConditionInput } = {}): Promise<V1Node | 'conflict'> {
@@ -133,6 +155,7 @@ export class NodeVerificationStore implements ProgressStore {
 
   forget(name: string): void {
     this.copies.forget(name);
+    this.following.delete(name);
   }
 
   async catchUp(): Promise<number> {
@@ -201,6 +224,21 @@ export class NodeVerificationStore implements ProgressStore {
   }
 }
 
+/**
+ * `read`, or the node's attempt in flight when it is newer (same node UID, a higher attempt). One
+ * that is not (the outcome stored since, another node of that name) is dropped from `following`.
+ * Another installation's progress stays what it is.
+ */
+function withInFlight(read: StateRead, node: V1Node, following: Map<string, VerificationState>): StateRead {
+  const name = nodeName(node);
+  const state = following.get(name);
+  if (!state || read.kind === 'invalid') return read;
+  const stored = read.kind === 'ok' && read.state.uid === state.uid ? read.state.attempt : 0;
+  if (state.uid === nodeUid(node) && state.attempt > stored) return { kind: 'ok', state };
+  following.delete(name);
+  return read;
+}
+
 /** JSON with sorted keys: a status equal to the stored one, whatever the key order, is not written again. */
 function canonical(value: unknown): string {
   return JSON.stringify(value, (_, v: unknown) =>
@@ -211,11 +249,20 @@ function canonical(value: unknown): string {
 /** Dry run: progress in memory only (nothing written to the cluster; lost on restart). */
 export class MemoryProgressStore implements ProgressStore {
   private readonly states = new Map<string, VerificationState>();
+  private readonly following = new Map<string, VerificationState>();
 
   read(node: V1Node): StateRead {
     const state = this.states.get(nodeName(node));
-    if (!state || state.uid !== node.metadata?.uid) return { kind: 'none' };
-    return { kind: 'ok', state };
+    const read: StateRead = !state || state.uid !== node.metadata?.uid ? { kind: 'none' } : { kind: 'ok', state };
+    return withInFlight(read, node, this.following);
+  }
+
+  follow(state: VerificationState, name: string): void {
+    this.following.set(name, state);
+  }
+
+  inFlight(name: string): VerificationState | undefined {
+    return this.following.get(name);
   }
 
   async save(node: V1Node, state: VerificationState): Promise<V1Node> {
@@ -229,6 +276,7 @@ export class MemoryProgressStore implements ProgressStore {
 
   forget(name: string): void {
     this.states.delete(name);
+    this.following.delete(name);
   }
 
   async catchUp(): Promise<number> {

@@ -41,7 +41,7 @@ export async function launch(ctx: ActionContext, node: V1Node, action: Extract<A
     return { kind: 'done', node, result: requeue(POD_REFUSED_RETRY_MS) };
   }
   ctx.deps.reactions?.stop('launch', name);
-  ctx.memory.of(name).inFlight = action.state;
+  ctx.deps.store.follow(action.state, name);
   if (action.state.failures > 0) ctx.deps.metrics.recordRetry(name);
   if (created) log.info({ attempt: action.attempt, pod: action.podName }, 'started worker pod');
   else log.info({ attempt: action.attempt, pod: action.podName }, 'following the worker pod of this attempt, which already existed');

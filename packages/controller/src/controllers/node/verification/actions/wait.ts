@@ -21,7 +21,7 @@ export async function wait(ctx: ActionContext, node: V1Node, action: Extract<Act
   const { config, metrics } = ctx.deps;
   const name = nodeName(node);
   if (action.adopt) {
-    ctx.memory.of(name).inFlight = action.adopt;
+    ctx.deps.store.follow(action.adopt, name);
     log.info({ attempt: action.attempt }, 'following an attempt whose worker pod already existed');
   }
   log.debug({ reason: action.reason, attempt: action.attempt, requeueAfterMs: action.requeueAfterMs, waitingFor: action.waitingFor }, 'waiting');
@@ -75,7 +75,9 @@ async function gatesAfterPass(ctx: ActionContext, node: V1Node, action: Extract<
 /**
  * Before any attempt, the node cannot run the worker yet (NodeNotLaunchable) or its readiness gates
  * do not hold (GatesPending): the wait is recorded and, once it has lasted WAITING_REPORT_AFTER_MS,
- * reported (condition, an Event once per kind of wait and once more when overdue).
+ * reported (condition, an Event once per kind of wait and once more when overdue). A new node
+ * waiting only for its own Ready (its kubelet and CNI coming up: every node does, often for a
+ * minute on a cloud) is said by the status metric alone until it is overdue (ADR 0006).
  */
 async function beforeAttempt(ctx: ActionContext, node: V1Node, action: Extract<Action, { kind: 'Wait' }>, state: VerificationState | undefined, log: Logger): Promise<Applied> {
   const { config, metrics } = ctx.deps;
@@ -83,6 +85,10 @@ async function beforeAttempt(ctx: ActionContext, node: V1Node, action: Extract<A
   const waitingFor = action.waitingFor ?? [];
   const overdue = action.overdue ?? false;
   const gates = action.reason === 'GatesPending';
+  if (action.bootingOnly && !overdue && state === undefined) {
+    metrics.setNodeStatus(name, 'waiting');
+    return { kind: 'done', node, result: requeue(action.requeueAfterMs) };
+  }
   // A node that has just registered is usually Ready within seconds: say nothing (no Event, nothing
   // written) until it has waited WAITING_REPORT_AFTER_MS. The status metric costs no request and
   // says it at once.
