@@ -167,6 +167,20 @@ describe('VerificationController', () => {
     expect(api.nodes.get('n1')!.spec?.taints ?? []).not.toContainEqual(expect.objectContaining({ key: DEFAULT_TAINT.key }));
   });
 
+  it('a worker pod is deleted once: a reconcile before the pod cache shows the deletion does not delete it again', async () => {
+    const { api, controller } = setup();
+    api.nodes.set('n1', aNode('n1').tainted().registered().createdAt(T0 - 60_000).build());
+    await controller.reconcile('n1');
+    finishPod(api, api.nodes.get('n1')!, 1, (p) => p.passed());
+    const [name, pod] = [...api.pods.entries()][0]!;
+    await controller.reconcile('n1');
+    expect(api.taken().filter((c) => c.startsWith('delete pod '))).toEqual([`delete pod ${name}`]);
+    // The cache still has it, without a deletionTimestamp (the watch has not delivered the delete).
+    api.pods.set(name, pod);
+    await controller.reconcile('n1');
+    expect(api.taken().filter((c) => c.startsWith('delete pod '))).toEqual([]);
+  });
+
   it('the verdict condition is patched once: a reconcile before the watch shows it does not patch it again', async () => {
     const { api, controller } = setup();
     api.nodes.set('n1', aNode('n1').tainted().registered().createdAt(T0 - 60_000).build());

@@ -83,6 +83,9 @@ export interface VerificationDeps {
 }
 
 
+/** How long a worker pod this controller deleted is not deleted again (the pod watch shows a deletion well within it). */
+const DELETED_PODS_MS = 30_000;
+
 export class VerificationController {
   /** What this controller remembers of each node (memory.ts), forgotten with the node. */
   private readonly memory = new NodeMemory();
@@ -94,6 +97,8 @@ export class VerificationController {
   private readonly actions = new Map<string, ActionContext>();
   /** The resources a gate requires: what the node cache keeps of status.allocatable. */
   private readonly gatedResources: ReadonlySet<string>;
+  /** Worker pods this controller deleted, by `namespace/name`, and when (deletePods()). */
+  private readonly deletedPods = new Map<string, number>();
 
   constructor(private readonly deps: VerificationDeps) {
     this.nodes = new MutationCache(deps.nodes, 'gone');
@@ -357,10 +362,20 @@ export class VerificationController {
     this.memory.of(name).writtenCondition = key;
   }
 
+  /**
+   * Deletes worker pods. One this controller deleted less than DELETED_PODS_MS ago is not deleted
+   * again: the pod cache may not show the deletion yet, and the reconcile right after an outcome
+   * (woken by our own writes) would otherwise send a second delete for the pod it just deleted.
+   */
   private async deletePods(pods: readonly PodRef[], log: Logger): Promise<void> {
+    const now = this.deps.clock.now();
+    for (const [key, at] of this.deletedPods) if (now - at >= DELETED_PODS_MS) this.deletedPods.delete(key);
     for (const pod of pods) {
+      const key = `${pod.namespace}/${pod.name}`;
+      if (this.deletedPods.has(key)) continue;
       try {
         await this.deps.kube.deletePod(pod.namespace, pod.name);
+        this.deletedPods.set(key, now);
         log.debug({ pod: pod.name }, 'deleted worker pod');
       } catch (err) {
         // Not fatal: the next reconcile sees the pod again and retries.
