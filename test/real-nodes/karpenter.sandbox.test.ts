@@ -43,8 +43,7 @@ async function kubeletLogTail(name: string): Promise<string> {
 it('Karpenter launches a real node for a pending pod: its kubelet takes the Node over, it is verified and opened, the pod runs; the NodeClaim deleted, the real node stops', async () => {
   const image = realNodeProductImage(repoRoot());
   // Short: Karpenter's kwok provider names the node `kwok-<pool>-<random words and numbers>`, and the
-  // real kubelet labels it kubernetes.io/hostname with that name, which must be at most 63 bytes
-  // (with 'realpool-xxxxxx' a 13-letter word pair made it 64, and the kubelet could never register).
+  // real kubelet labels it kubernetes.io/hostname with that name, which must be at most 63 bytes.
   pool = uniqueName('rp');
   // A dedicated pool: its taint keeps other tests' pending pods off it; the worker tolerates it.
   const dedicated = { key: 'test.kube-node-ready.io/pool', value: pool, effect: 'NoSchedule' };

@@ -1,9 +1,8 @@
 // Real nodes of one sandbox at a time on this machine. make test runs two sandboxes side by side (the
 // sandbox project, and the serial project on slot +30), and real nodes are the heaviest thing a test
-// runs: a kubelet, containerd, kube-proxy and the worker each, and CoreDNS on the system node. With
-// both sandboxes' real nodes busy at once on 2 cores, CoreDNS's endpoint went briefly not ready and
-// real nodes' workers were refused at the cluster DNS address. So a test file that starts real nodes
-// holds this lock from its first hook to its last: shared by the files of one sandbox (its slot),
+// runs: a kubelet, containerd, kube-proxy and the worker each, and CoreDNS on the system node; two
+// sandboxes' real nodes busy at once overload 2 cores. So a test file that starts real nodes holds
+// this lock from its first hook to its last: shared by the files of one sandbox (its slot),
 // exclusive between sandboxes. A holder is a process; one that died holds nothing.
 import { mkdirSync, readFileSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

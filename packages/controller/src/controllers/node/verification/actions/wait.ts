@@ -14,8 +14,8 @@ export const WAITING_REPORT_AFTER_MS = 10_000;
 /**
  * Wait: nothing to start or record now. An attempt whose worker pod is newer than the stored
  * progress (created before a restart or a leader change) is followed from memory, not written; a
- * node that waits to become launchable, for a slot, or forever (not Linux) has its wait recorded
- * and reported.
+ * node that waits to become launchable or forever (not Linux) has its wait recorded and reported;
+ * a wait for a slot is said by the metrics only.
  */
 export async function wait(ctx: ActionContext, node: V1Node, action: Extract<Action, { kind: 'Wait' }>, state: VerificationState | undefined, log: Logger): Promise<Applied> {
   const { config, metrics } = ctx.deps;
