@@ -5,7 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { FAULT, installNodeReadinessController, k8s, NODE_READINESS_RULES, statusCode, type NodeReadinessController } from '@kube-node-ready/sandbox';
+import { applyObjects, CNI_REPORTER_CONDITION, FAULT, installNodeReadinessController, k8s, NODE_READINESS_RULES, renderCniReporter, statusCode, type NodeReadinessController } from '@kube-node-ready/sandbox';
 import type { ControllerConfigInput } from '../../packages/controller/src/config/schema.js';
 import { harness, type Harness } from '../../packages/controller/test/harness.js';
 import { core, sandbox, waitFor } from '../sandbox.js';
@@ -188,6 +188,51 @@ describe('kube-node-ready with node-readiness-controller (examples/node-readines
     expect(taintKeys(n)).toEqual(expect.arrayContaining([h.taint.key, RULE_TAINT.key]));
     expect(n.metadata?.labels?.[h.verifiedLabel.key]).toBeUndefined();
   }, 200_000);
+
+  it("the CNI condition from node-readiness-controller's own reporter (its cni-readiness example DaemonSet): False while the node's CNI is not ready, then True, then the rule taint goes", async () => {
+    expect(CNI_CONDITION).toBe(CNI_REPORTER_CONDITION);
+    const rule = `${example.metadata.name}-${h.id}-bootstrap-only`;
+    const reporterLabel = { [MODE_LABEL]: 'bootstrap-only', 'interop.kube-node-ready.io/reporter': h.id };
+    const objects = renderCniReporter(sandbox().state.binDir, { namespace: h.namespace, name: h.id, nodeSelector: reporterLabel });
+    await applyObjects(sandbox(), objects);
+    try {
+      // The CNI comes up 20 s after the node: its health endpoint answers 503 until then.
+      const node = await h.addNode({ taints: [h.taint, RULE_TAINT], labels: reporterLabel, bringUp: { cniDelay: '20s' } });
+      const notReady = await waitFor(
+        async () => {
+          const c = condition(await readNode(node), CNI_CONDITION);
+          return c ? c : undefined;
+        },
+        `${node}: the reporter to write ${CNI_CONDITION}`,
+        60_000,
+        250,
+      );
+      expect(notReady).toMatchObject({ status: 'False', reason: 'EndpointNotReady' });
+      expect(notReady.message).toContain('503');
+      const done = await waitFor(
+        async () => {
+          const n = await readNode(node);
+          return condition(n, CNI_CONDITION)?.status === 'True' && condition(n, VERIFIED_CONDITION)?.status === 'True' && !taintKeys(n).includes(RULE_TAINT.key) ? n : undefined;
+        },
+        `${node}: ${CNI_CONDITION}=True from the reporter, ${VERIFIED_CONDITION}=True, and ${RULE_TAINT.key} removed`,
+        120_000,
+        250,
+      );
+      expect(condition(done, CNI_CONDITION)).toMatchObject({ reason: 'EndpointOK' });
+      const ev = await waitFor(async () => {
+        const e = await evaluation(rule, node);
+        return e?.taintStatus === 'Absent' ? e : undefined;
+      }, `${rule}'s status to record ${node}'s taint absent`, 30_000, 250);
+      expect(ev.conditionResults?.find((c) => c.type === CNI_CONDITION)?.currentStatus).toBe('True');
+    } finally {
+      await sandbox().kc.makeApiClient(k8s.AppsV1Api).deleteNamespacedDaemonSet({ name: objects.find((o) => o.kind === 'DaemonSet')!.metadata!.name!, namespace: h.namespace }).catch(() => undefined);
+      const rbac = sandbox().kc.makeApiClient(k8s.RbacAuthorizationV1Api);
+      for (const o of objects) {
+        if (o.kind === 'ClusterRole') await rbac.deleteClusterRole({ name: o.metadata!.name! }).catch(() => undefined);
+        if (o.kind === 'ClusterRoleBinding') await rbac.deleteClusterRoleBinding({ name: o.metadata!.name! }).catch(() => undefined);
+      }
+    }
+  }, 240_000);
 
   it('continuous: the condition going False on a re-verification re-taints the node', async () => {
     const node = await h.addNode({ taints: [h.taint, RULE_TAINT], labels: { [MODE_LABEL]: 'continuous' } });

@@ -21,7 +21,8 @@
 # node-readiness-controller (sigs.k8s.io/node-readiness-controller, which the Go module proxy here
 # does not serve) is built from its source archive in shared/third_party/ beside the clone (or in
 # $KNR_SHARED_DIR/third_party/), keyed by the archive's sha256; its directory in the view holds the
-# binary (manager), its CRDs (crds/) and its Helm chart (chart/). The default set includes it when the
+# binaries (manager, and reporter: its cmd/readiness-condition-reporter), its CRDs (crds/), its
+# Helm chart (chart/) and its cni-readiness example (examples/cni-readiness/: the reporter's DaemonSet). The default set includes it when the
 # archive is found and skips it with a notice otherwise; asked for by name, a missing archive fails.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -189,7 +190,7 @@ karpenter_crds() {
 
 # node-readiness-controller from its source archive: unpacked into a scratch directory under the
 # cache, built as its README says (its dependencies come from the Go module proxy), then only the
-# binary, its CRDs, its chart and its licence are kept in the component directory.
+# binaries, its CRDs, its chart, its cni-readiness example and its licence are kept in the component directory.
 build_nrc() {
   local out tc work start n
   step=$((step + 1))
@@ -200,7 +201,7 @@ build_nrc() {
     exit 1
   fi
   out=$(component_dir node-readiness-controller)
-  if [ -x "$out/manager" ] && [ -d "$out/crds" ] && [ -d "$out/chart" ]; then echo "[$step/${#wanted[@]}] node-readiness-controller: cached" >&2; return; fi
+  if [ -x "$out/manager" ] && [ -x "$out/reporter" ] && [ -d "$out/examples/cni-readiness" ] && [ -d "$out/crds" ] && [ -d "$out/chart" ]; then echo "[$step/${#wanted[@]}] node-readiness-controller: cached" >&2; return; fi
   start=$(date +%s) n=0
   mkdir -p "$cache/components"
   work=$(mktemp -d "$cache/components/.node-readiness-controller-src.XXXXXX")
@@ -219,16 +220,22 @@ build_nrc() {
       if [ $((n % 200)) -eq 0 ]; then echo "    node-readiness-controller: $n packages compiled, $(( $(date +%s) - start ))s" >&2; fi
     done
   [ -x "$work/manager" ] || { echo "build.sh: building node-readiness-controller failed (see above)" >&2; exit 1; }
+  # Its readiness-condition-reporter (cmd/readiness-condition-reporter, the image of its DaemonSet
+  # examples): the same module, so its packages are mostly compiled already.
+  echo "    node-readiness-controller: building readiness-condition-reporter" >&2
+  (cd "$work" && GOTOOLCHAIN=$tc go build -trimpath -ldflags "-s -w" -o "$work/reporter" ./cmd/readiness-condition-reporter 2>&1) | sed 's/^/    /' >&2
+  [ -x "$work/reporter" ] || { echo "build.sh: building node-readiness-controller's readiness-condition-reporter failed (see above)" >&2; exit 1; }
   # Staged beside the sources and moved into place in one rename: a concurrent build of the same
   # archive (another checkout's test run) either wins the rename or finds the directory complete.
   mkdir -p "$work/out/crds"
-  cp "$work/manager" "$work/out/manager"
+  cp "$work/manager" "$work/reporter" "$work/out/"
   cp "$work"/config/crd/bases/*.yaml "$work/out/crds/"
   cp -r "$work/charts/node-readiness-controller" "$work/out/chart"
+  mkdir -p "$work/out/examples" && cp -r "$work/examples/cni-readiness" "$work/out/examples/"
   cp "$work/LICENSE" "$work/out/LICENSE"
   chmod -R u+w "$work/out"
-  [ -x "$out/manager" ] || rm -rf "$out"
-  mv -T "$work/out" "$out" 2>/dev/null || [ -x "$out/manager" ]
+  [ -x "$out/reporter" ] && [ -d "$out/examples/cni-readiness" ] || rm -rf "$out"
+  mv -T "$work/out" "$out" 2>/dev/null || [ -d "$out/examples/cni-readiness" ]
   rm -rf "$work"; trap - EXIT
   echo "    node-readiness-controller: done in $(( $(date +%s) - start ))s" >&2
 }

@@ -62,6 +62,7 @@ const OPTIONS = {
   'real-nodes': { type: 'string' },
   'bin-dir': { type: 'string' },
   'lease-renew-ms': { type: 'string' },
+  'audit-writes': { type: 'boolean' },
   prefix: { type: 'string', default: 'node' },
   taint: { type: 'string', multiple: true },
   label: { type: 'string', multiple: true },

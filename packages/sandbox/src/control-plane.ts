@@ -37,7 +37,33 @@ interface ComponentSpec {
  * inside the sandbox's network namespace. `beforeKarpenter` runs once the API is up and before
  * Karpenter starts (it installs Karpenter's CRDs).
  */
-export async function startControlPlane(layout: SandboxLayout, binDir: string, log: Logger, beforeKarpenter: () => Promise<void>): Promise<ControlPlane> {
+/** Where the API server writes its audit log of write requests when the sandbox was started with auditWrites. */
+export function auditLogPath(layout: SandboxLayout): string {
+  return join(layout.paths.logs, 'audit-writes.log');
+}
+
+/**
+ * The audit policy of auditWrites: one event per finished write request (who, with which user
+ * agent, what), at Metadata level, nothing for reads; the log backend batches, so a burst's
+ * requests do not wait for the file.
+ */
+const AUDIT_WRITES_POLICY = [
+  'apiVersion: audit.k8s.io/v1',
+  'kind: Policy',
+  'omitStages: [RequestReceived]',
+  'rules:',
+  '  - level: Metadata',
+  '    verbs: [create, update, patch, delete, deletecollection]',
+  '  - level: None',
+  '',
+].join('\n');
+
+export interface ControlPlaneOptions {
+  /** See StartOptions.auditWrites. */
+  auditWrites?: boolean;
+}
+
+export async function startControlPlane(layout: SandboxLayout, binDir: string, log: Logger, beforeKarpenter: () => Promise<void>, opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
   const L = layout;
   for (const d of [L.paths.logs, L.paths.etcdData]) mkdirSync(d, { recursive: true });
   const certs = await ensureCerts(L);
@@ -107,6 +133,7 @@ export async function startControlPlane(layout: SandboxLayout, binDir: string, l
         '--profiling=false',
         '--max-requests-inflight=800',
         '--max-mutating-requests-inflight=400',
+        ...(opts.auditWrites ? auditWritesArgs(L) : []),
         '--v=0',
       ],
       health: () => waitHealthy(`https://127.0.0.1:${L.apiPort}/readyz`, certs, 90_000, 'kube-apiserver'),
@@ -270,4 +297,10 @@ function get(url: string, certs: SandboxCerts | undefined): Promise<string> {
     req.on('error', reject);
     req.end();
   });
+}
+
+function auditWritesArgs(L: SandboxLayout): string[] {
+  const policy = join(L.dir, 'audit-writes-policy.yaml');
+  writeFileSync(policy, AUDIT_WRITES_POLICY);
+  return [`--audit-policy-file=${policy}`, `--audit-log-path=${auditLogPath(L)}`, '--audit-log-format=json', '--audit-log-mode=batch', '--audit-log-maxsize=0'];
 }

@@ -22,6 +22,8 @@ export interface DaemonOptions {
   images: ImageTable;
   nodes: number;
   leaseRenewMs?: number;
+  /** See StartOptions.auditWrites. */
+  auditWrites?: boolean;
 }
 
 /**
@@ -33,7 +35,9 @@ export interface DaemonOptions {
 export const DAEMON_UNHANDLED = 'unhandled rejection in the sandbox daemon (a sandbox bug; the cluster keeps running)';
 
 export async function runDaemon(layout: SandboxLayout, opts: DaemonOptions, log: Logger): Promise<void> {
-  const cp = await startControlPlane(layout, opts.binDir, log, () => installKarpenterCrds(loadKubeConfig(layout.paths.kubeconfig), join(opts.binDir, 'karpenter-crds')));
+  const cp = await startControlPlane(layout, opts.binDir, log, () => installKarpenterCrds(loadKubeConfig(layout.paths.kubeconfig), join(opts.binDir, 'karpenter-crds')), {
+    auditWrites: opts.auditWrites,
+  });
   const kc = loadKubeConfig(cp.kubeconfig);
   await installOwnCrds(kc);
   const parts: Array<{ stop: () => unknown }> = [];

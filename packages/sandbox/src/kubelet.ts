@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash, randomBytes } from 'node:crypto';
+import type { Server as HttpServer } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import { join } from 'node:path';
 import { parseDuration, type Logger } from '@kube-node-ready/core';
@@ -15,6 +16,7 @@ import { containerFieldPath, KubeletEvents, REASON, type EventType } from './kub
 import { goDuration, ImageCache, type PullPolicy } from './kubelet/images.js';
 import { podStatus, type ConditionMemory, type ContainerView } from './kubelet/pod-status.js';
 import { ContainerProbes, runExecProcess, type ProbeKind } from './kubelet/probes.js';
+import { startCniHealthServer } from './kubelet/cni-health.js';
 import { ensureKubeletCerts, KUBELET_PORT, startKubeletServer, type LogLookup, type LogSource } from './kubelet/server.js';
 import { ContainerRuntime, type PodSandbox, type PreparedContainer } from './runtime/runtime.js';
 import { POD_MTU_ANNOTATION, type DnsPathFault } from './runtime/pod-network.js';
@@ -105,6 +107,8 @@ export class SimulatedKubelet implements LogSource {
   private readonly images = new ImageCache();
   /** The kubelet API (container logs) on :10250. */
   private server?: Promise<HttpsServer | undefined>;
+  /** Every node's CNI health endpoint on :9099 (kubelet/cni-health.ts). */
+  private cniHealth?: Promise<HttpServer | undefined>;
   /** Pod network namespaces and container cgroups (runtime/). */
   private readonly runtime: ContainerRuntime;
 
@@ -151,6 +155,19 @@ export class SimulatedKubelet implements LogSource {
     );
     this.agent.start();
     this.server = this.startServer();
+    this.cniHealth = startCniHealthServer(
+      {
+        nodeByIp: (ip) => this.agent.nodeByIp(ip),
+        cniReady: (name) => {
+          const node = this.nodes.get(name);
+          return node ? (bringUpPlan(node).cniReadyAt ?? 0) <= Date.now() : undefined;
+        },
+      },
+      this.log.child({ component: 'cni-health' }),
+    ).catch((err: unknown) => {
+      this.log.warn({ err: String(err) }, 'CNI health endpoint not started');
+      return undefined;
+    });
   }
 
   async stop(): Promise<void> {
@@ -160,6 +177,9 @@ export class SimulatedKubelet implements LogSource {
     const server = await this.server;
     server?.close();
     server?.closeAllConnections();
+    const health = await this.cniHealth;
+    health?.close();
+    health?.closeAllConnections();
     await Promise.all([...this.pods.values()].map((run) => this.kill(run, 'sandbox stopping')));
     await this.runtime.stop();
   }

@@ -121,6 +121,7 @@ async function main(argv: string[]): Promise<number> {
           binDir: values['bin-dir'] ?? '',
           nodes: Number(values.nodes),
           leaseRenewMs: values['lease-renew-ms'] ? Number(values['lease-renew-ms']) : undefined,
+          auditWrites: values['audit-writes'] === true,
           images: {
             // The image's entrypoint (Dockerfile): no --enable-source-maps.
             'kube-node-ready': [process.execPath, join(root, 'dist', 'kube-node-ready.mjs')],
@@ -145,6 +146,24 @@ async function main(argv: string[]): Promise<number> {
                 'KUBECONFIG="$d/kubeconfig" exec "$0" "$@"',
               ].join('\n'),
               join(values['bin-dir'] ?? '', 'node-readiness-controller', 'manager'),
+            ],
+            // Its readiness-condition-reporter's image (registry.k8s.io/node-readiness-controller/node-readiness-reporter),
+            // built beside it. It knows only the in-cluster configuration, which reads the token and CA at
+            // their absolute path: as a container runtime mounts them there, the service-account directory
+            // is bind-mounted there in a mount namespace of the process's own.
+            'node-readiness-reporter': [
+              'unshare',
+              '--mount',
+              '--propagation',
+              'private',
+              '/bin/sh',
+              '-c',
+              [
+                'sa=/var/run/secrets/kubernetes.io/serviceaccount',
+                'mkdir -p "$sa" && mount --bind "${KNR_SERVICEACCOUNT_DIR:?the pod has no service-account token}" "$sa" || exit 1',
+                'exec "$0" "$@"',
+              ].join('\n'),
+              join(values['bin-dir'] ?? '', 'node-readiness-controller', 'reporter'),
             ],
           },
         },

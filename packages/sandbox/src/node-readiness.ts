@@ -2,9 +2,10 @@
 // Helm chart would install it: its CRD, ServiceAccount, leader-election Role, ClusterRole and a
 // Deployment whose pod the simulated kubelet runs (image `node-readiness-controller`, the binary
 // go/build.sh builds from the project's source archive), with leader election on.
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments, stringify } from 'yaml';
+import { CNI_HEALTH_PORT } from './kubelet/cni-health.js';
 import { k8s, statusCode } from './kube.js';
 import { simulatedNode } from './node-registry.js';
 import { run } from './proc.js';
@@ -37,10 +38,10 @@ export interface NodeReadinessController {
   uninstall(): Promise<void>;
 }
 
-/** The component directory go/build.sh keeps: manager (the binary), crds/, chart/. */
+/** The component directory go/build.sh keeps: manager and reporter (the binaries), crds/, chart/, examples/cni-readiness/. */
 export function nodeReadinessDir(binDir: string): string {
   const dir = join(binDir, 'node-readiness-controller');
-  if (!existsSync(join(dir, 'manager')) || !existsSync(join(dir, 'chart', 'Chart.yaml'))) {
+  if (!existsSync(join(dir, 'manager')) || !existsSync(join(dir, 'reporter')) || !existsSync(join(dir, 'chart', 'Chart.yaml'))) {
     throw new Error(
       `node-readiness-controller is not built in ${binDir}: run \`bash packages/sandbox/go/build.sh node-readiness-controller\` ` +
         '(it needs shared/third_party/node-readiness-controller-v0.5.0.tar.gz beside the clone), then restart the sandbox',
@@ -149,4 +150,60 @@ export async function installNodeReadinessController(conn: SandboxConnection, op
       await core.deleteNode({ name: node }).catch(() => undefined);
     },
   };
+}
+
+export interface CniReporterOptions {
+  /** Namespace of the reporter's ServiceAccount and DaemonSet (created when missing: the example's is kube-system). */
+  namespace: string;
+  /** Suffix of the cluster-wide names (ClusterRole, ClusterRoleBinding), so installs do not collide. */
+  name: string;
+  /** Where the DaemonSet runs (the example runs on every node). */
+  nodeSelector?: Record<string, string>;
+  /** The example's CHECK_INTERVAL (5s) unless given. */
+  checkInterval?: string;
+}
+
+/** The cni-readiness example's condition type (its DaemonSet's CONDITION_TYPE). */
+export const CNI_REPORTER_CONDITION = 'projectcalico.org/CalicoReady';
+
+/**
+ * node-readiness-controller's own reporter as its cni-readiness example installs it
+ * (examples/cni-readiness/cni-reporter-ds.yaml and its RBAC, kept by go/build.sh), changed only
+ * where the sandbox needs it: the namespace and cluster-wide names, a node selector, the image
+ * the sandbox's image table knows (`node-readiness-reporter`, built from the same archive), and
+ * CHECK_ENDPOINT: Calico's `http://localhost:9099/readiness` becomes the node's own CNI health
+ * endpoint at `$(HOST_IP):9099` (every simulated node's host network is the sandbox namespace, so
+ * localhost would be one endpoint for all of them). Its hostNetwork, tolerations, CHECK_INTERVAL and
+ * resources stay the example's.
+ */
+export function renderCniReporter(binDir: string, opts: CniReporterOptions): k8s.KubernetesObject[] {
+  const dir = join(nodeReadinessDir(binDir), 'examples', 'cni-readiness');
+  const read = (file: string) =>
+    parseAllDocuments(readFileSync(join(dir, file), 'utf8'))
+      .map((d) => d.toJS() as k8s.KubernetesObject | null)
+      .filter((o): o is k8s.KubernetesObject => o !== null);
+  const objects = [...read('cni-reporter-ds.yaml'), ...read('calico-rbac-node-status-patch-role.yaml')];
+  const role = objects.find((o) => o.kind === 'ClusterRole')!;
+  role.metadata!.name = `${role.metadata!.name}-${opts.name}`;
+  for (const o of objects) {
+    if (o.kind === 'ServiceAccount' || o.kind === 'DaemonSet') o.metadata!.namespace = opts.namespace;
+    if (o.kind === 'ClusterRoleBinding') {
+      const b = o as k8s.V1ClusterRoleBinding;
+      b.metadata!.name = `${b.metadata!.name}-${opts.name}`;
+      b.roleRef.name = role.metadata!.name!;
+      for (const s of b.subjects ?? []) s.namespace = opts.namespace;
+    }
+    if (o.kind === 'DaemonSet') {
+      const pod = (o as k8s.V1DaemonSet).spec!.template.spec!;
+      if (opts.nodeSelector) pod.nodeSelector = { ...pod.nodeSelector, ...opts.nodeSelector };
+      for (const c of pod.containers) {
+        c.image = `node-readiness-reporter:${NODE_READINESS_CONTROLLER_VERSION}`;
+        const env = (c.env ?? []).map((e) => (e.name === 'CHECK_ENDPOINT' ? { name: e.name, value: `http://$(HOST_IP):${CNI_HEALTH_PORT}/readiness` } : e));
+        const interval = env.find((e) => e.name === 'CHECK_INTERVAL');
+        if (interval && opts.checkInterval) interval.value = opts.checkInterval;
+        c.env = [{ name: 'HOST_IP', valueFrom: { fieldRef: { fieldPath: 'status.hostIP' } } }, ...env];
+      }
+    }
+  }
+  return objects;
 }

@@ -16,6 +16,8 @@ export interface StartOptions {
   /** Directory with etcd, kube-apiserver, kube-scheduler, kubectl, helm; built (or found in the cache) when absent. */
   binDir?: string;
   leaseRenewMs?: number;
+  /** The API server writes an audit log of every write request (auditLogPath), for a benchmark that counts writes by client. */
+  auditWrites?: boolean;
   logLevel?: 'info' | 'debug';
   /** Progress lines (default: stderr). */
   progress?: (line: string) => void;
@@ -81,6 +83,7 @@ export async function startSandbox(opts: StartOptions): Promise<SandboxState> {
     `--bin-dir=${binDir}`,
     `--nodes=${opts.nodes ?? 0}`,
     ...(opts.leaseRenewMs ? [`--lease-renew-ms=${opts.leaseRenewMs}`] : []),
+    ...(opts.auditWrites ? ['--audit-writes'] : []),
     `--log-level=${opts.logLevel ?? 'info'}`,
   ];
   const argv = inNetns(layout, args);
