@@ -292,6 +292,18 @@ describe('http targets', () => {
     expect(c.slowAfter.http).toBe(1_000);
   });
 
+  it("names the node's address and name as $(HOST_IP) and $(NODE_NAME), from the pod's environment (a node-local agent's health endpoint)", () => {
+    const file = http([{ url: 'http://$(HOST_IP):9099/readiness' }, { url: 'http://$(HOST_IP):8080/nodes/$(NODE_NAME)' }, { url: 'http://10.0.0.5/' }]);
+    const c = loadWorkerConfig(['--config', file], { HOST_IP: '10.1.0.7', NODE_NAME: 'ip-10-1-0-7' });
+    if (c.kind !== 'run') throw new Error(c.kind);
+    expect(c.config.http.targets.map((t) => t.url)).toEqual(['http://10.1.0.7:9099/readiness', 'http://10.1.0.7:8080/nodes/ip-10-1-0-7', 'http://10.0.0.5/']);
+    const v6 = loadWorkerConfig(['--config', http([{ url: 'http://$(HOST_IP):9099/readiness' }])], { HOST_IP: 'fd00::7' });
+    if (v6.kind !== 'run') throw new Error(v6.kind);
+    expect(v6.config.http.targets[0]?.url).toBe('http://[fd00::7]:9099/readiness');
+    expect(configError(['--config', http([{ url: 'http://$(HOST_IP):9099/readiness' }])])).toMatch(/names \$\(HOST_IP\), but HOST_IP is not set/);
+    expect(configError(['--config', http([{ url: 'http://$(OTHER):9099/' }])], { HOST_IP: '10.1.0.7' })).toMatch(/names \$\(OTHER\): only \$\(HOST_IP\) and \$\(NODE_NAME\) are known/);
+  });
+
   it.each([
     [{ url: 'ftp://registry.internal/' }, 'http.targets[0].url', /expected an http:\/\/ or https:\/\/ URL without user:password@, such as "https:\/\/registry.internal\/v2\/", got "ftp:\/\/registry.internal\/"$/],
     [{ url: 'registry.internal/v2/' }, 'http.targets[0].url', /expected an http:\/\/ or https:\/\/ URL/],

@@ -557,12 +557,39 @@ export function loadWorkerConfig(argv: readonly string[], env: NodeJS.ProcessEnv
     layers.add(nest(spec.path, key !== undefined && Array.isArray(value) ? value.map((v) => ({ [key]: v })) : value), () => `--${name}`);
   }
 
-  const result = workerConfigSchema.safeParse(layers.merged, { reportInput: true });
+  const result = workerConfigSchema.safeParse(expandNodeRefs(layers.merged, env), { reportInput: true });
   if (!result.success) throw new ConfigError(formatIssues(result.error.issues, layers));
   return {
     kind: 'run',
     config: { ...result.data, pod: podEnvironment(env), ...(flags.config !== undefined ? { configFile: flags.config } : {}) },
   };
+}
+
+/** What `$(NAME)` in an http target's URL may name: the node's address and name, from the pod's environment. */
+const NODE_REFS = ['HOST_IP', 'NODE_NAME'] as const;
+
+/**
+ * `$(HOST_IP)` and `$(NODE_NAME)` in http.targets[].url replaced by the values the worker pod has
+ * (status.hostIP and spec.nodeName, through the downward API), as Kubernetes expands them in a
+ * container's arguments: a node-local agent's health endpoint, such as a CNI agent's, is
+ * `http://$(HOST_IP):9099/readiness` on every node. Any other `$(...)` is refused.
+ */
+function expandNodeRefs(merged: unknown, env: NodeJS.ProcessEnv): unknown {
+  if (!isMapping(merged) || !isMapping(merged.http) || !Array.isArray(merged.http.targets)) return merged;
+  const targets = merged.http.targets.map((t: unknown) => {
+    if (!isMapping(t) || typeof t.url !== 'string' || !t.url.includes('$(')) return t;
+    let url = t.url;
+    for (const name of NODE_REFS) {
+      if (!url.includes(`$(${name})`)) continue;
+      const value = nonEmpty(env[name]);
+      if (value === undefined) throw new ConfigError(`the URL ${t.url} names $(${name}), but ${name} is not set (the worker pod sets it from the downward API)`, 'http.targets[].url');
+      url = url.split(`$(${name})`).join(value.includes(':') ? `[${value}]` : value);
+    }
+    const unknown = /\$\(([^)]*)\)/.exec(url);
+    if (unknown) throw new ConfigError(`the URL ${t.url} names $(${unknown[1]}): only ${NODE_REFS.map((n) => `$(${n})`).join(' and ')} are known`, 'http.targets[].url');
+    return { ...t, url };
+  });
+  return { ...merged, http: { ...merged.http, targets } };
 }
 
 function parseFlags(argv: readonly string[]): {

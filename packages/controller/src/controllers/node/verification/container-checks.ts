@@ -62,7 +62,7 @@ export const containerCheckSchema = z
           .strict(),
       )
       .default([])
-      .meta({ description: 'Environment variables, after NODE_NAME, POD_NAME, POD_NAMESPACE and POD_IP, which every check gets (a variable of the same name replaces one of those).' }),
+      .meta({ description: 'Environment variables, after NODE_NAME, POD_NAME, POD_NAMESPACE, POD_IP and HOST_IP, which every check gets (a variable of the same name replaces one of those).' }),
     resources: z
       .object({
         requests: resourceList('Resource requests of the check\'s container.', { cpu: '10m', memory: '16Mi' }),

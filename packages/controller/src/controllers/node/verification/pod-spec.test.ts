@@ -100,6 +100,7 @@ describe('buildWorkerPod', () => {
       { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
       { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
       { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+      { name: 'HOST_IP', valueFrom: { fieldRef: { fieldPath: 'status.hostIP' } } },
     ]);
     expect(c).toMatchObject({ name: 'worker', image: 'img:1', imagePullPolicy: 'IfNotPresent', terminationMessagePath: '/dev/termination-log', terminationMessagePolicy: 'File' });
     expect(c?.resources).toEqual({ requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '128Mi' } });
@@ -203,10 +204,11 @@ describe('buildWorkerPod with container checks', () => {
       { name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
       { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
       { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+      { name: 'HOST_IP', valueFrom: { fieldRef: { fieldPath: 'status.hostIP' } } },
       { name: 'NODE_NAME', value: 'mine' },
       { name: 'LEVEL', value: '2' },
     ]);
-    expect(checks[1]!.env?.map((e) => e.name)).toEqual(['NODE_NAME', 'POD_NAME', 'POD_NAMESPACE', 'POD_IP']);
+    expect(checks[1]!.env?.map((e) => e.name)).toEqual(['NODE_NAME', 'POD_NAME', 'POD_NAMESPACE', 'POD_IP', 'HOST_IP']);
   });
 
   it('gives the checks a writable /tmp on the node\'s disk, and nothing of the worker\'s (its configuration, its in-memory /tmp)', () => {
