@@ -302,5 +302,5 @@ function get(url: string, certs: SandboxCerts | undefined): Promise<string> {
 function auditWritesArgs(L: SandboxLayout): string[] {
   const policy = join(L.dir, 'audit-writes-policy.yaml');
   writeFileSync(policy, AUDIT_WRITES_POLICY);
-  return [`--audit-policy-file=${policy}`, `--audit-log-path=${auditLogPath(L)}`, '--audit-log-format=json', '--audit-log-mode=batch', '--audit-log-maxsize=0'];
+  return [`--audit-policy-file=${policy}`, `--audit-log-path=${auditLogPath(L)}`, '--audit-log-format=json', '--audit-log-mode=batch', '--audit-log-batch-max-wait=1s', '--audit-log-maxsize=0'];
 }

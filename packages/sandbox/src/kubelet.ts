@@ -1,7 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createHash, randomBytes } from 'node:crypto';
-import type { Server as HttpServer } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import { join } from 'node:path';
 import { parseDuration, type Logger } from '@kube-node-ready/core';
@@ -16,7 +15,7 @@ import { containerFieldPath, KubeletEvents, REASON, type EventType } from './kub
 import { goDuration, ImageCache, type PullPolicy } from './kubelet/images.js';
 import { podStatus, type ConditionMemory, type ContainerView } from './kubelet/pod-status.js';
 import { ContainerProbes, runExecProcess, type ProbeKind } from './kubelet/probes.js';
-import { startCniHealthServer } from './kubelet/cni-health.js';
+import { CniHealthEndpoint } from './kubelet/cni-health.js';
 import { ensureKubeletCerts, KUBELET_PORT, startKubeletServer, type LogLookup, type LogSource } from './kubelet/server.js';
 import { ContainerRuntime, type PodSandbox, type PreparedContainer } from './runtime/runtime.js';
 import { POD_MTU_ANNOTATION, type DnsPathFault } from './runtime/pod-network.js';
@@ -108,7 +107,7 @@ export class SimulatedKubelet implements LogSource {
   /** The kubelet API (container logs) on :10250. */
   private server?: Promise<HttpsServer | undefined>;
   /** Every node's CNI health endpoint on :9099 (kubelet/cni-health.ts). */
-  private cniHealth?: Promise<HttpServer | undefined>;
+  private cniHealth?: CniHealthEndpoint;
   /** Pod network namespaces and container cgroups (runtime/). */
   private readonly runtime: ContainerRuntime;
 
@@ -155,19 +154,7 @@ export class SimulatedKubelet implements LogSource {
     );
     this.agent.start();
     this.server = this.startServer();
-    this.cniHealth = startCniHealthServer(
-      {
-        nodeByIp: (ip) => this.agent.nodeByIp(ip),
-        cniReady: (name) => {
-          const node = this.nodes.get(name);
-          return node ? (bringUpPlan(node).cniReadyAt ?? 0) <= Date.now() : undefined;
-        },
-      },
-      this.log.child({ component: 'cni-health' }),
-    ).catch((err: unknown) => {
-      this.log.warn({ err: String(err) }, 'CNI health endpoint not started');
-      return undefined;
-    });
+    this.cniHealth = new CniHealthEndpoint(this.log.child({ component: 'cni-health' }));
   }
 
   async stop(): Promise<void> {
@@ -177,9 +164,7 @@ export class SimulatedKubelet implements LogSource {
     const server = await this.server;
     server?.close();
     server?.closeAllConnections();
-    const health = await this.cniHealth;
-    health?.close();
-    health?.closeAllConnections();
+    this.cniHealth?.stop();
     await Promise.all([...this.pods.values()].map((run) => this.kill(run, 'sandbox stopping')));
     await this.runtime.stop();
   }
@@ -197,7 +182,10 @@ export class SimulatedKubelet implements LogSource {
     const name = node.metadata?.name;
     if (!name) return;
     this.agent.onNode(type === 'DELETED' ? 'DELETED' : 'MODIFIED', node);
+    const ip = this.agent.nodeIp(name);
+    if (type !== 'DELETED' && ip) this.cniHealth?.set(name, ip, bringUpPlan(node).cniReadyAt ?? 0);
     if (type === 'DELETED') {
+      this.cniHealth?.remove(name);
       this.nodes.delete(name);
       this.images.forgetNode(node.metadata?.uid ?? '');
       for (const run of this.pods.values()) if (run.node === name) this.kill(run, 'node deleted');

@@ -26,7 +26,6 @@ interface NodeEntry {
 export class NodeAgent {
   private readonly entries = new Map<string, NodeEntry>();
   private readonly usedIps = new Set<string>();
-  private readonly byIp = new Map<string, string>();
   private nextIp = 1;
   private leaseTimer?: NodeJS.Timeout;
   private readonly core: k8s.CoreV1Api;
@@ -60,12 +59,6 @@ export class NodeAgent {
     return this.entries.get(name)?.ip;
   }
 
-  /** The node whose InternalIP `ip` is, if this agent plays it. */
-  nodeByIp(ip: string): string | undefined {
-    const name = this.byIp.get(ip);
-    return name !== undefined && this.entries.get(name)?.ip === ip ? name : undefined;
-  }
-
   onNode(type: 'ADDED' | 'MODIFIED' | 'DELETED', node: k8s.V1Node): void {
     const name = node.metadata?.name;
     if (!name) return;
@@ -78,7 +71,6 @@ export class NodeAgent {
     if (!entry) {
       entry = { node, ip: this.ipFor(node), timers: [], registered: false };
       this.entries.set(name, entry);
-      this.byIp.set(entry.ip, name);
       this.schedule(entry);
       void this.renewLease(entry);
     }
@@ -90,7 +82,6 @@ export class NodeAgent {
   private forget(name: string, entry: NodeEntry): void {
     for (const t of entry.timers) clearTimeout(t);
     this.usedIps.delete(entry.ip);
-    if (this.byIp.get(entry.ip) === name) this.byIp.delete(entry.ip);
     this.entries.delete(name);
     this.silenced.delete(name);
   }
