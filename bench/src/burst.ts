@@ -260,13 +260,13 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
   }
 }
 
-export async function freshSandbox(env: BenchEnv, tag: string): Promise<{ state: SandboxState; kc: k8s.KubeConfig }> {
+export async function freshSandbox(env: BenchEnv, tag: string, opts: { auditWrites?: boolean } = {}): Promise<{ state: SandboxState; kc: k8s.KubeConfig }> {
   mkdirSync(env.logDir, { recursive: true });
   const started = Date.now();
   // Node leases are renewed every 30 s instead of a kubelet's 10 s: the simulated kubelet's lease
   // loop is sandbox overhead (real kubelets run on their own machines), not work of the controller,
   // and 30 s stays inside kube-controller-manager's 50 s grace, so nodes do not go Unknown.
-  const state = await startSandbox({ dir: env.sandboxDir, slot: env.slot, leaseRenewMs: 30_000, progress: () => {} });
+  const state = await startSandbox({ dir: env.sandboxDir, slot: env.slot, leaseRenewMs: 30_000, progress: () => {}, ...opts });
   env.kubernetesVersion = state.kubernetesVersion;
   env.out(`${tag}: sandbox ready in ${((Date.now() - started) / 1000).toFixed(1)}s (${state.kubernetesVersion}, slot ${env.slot})`);
   return { state, kc: loadKubeConfig(state.kubeconfig) };

@@ -78,7 +78,7 @@ export function benchConfig(t: ControllerTuning, metricsPort: number, workerImag
   };
 }
 
-const JOIN_CGROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
+export const JOIN_CGROUPS = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
 
 /** How the controller's Node.js process runs: its flags (NODE_OPTIONS) and the rest of its environment. */
 export interface ControllerRuntime {

@@ -10,8 +10,12 @@
 //                       [--own-cost-size N] (after the bursts, one burst of N nodes with the instant worker and
 //                       slots for all: the controller's own cost and reaction; default 1000, 0 in --quick)
 //   node dist/bench.mjs side-by-side [--sizes 50,200,1000] [--reps 2] [--footprint 1000,5000] [--slot 10] [--out FILE]
-//                       kube-node-ready beside node-readiness-controller (bench/src/neighbour.ts); make bench runs it
-//                       after the bursts (not in --quick unless --side-by-side)
+//                       kube-node-ready beside node-readiness-controller, the bench setting its condition
+//                       (bench/src/neighbour.ts); with --side-by-side after the bursts (the race replaced it in make bench)
+//   node dist/bench.mjs race [--sizes 50,200,1000] [--tuned qps=100,burst=200,workers=20,max-concurrent=100] [--slot 10] [--out FILE]
+//                       the race with node-readiness-controller and its own reporter, each at its chart's defaults
+//                       (bench/src/race.ts); make bench runs it after the bursts (not in --quick unless --race)
+//   node dist/bench.mjs race-chart FILE.json               redraw the race's chart
 //   node dist/bench.mjs scale [--scale-nodes 1000,2000,5000] [--scale-burst 100] [--slot 10] [--out FILE]
 //                       the controller's memory and CPU as the cluster grows, and their slope per node
 //                       (bench/src/scale.ts); make bench runs it after the steady state (not in --quick)
@@ -32,6 +36,7 @@ import { drawChart, drawScaleChart, type ChartInput } from './chart.js';
 import { chartMemoryLimit } from './limited.js';
 import { BENCH_WORKER_IMAGE, describeRuntime, INSTANT_WORKER_IMAGE, type ControllerRuntime, type ControllerTuning } from './controller.js';
 import { drawSideBySideChart, LONG_LEASE, runSideBySide, type SideBySideResult } from './neighbour.js';
+import { chartTuning, raceTable, runRace, type RaceResult } from './race.js';
 import { runObserver } from './observer.js';
 import { distribution, median, percentile, type Distribution } from './stats.js';
 import { runScale, type ScaleResult } from './scale.js';
@@ -101,6 +106,15 @@ async function main(argv: string[]): Promise<number> {
     console.log(`wrote ${png}`);
     return 0;
   }
+  if (argv[0] === 'race-chart') {
+    const file = argv[1];
+    if (!file) throw new Error('usage: bench race-chart RESULTS-race.json');
+    const r = JSON.parse(readFileSync(file, 'utf8')) as RaceResult & { date: string; commit: string };
+    const png = file.replace(/\.json$/, '.png');
+    await drawRaceChart(r, png);
+    console.log(`wrote ${png}`);
+    return 0;
+  }
   if (argv[0] === 'scale-chart') {
     const file = argv[1];
     if (!file) throw new Error('usage: bench scale-chart RESULTS-scale.json');
@@ -123,9 +137,13 @@ async function main(argv: string[]): Promise<number> {
 
   const sideOnly = argv[0] === 'side-by-side';
   const scaleOnly = argv[0] === 'scale';
+  const raceOnly = argv[0] === 'race';
   const { values } = parseArgs({
-    args: sideOnly || scaleOnly ? argv.slice(1) : argv,
+    args: sideOnly || scaleOnly || raceOnly ? argv.slice(1) : argv,
     options: {
+      race: { type: 'boolean' },
+      'race-sizes': { type: 'string' },
+      tuned: { type: 'string' },
       'scale-nodes': { type: 'string' },
       'scale-burst': { type: 'string', default: '100' },
       'side-by-side': { type: 'boolean' },
@@ -181,7 +199,8 @@ async function main(argv: string[]): Promise<number> {
   process.once('SIGTERM', stop);
 
   const sideSizes = (values['side-by-side-sizes'] ?? (sideOnly ? values.sizes : undefined) ?? (quick ? '10' : '50,200,1000')).split(',').filter(Boolean).map(Number);
-  const runSide = sideOnly || (values['side-by-side'] ?? !quick);
+  // The race (like with like) took its place in make bench; the side-by-side runs when asked for.
+  const runSide = sideOnly || values['side-by-side'] === true;
   const sideReps = Number(values.reps ?? (quick ? 1 : 2));
   // Both controllers' RSS with this many realistic Nodes, before the bursts ('' or 0: none).
   const footprintCounts = (values.footprint ?? (quick ? '' : '1000,5000')).split(',').filter(Boolean).map(Number).filter((n) => n > 0);
@@ -220,6 +239,27 @@ async function main(argv: string[]): Promise<number> {
           `   (ours without the worker pod's life: p50 ${s.ours.controllerOnlyP50Median ?? '-'} p99 ${s.ours.controllerOnlyP99Median ?? '-'})`,
       );
     }
+  };
+
+  const raceSizes = (values['race-sizes'] ?? (raceOnly ? values.sizes : undefined) ?? (quick ? '10' : '50,200,1000')).split(',').filter(Boolean).map(Number);
+  const runRaceToo = raceOnly || (values.race ?? !quick);
+  const raceFile = outFile.replace(/\.json$/, '-race.json');
+  const race = async (): Promise<void> => {
+    const tuned = values.tuned ? parseTuning(values.tuned, chartTuning(root)) : undefined;
+    out(`bench: the race with node-readiness-controller and its reporter: bursts ${raceSizes.join(', ')}, each contender at its chart's defaults${tuned ? ', and kube-node-ready tuned' : ''}; slot ${slot}`);
+    const raceStarted = Date.now();
+    const header = () => runHeader('kube-node-ready vs node-readiness-controller with its reporter (the race)', raceStarted);
+    const r = await runRace(env, raceSizes, tuned, (partial) => writeResults(raceFile, { ...header(), partial: true, ...partial }));
+    const doc = { ...header(), ...r };
+    writeResults(raceFile, doc);
+    out(`bench: wrote ${raceFile}`);
+    try {
+      await drawRaceChart(doc, raceFile.replace(/\.json$/, '.png'));
+      out(`bench: wrote ${raceFile.replace(/\.json$/, '.png')}`);
+    } catch (err) {
+      out(`bench: no race chart: ${String(err).split('\n')[0]} (redraw with: node dist/bench.mjs race-chart ${raceFile})`);
+    }
+    for (const line of raceTable(r)) out(line);
   };
 
   const scaleCounts = (values['scale-nodes'] ?? (quick ? '' : '1000,2000,5000')).split(',').filter(Boolean).map(Number).filter((n) => n > 0);
@@ -267,6 +307,10 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (scaleOnly) return (await scale()) > 0 ? 1 : 0;
+  if (raceOnly) {
+    await race();
+    return 0;
+  }
   const load = { loadavgAtStart: loadavg().map((x) => round(x, 2)), otherSandboxesAtStart: otherSandboxes(slot) };
   out(`bench: ${quick ? 'quick' : 'full'} run: bursts ${sizes.join(', ')} x ${reps}, steady state with ${steadyNodes} nodes; slot ${slot}; load average ${load.loadavgAtStart.join(' ')}; other sandboxes running: ${load.otherSandboxesAtStart.join(', ') || 'none'}`);
   out(`bench: controller tuning: maxConcurrentVerifications ${tuning.maxConcurrentVerifications}, workers ${tuning.workers}, kubernetes.qps ${tuning.qps}, burst ${tuning.burst}; ${describeRuntime(env.controller)}`);
@@ -350,8 +394,10 @@ async function main(argv: string[]): Promise<number> {
   }
   printSummary(results, out);
   const scaleKills = scaleCounts.length > 0 ? await scale() : 0;
+  if (runRaceToo) await race();
+  else out('bench: the race with node-readiness-controller skipped in the quick run (make bench runs it; --race to force)');
   if (runSide) await side();
-  else out('bench: side by side with node-readiness-controller skipped in the quick run (make bench runs it; --side-by-side to force)');
+  else out('bench: the side-by-side with node-readiness-controller (its condition set by the bench) skipped: the race replaces it (--side-by-side to run it)');
   const oomKills = [...bursts, ...(ownCost ? [ownCost] : [])].reduce((a, b) => a + b.controller.oomKills, 0) + (steady?.oomKills ?? 0) + scaleKills;
   if (oomKills > 0) {
     out(`bench: FAILED: the controller was OOM-killed ${oomKills} times under the chart's memory limit (the per-scenario figures above say where; its logs are in ${env.logDir})`);
@@ -527,3 +573,27 @@ main(process.argv.slice(2)).then(
     process.exit(1);
   },
 );
+
+/** `qps=100,burst=200,workers=20,max-concurrent=100` on top of the chart's settings. */
+function parseTuning(text: string, base: ControllerTuning): ControllerTuning {
+  const keys: Record<string, keyof ControllerTuning> = { qps: 'qps', burst: 'burst', workers: 'workers', 'max-concurrent': 'maxConcurrentVerifications' };
+  const t = { ...base };
+  for (const part of text.split(',').filter(Boolean)) {
+    const [k, v] = part.split('=');
+    const key = keys[k ?? ''];
+    if (!key || !/^\d+$/.test(v ?? '')) throw new Error(`--tuned: "${part}" is not one of ${Object.keys(keys).join(', ')} = a whole number`);
+    t[key] = Number(v);
+  }
+  return t;
+}
+
+/** The race's chart: per size, each contender's node Ready -> open distribution. */
+async function drawRaceChart(r: RaceResult & { date: string; commit: string }, png: string): Promise<void> {
+  const labels = { 'kube-node-ready': 'kube-node-ready (chart defaults)', 'kube-node-ready-tuned': 'kube-node-ready (tuned)', 'node-readiness-controller': 'node-readiness-controller + its reporter' };
+  await drawSideBySideChart(
+    { runs: r.runs.map((x) => ({ contender: x.contender, size: x.size, samples: x.samples })) },
+    `kube-node-ready vs node-readiness-controller ${r.versions.nodeReadinessController} with its reporter: node Ready -> taint removed, ${r.date.slice(0, 10)}, commit ${r.commit}`,
+    png,
+    labels,
+  );
+}

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { applyObjects, certPaths, k8s, NODE_READINESS_CONTROLLER_VERSION, NODE_READINESS_RULES, nodeReadinessDir, renderNodeReadinessChart, sandboxLayout, simulatedNode, stopSandbox, type FaultProxy, type SandboxState } from '@kube-node-ready/sandbox';
 import { freshSandbox, RUN_LABEL, settle, startObserver, type BenchEnv } from './burst.js';
-import { applyChartRbac, benchConfig, INSTANT_WORKER_IMAGE, ControllerProcess, controllerKubeconfig, startProxy, TAINT } from './controller.js';
+import { applyChartRbac, benchConfig, INSTANT_WORKER_IMAGE, ControllerProcess, controllerKubeconfig, JOIN_CGROUPS, startProxy, TAINT } from './controller.js';
 import { createRealisticNodes, realisticNodeName } from './nodes.js';
 import { ProcessSampler, sampleProcess } from './proc.js';
 import { distribution, type Distribution } from './stats.js';
@@ -98,13 +98,15 @@ export interface SideBySideResult {
   }>;
 }
 
-class NrcProcess {
+export class NrcProcess {
   static readonly MARKERS = ['Successfully acquired lease', 'Starting workers'];
   readonly child;
   private output = '';
   private readonly seen = new Set<string>();
-  constructor(binary: string, args: string[], kubeconfig: string, logFile: string) {
-    this.child = track(spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '', KUBECONFIG: kubeconfig, HOME: '/tmp' } }));
+  /** `procsFiles`: the process joins these cgroups (its limits) before it starts, as a container's would. */
+  constructor(binary: string, args: string[], kubeconfig: string, logFile: string, procsFiles: readonly string[] = []) {
+    const [cmd, ...rest] = procsFiles.length ? ['/bin/sh', '-c', JOIN_CGROUPS, 'nrc-manager', ...procsFiles, '--', binary, ...args] : [binary, ...args];
+    this.child = track(spawn(cmd!, rest, { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env.PATH ?? '', KUBECONFIG: kubeconfig, HOME: '/tmp' } }));
     const log: string[] = [];
     const scan = (d: Buffer) => {
       log.push(d.toString());
@@ -138,8 +140,8 @@ class NrcProcess {
   }
 }
 
-/** A kubeconfig for a ServiceAccount, its server the given proxy. */
-async function saKubeconfig(kc: k8s.KubeConfig, state: SandboxState, proxy: FaultProxy, namespace: string, sa: string, file: string): Promise<void> {
+/** A kubeconfig for a ServiceAccount, its server the given proxy (else the API server itself). */
+export async function saKubeconfig(kc: k8s.KubeConfig, state: SandboxState, proxy: FaultProxy | undefined, namespace: string, sa: string, file: string): Promise<void> {
   const layout = sandboxLayout(state.dir, state.slot);
   const tr = await kc.makeApiClient(k8s.CoreV1Api).createNamespacedServiceAccountToken({ name: sa, namespace, body: { spec: { audiences: [], expirationSeconds: 4 * 3600 } } });
   writeFileSync(
@@ -147,7 +149,7 @@ async function saKubeconfig(kc: k8s.KubeConfig, state: SandboxState, proxy: Faul
     stringify({
       apiVersion: 'v1',
       kind: 'Config',
-      clusters: [{ name: 'bench', cluster: { server: proxy.url, 'certificate-authority': certPaths(layout.paths.certs).caCert } }],
+      clusters: [{ name: 'bench', cluster: { server: proxy?.url ?? `https://${layout.apiHost}:${layout.apiPort}`, 'certificate-authority': certPaths(layout.paths.certs).caCert } }],
       users: [{ name: sa, user: { token: tr.status?.token ?? '' } }],
       contexts: [{ name: 'bench', context: { cluster: 'bench', user: sa } }],
       'current-context': 'bench',
@@ -497,7 +499,12 @@ function summarizeSides(runs: SideRun[]): SideBySideResult['bySize'] {
 }
 
 /** The chart: per size, the cumulative distribution of each contender's reaction (log scale), by gnuplot. */
-export async function drawSideBySideChart(r: SideBySideResult, title: string, png: string): Promise<void> {
+export async function drawSideBySideChart(
+  r: { runs: Array<{ contender: string; size: number; samples: number[] }> },
+  title: string,
+  png: string,
+  labels: Record<string, string> = { 'kube-node-ready': 'kube-node-ready: node created -> taint removed', 'node-readiness-controller': 'node-readiness-controller: condition True -> taint removed' },
+): Promise<void> {
   const { mkdtempSync, rmSync } = await import('node:fs');
   const { tmpdir } = await import('node:os');
   const { execFile } = await import('node:child_process');
@@ -505,10 +512,10 @@ export async function drawSideBySideChart(r: SideBySideResult, title: string, pn
   try {
     const sizes = [...new Set(r.runs.map((x) => x.size))].sort((a, b) => a - b);
     // Blues for kube-node-ready, reds for node-readiness-controller (dashes do not survive a step plot of many points).
-    const colors = { 'kube-node-ready': ['#1f77b4', '#17becf', '#0b3d91'], 'node-readiness-controller': ['#ff7f0e', '#d62728', '#8c564b'] };
+    const colors: Record<string, string[]> = { 'kube-node-ready': ['#1f77b4', '#17becf', '#0b3d91'], 'kube-node-ready-tuned': ['#2ca02c', '#98df8a', '#006400'], 'node-readiness-controller': ['#ff7f0e', '#d62728', '#8c564b'] };
     const plots: string[] = [];
     sizes.forEach((size, i) => {
-      for (const contender of ['kube-node-ready', 'node-readiness-controller'] as const) {
+      for (const contender of Object.keys(labels)) {
         const runs = r.runs.filter((x) => x.size === size && x.contender === contender);
         const values = runs
           .flatMap((x) => x.samples)
@@ -519,8 +526,7 @@ export async function drawSideBySideChart(r: SideBySideResult, title: string, pn
         const total = size * runs.length;
         const file = join(dir, `${contender}-${size}.dat`);
         writeFileSync(file, values.map((v, j) => `${v} ${(j + 1) / total}`).join('\n') + '\n');
-        const label = contender === 'kube-node-ready' ? 'kube-node-ready: node created -> taint removed' : 'node-readiness-controller: condition True -> taint removed';
-        plots.push(`'${file}' using 1:2 with steps lw 2.5 lc rgb '${colors[contender][i % 3]!}' title '${size} nodes, ${label}'`);
+        plots.push(`'${file}' using 1:2 with steps lw 2.5 lc rgb '${(colors[contender] ?? colors['kube-node-ready']!)[i % 3]!}' title '${size} nodes, ${labels[contender]}'`);
       }
     });
     const lines = [
