@@ -15,7 +15,7 @@
 //   node dist/bench.mjs race [--sizes 50,200,1000] [--tuned qps=100,burst=200,workers=20,max-concurrent=100] [--slot 10] [--out FILE]
 //                       the race with node-readiness-controller and its own reporter, each at its chart's defaults
 //                       (bench/src/race.ts); make bench runs it after the bursts (not in --quick unless --race)
-//   node dist/bench.mjs race-chart FILE.json               redraw the race's chart
+//   node dist/bench.mjs race-chart FILE.json               redraw the race's chart, print its table
 //   node dist/bench.mjs scale [--scale-nodes 1000,2000,5000] [--scale-burst 100] [--slot 10] [--out FILE]
 //                       the controller's memory and CPU as the cluster grows, and their slope per node
 //                       (bench/src/scale.ts); make bench runs it after the steady state (not in --quick)
@@ -36,7 +36,7 @@ import { drawChart, drawScaleChart, type ChartInput } from './chart.js';
 import { chartMemoryLimit } from './limited.js';
 import { BENCH_WORKER_IMAGE, describeRuntime, INSTANT_WORKER_IMAGE, type ControllerRuntime, type ControllerTuning } from './controller.js';
 import { drawSideBySideChart, LONG_LEASE, runSideBySide, type SideBySideResult } from './neighbour.js';
-import { chartTuning, raceTable, runRace, type RaceResult } from './race.js';
+import { chartTuning, raceTable, runRace, summarize as summarizeRace, type RaceResult } from './race.js';
 import { runObserver } from './observer.js';
 import { distribution, median, percentile, type Distribution } from './stats.js';
 import { runScale, type ScaleResult } from './scale.js';
@@ -113,6 +113,7 @@ async function main(argv: string[]): Promise<number> {
     const png = file.replace(/\.json$/, '.png');
     await drawRaceChart(r, png);
     console.log(`wrote ${png}`);
+    for (const line of raceTable({ ...r, bySize: summarizeRace(r.runs) })) console.log(line);
     return 0;
   }
   if (argv[0] === 'scale-chart') {

@@ -40,6 +40,7 @@ import {
   type ContainerCgroup,
   type SandboxState,
 } from '@kube-node-ready/sandbox';
+import { apiserverApf, apiserverRequestCounts, diffApf, diffCounts, type ApfLevel } from './apiserver.js';
 import { freshSandbox, RUN_LABEL, startObserver, type BenchEnv } from './burst.js';
 import { applyChartRbac, BENCH_WORKER_IMAGE, benchConfig, ControllerProcess, controllerKubeconfig, NAMESPACE, TAINT, VERIFIED_LABEL, type ControllerTuning } from './controller.js';
 import { NrcProcess, saKubeconfig } from './neighbour.js';
@@ -107,6 +108,13 @@ export interface RaceRun {
    * checks), finished -> open (the controller's reaction).
    */
   workerPod?: { readyToCreatedMs: Distribution; createdToRunningMs: Distribution; runningToFinishedMs: Distribution; finishedToOpenMs: Distribution; attemptsPerNode: number };
+  /**
+   * Reads per node in the run's window, every client (apiserver_request_total: the audit log has
+   * writes only): `get nodes` (the reporter GETs its Node before every check) and all gets and lists.
+   */
+  reads: { getNodesPerNode: number; getsAndListsPerNode: number };
+  /** The API server's priority and fairness during the run, per priority level (the controller's ServiceAccount falls in workload-low). */
+  apf: Record<string, ApfLevel>;
   /** Machine CPU busy fraction during the run (2 cores share the control plane, the controllers and every pod). */
   machineBusy: number;
   /** Per node: Ready -> open, ms, sorted (the chart's CDF). */
@@ -128,6 +136,8 @@ export interface RaceSide {
   readyToOpenP95?: number;
   readyToOpenP99?: number;
   writesPerNode: number;
+  /** Writes by the controller and its own pods (worker or reporter pods) per node. */
+  ownWritesPerNode: number;
   cpuSeconds: number;
   peakRssMiB: number;
 }
@@ -288,6 +298,8 @@ async function oneRun(env: BenchEnv, state: SandboxState, kc: k8s.KubeConfig, cg
     await obs.ready;
     const cpuBefore = sampleProcess(proc.pid)!;
     const machineBefore = machineCpu();
+    const apfBefore = await apiserverApf(kc);
+    const requestsBefore = await apiserverRequestCounts(kc);
     const sampler = new ProcessSampler(proc.pid, 250);
     const t0 = Date.now();
     await pool(names, 50, async (name) => {
@@ -313,6 +325,12 @@ async function oneRun(env: BenchEnv, state: SandboxState, kc: k8s.KubeConfig, cg
     await sleep(10_000);
     const cpuAfter = sampler.stop() ?? cpuBefore;
     const machineAfter = machineCpu();
+    const apf = diffApf(await apiserverApf(kc), apfBefore);
+    const requests = diffCounts(await apiserverRequestCounts(kc), requestsBefore);
+    const reads = {
+      getNodesPerNode: round((requests['get nodes'] ?? 0) / size, 2),
+      getsAndListsPerNode: round(Object.entries(requests).filter(([k]) => /^(get|list) /.test(k)).reduce((a, [, v]) => a + v, 0) / size, 2),
+    };
     if (nrc) reporters = reporterProcesses(join(nodeReadinessDir(state.binDir), 'reporter'));
     await sleep(2_000);
     const writes = countWrites(auditLogPath(sandboxLayout(state.dir, state.slot)), t0, tEnd + 10_000, size);
@@ -337,6 +355,8 @@ async function oneRun(env: BenchEnv, state: SandboxState, kc: k8s.KubeConfig, cg
       },
       ...(reporters ? { reporters } : {}),
       ...(nrc ? {} : { workerPod: workerPodBreakdown(nodes) }),
+      apf,
+      reads,
       machineBusy: round((machineAfter.busy - machineBefore.busy) / Math.max(1, machineAfter.total - machineBefore.total), 2),
       samples: readyToOpen.sort((a, b) => a - b),
     };
@@ -456,13 +476,14 @@ function reporterProcesses(binary: string): NonNullable<RaceRun['reporters']> {
   return { processes, rssMiBTotal: round(rss, 1), anonMiBTotal: round(anon, 1) };
 }
 
-function summarize(runs: RaceRun[]): RaceResult['bySize'] {
+export function summarize(runs: RaceRun[]): RaceResult['bySize'] {
   const side = (r: RaceRun | undefined): RaceSide | undefined =>
     r && {
       ...(r.readyToOpenMs.p50 !== undefined ? { readyToOpenP50: r.readyToOpenMs.p50 } : {}),
       ...(r.readyToOpenMs.p95 !== undefined ? { readyToOpenP95: r.readyToOpenMs.p95 } : {}),
       ...(r.readyToOpenMs.p99 !== undefined ? { readyToOpenP99: r.readyToOpenMs.p99 } : {}),
       writesPerNode: r.writes.perNode,
+      ownWritesPerNode: round((r.writes.byClient.controller ?? 0) + (r.writes.byClient['worker pods'] ?? 0) + (r.writes.byClient['reporter pods'] ?? 0), 2),
       cpuSeconds: r.controller.cpuSeconds,
       peakRssMiB: r.controller.peakRssMiB,
     };
@@ -498,6 +519,7 @@ export function raceTable(r: RaceResult): string[] {
     row('node Ready -> open, p95', 'readyToOpenP95', s);
     row('node Ready -> open, p99', 'readyToOpenP99', s);
     row('API writes per node (all clients)', 'writesPerNode', String);
+    row('of them by the controller and its worker or reporter pods', 'ownWritesPerNode', String);
     row('controller CPU seconds', 'cpuSeconds', String);
     row('controller peak RSS (MiB)', 'peakRssMiB', String);
   }
