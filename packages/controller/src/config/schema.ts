@@ -195,7 +195,12 @@ const reconciliationSchema = z
     resyncInterval: duration('1m', 'Safety-net resync: every node is re-examined this often even without a watch event. Normal operation is event-driven.', {
       min: 1000,
     }),
-    maxConcurrentVerifications: int(100, 'Worker pods running at the same time, cluster-wide. Nodes beyond it wait for a free slot.', 1, 100_000),
+    maxConcurrentVerifications: int(
+      100,
+      'Worker pods running at the same time, cluster-wide. Nodes beyond it wait for a free slot. With kubernetes.qps it sets the pace of a burst: slots ÷ how long a worker pod lives (docs/benchmarks.md, Sizing; the default kept by the race at 1000 nodes, bench/results/2026-11-29-race.json).',
+      1,
+      100_000,
+    ),
     workers: int(20, 'Reconcile loops working the queue in parallel (one node is never reconciled by two at once). Reconciles mostly wait on the API, so this can exceed the CPU count.', 1, 1000),
     controlRuns: z
       .boolean()
@@ -425,7 +430,7 @@ export const configSchema = z
           .default(50)
           .meta({
             description:
-              'Client-side limit of API requests per second, Events included (they wait behind every other request). A verification takes about 7 requests and 2 Events; the API server\'s priority and fairness protects it beyond this.',
+              'Client-side limit of API requests per second, Events included (they wait behind every other request). A verification that passes at its first attempt takes about 7 requests and no Event; the API server\'s priority and fairness protects it beyond this. The default was kept by the race at 1000 nodes (docs/benchmarks.md; bench/results/2026-11-29-race.json).',
           }),
         burst: z.number().int().min(1).max(10_000).default(100).meta({ description: 'Requests allowed above qps in a burst.' }),
       })
