@@ -6,7 +6,7 @@ import { auditClient, countWrites } from '../../bench/src/race.js';
 
 // The race's writes per node come from the API server's audit log: who made each write is read from
 // the identity and user agent it carried, and only the run's window counts.
-const event = (t: string, username: string, verb: string, resource: string, extra: Record<string, unknown> = {}) => ({
+const event = (t: string, username: string, verb: string, resource: string, extra: { subresource?: string; userAgent?: string; code?: number } = {}) => ({
   requestReceivedTimestamp: t,
   user: { username },
   verb,
