@@ -380,8 +380,7 @@ export class SimulatedKubelet implements LogSource {
       c.reason = 'StartError';
       c.message = String(err);
     });
-    proc.on('close', (code, signal) => {
-      out.end();
+    const exited = (code: number | null, signal: NodeJS.Signals | null): void => {
       this.containerStopped(c);
       c.finishedAt = new Date().toISOString();
       c.exitCode = code ?? (signal ? 128 + (signal === 'SIGKILL' ? 9 : 15) : 1);
@@ -408,8 +407,13 @@ export class SimulatedKubelet implements LogSource {
         return;
       }
       this.writeStatus(pod, run);
-    });
-    c.exited = new Promise((resolve) => proc.once('close', () => resolve()));
+    };
+    // The exit is handled once the log file has everything the container wrote: a termination
+    // message that falls back to the log reads it (reading before the stream flushed lost it).
+    c.exited = new Promise((resolve) => proc.once('close', (code, signal) => out.end(() => {
+      exited(code, signal);
+      resolve();
+    })));
   }
 
   private terminationMessage(spec: k8s.V1Container, file: string, logFile: string, exitCode: number): string | undefined {
