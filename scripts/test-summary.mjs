@@ -34,7 +34,11 @@ for (const file of files) {
   for (const suite of report.testResults ?? []) {
     const where = relative(process.cwd(), suite.name ?? '?');
     const failedTests = (suite.assertionResults ?? []).filter((t) => t.status === 'failed');
-    for (const t of failedTests) failures.push(`  FAIL ${where} > ${t.fullName}\n${clip((t.failureMessages ?? []).join('\n') || '(no message)')}`);
+    for (const t of failedTests) {
+      failures.push(`  FAIL ${where} > ${t.fullName}\n${clip((t.failureMessages ?? []).join('\n') || '(no message)')}`);
+      // What the test left for its failure (real-nodes.ts: the nodes' logs and network), whole.
+      if (t.meta?.diagnostics) failures.push(`    what it saw:\n${String(t.meta.diagnostics).split('\n').map((l) => `      ${l}`).join('\n')}`);
+    }
     if (suite.status === 'failed' && failedTests.length === 0) failures.push(`  FAIL ${where} (outside any test)\n${clip(suite.message || '(no message)')}`);
   }
 }

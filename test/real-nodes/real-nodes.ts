@@ -1,11 +1,15 @@
 // What the real-node test files share: a harness whose controller runs the worker from the image the
 // real nodes pull, with a real cluster's start-up timeouts and CoreDNS's Service as the cluster DNS,
 // and real nodes added with the harness's taint and label, removed with everything they made.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { repoRoot, sandboxControl } from '@kube-node-ready/sandbox';
 import { harness, type Harness } from '../../packages/controller/test/harness.js';
 import { CLUSTER_DNS_SERVICE } from '../../packages/sandbox/src/coredns.js';
 import { realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
+import { run } from '../../packages/sandbox/src/proc.js';
+import { NETNS_DIR, NFT } from '../../packages/sandbox/src/runtime/pod-network.js';
 import { deleteNode, sandbox, uniqueName } from '../sandbox.js';
 import { holdRealNodeLock } from './machine-lock.js';
 
@@ -32,11 +36,15 @@ export function realNodeSuite(prefix: string): RealNodeSuite {
   const made = new Map<string, { dir: string; netns: string }>();
   /** Added and not removed yet: removed at the end. */
   const added = new Set<string>();
+  /** Added by the running test: what a failure of it prints (their logs go with them at the end). */
+  const addedByTest = new Set<string>();
   beforeAll(async () => {
     h = await harness(prefix);
   }, 120_000);
-  afterEach(async () => {
+  afterEach(async (ctx) => {
     await h?.stopAll();
+    if (ctx.task.result?.state === 'fail') ctx.task.meta.diagnostics = await describeRealNodes([...addedByTest].flatMap((n) => (made.has(n) ? [[n, made.get(n)!] as const] : [])));
+    addedByTest.clear();
   });
   afterAll(async () => {
     await h?.stopAll();
@@ -74,6 +82,7 @@ export function realNodeSuite(prefix: string): RealNodeSuite {
       ]);
       made.set(name, (await sandboxControl(sandbox().state.dir, 'POST', `/add-real-node/${name}?${query.toString()}`, 300_000)) as { dir: string; netns: string });
       added.add(name);
+      addedByTest.add(name);
       return name;
     },
     async removeRealNode(name) {
@@ -81,4 +90,35 @@ export function realNodeSuite(prefix: string): RealNodeSuite {
       added.delete(name);
     },
   };
+}
+
+declare module 'vitest' {
+  interface TaskMeta {
+    /** What a failed test saw of the machine, printed under its error by scripts/test-summary.mjs. */
+    diagnostics?: string;
+  }
+}
+
+const TAIL_LINES = 12;
+
+/**
+ * The state of real nodes for a failed test's report: the end of each node's kubelet, containerd and
+ * kube-proxy logs, its routes and its nftables tables, since the node and its logs go at the end.
+ */
+async function describeRealNodes(nodes: ReadonlyArray<readonly [string, { dir: string; netns: string }]>): Promise<string> {
+  const parts: string[] = [];
+  for (const [name, { dir, netns }] of nodes) {
+    parts.push(`real node ${name} (${dir}, namespace ${netns}):`);
+    for (const file of ['kubelet.log', 'containerd.log', 'kube-proxy.log']) {
+      const path = join(dir, file);
+      const lines = existsSync(path) ? readFileSync(path, 'utf8').trimEnd().split('\n').slice(-TAIL_LINES) : ['(gone)'];
+      parts.push(`  ${file}, last ${TAIL_LINES} lines:`, ...lines.map((l) => `    ${l.slice(0, 400)}`));
+    }
+    const inNode = async (argv: string[]) => {
+      const r = await run('nsenter', [`--net=${join(NETNS_DIR, netns)}`, '--', ...argv]);
+      return (r.stdout + r.stderr).trimEnd().split('\n').map((l) => `    ${l}`);
+    };
+    parts.push('  ip route:', ...(await inNode(['ip', 'route'])), '  nft list tables:', ...(await inNode([NFT, 'list', 'tables'])));
+  }
+  return parts.join('\n');
 }
