@@ -194,25 +194,23 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
     });
     const createSpreadMs = Date.now() - createStart;
 
-    const timeoutMs = env.burstTimeoutMs ?? 120_000 + size * 600;
-    let lastReport = 0;
-    while (opened < size) {
-      const elapsed = Date.now() - createStart;
-      if (elapsed > timeoutMs) {
-        env.out(`${tag}: timed out after ${(elapsed / 1000).toFixed(0)}s with ${opened}/${size} verified`);
-        break;
-      }
-      if (Date.now() - lastReport >= 5000) {
-        lastReport = Date.now();
+    await waitForOpened({
+      tag,
+      out: env.out,
+      opened: () => opened,
+      size,
+      since: createStart,
+      timeoutMs: env.burstTimeoutMs ?? 120_000 + size * 600,
+      everyMs: 5000,
+      detail: () => {
         const pods = [...milestones.values()].flatMap((m) => [...m.pods.values()]);
         const inFlight = pods.filter((p) => p.finished === undefined).length;
         const failed = pods.filter((p) => p.phase === 'Failed').length;
         const restarts = limited.restarts ? `, controller restarted ${limited.restarts} times (${limited.oomKills()} OOM kills)` : '';
-        env.out(`${tag}: ${opened}/${size} verified, ${inFlight} workers in flight, ${failed} failed attempts${restarts}, ${(elapsed / 1000).toFixed(1)}s`);
-      }
-      await sleep(200);
-    }
-    env.out(`${tag}: ${opened}/${size} verified in ${((Date.now() - createStart) / 1000).toFixed(1)}s`);
+        return `${inFlight} workers in flight, ${failed} failed attempts${restarts}`;
+      },
+    });
+    env.out(`${tag}: ${opened}/${size} opened in ${((Date.now() - createStart) / 1000).toFixed(1)}s`);
     // Let the tail of the work finish (worker pod deletions, the condition write) before counting.
     if (proxy) await settle(proxy, 3000, 30_000);
     else await sleep(3000);
@@ -257,6 +255,40 @@ export async function runBurst(env: BenchEnv, size: number, repetition: number):
     observer?.kill('SIGTERM');
     await proxy?.close();
     await stopSandbox(env.sandboxDir, env.slot, () => {});
+  }
+}
+
+/**
+ * Waits until `opened()` reaches `size`: a progress line every `everyMs`; at `timeoutMs` after
+ * `since` it says so and returns (the run reports what opened); when the controller is gone
+ * (`gone()` says why) it throws.
+ */
+export async function waitForOpened(w: {
+  tag: string;
+  out: (line: string) => void;
+  opened: () => number;
+  size: number;
+  since: number;
+  timeoutMs: number;
+  everyMs: number;
+  /** Added to each progress line. */
+  detail?: () => string;
+  gone?: () => string | undefined;
+}): Promise<void> {
+  let lastReport = 0;
+  while (w.opened() < w.size) {
+    const elapsed = Date.now() - w.since;
+    if (elapsed > w.timeoutMs) {
+      w.out(`${w.tag}: timed out after ${(elapsed / 1000).toFixed(0)}s with ${w.opened()}/${w.size} opened`);
+      return;
+    }
+    const gone = w.gone?.();
+    if (gone) throw new Error(`${w.tag}: ${gone}`);
+    if (Date.now() - lastReport >= w.everyMs) {
+      lastReport = Date.now();
+      w.out(`${w.tag}: ${w.opened()}/${w.size} opened${w.detail ? `, ${w.detail()}` : ''}, ${(elapsed / 1000).toFixed(1)}s`);
+    }
+    await sleep(200);
   }
 }
 

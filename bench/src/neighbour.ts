@@ -17,7 +17,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { applyObjects, certPaths, k8s, NODE_READINESS_CONTROLLER_VERSION, NODE_READINESS_RULES, nodeReadinessDir, renderNodeReadinessChart, sandboxLayout, simulatedNode, stopSandbox, type FaultProxy, type SandboxState } from '@kube-node-ready/sandbox';
-import { freshSandbox, RUN_LABEL, settle, startObserver, type BenchEnv } from './burst.js';
+import { freshSandbox, RUN_LABEL, settle, startObserver, waitForOpened, type BenchEnv } from './burst.js';
 import { applyChartRbac, benchConfig, INSTANT_WORKER_IMAGE, ControllerProcess, controllerKubeconfig, JOIN_CGROUPS, startProxy, TAINT } from './controller.js';
 import { createRealisticNodes, realisticNodeName } from './nodes.js';
 import { ProcessSampler, sampleProcess } from './proc.js';
@@ -389,21 +389,16 @@ async function oneRun(env: BenchEnv, state: SandboxState, core: k8s.CoreV1Api, s
       }
     });
     const createSpreadMs = Date.now() - createStart;
-    const timeoutMs = 120_000 + s.size * 600;
-    let lastReport = 0;
-    while (opened < s.size) {
-      const elapsed = Date.now() - createStart;
-      if (elapsed > timeoutMs) {
-        env.out(`${tag}: timed out after ${(elapsed / 1000).toFixed(0)}s with ${opened}/${s.size} opened`);
-        break;
-      }
-      if (!s.alive()) throw new Error(`${tag}: the controller exited`);
-      if (Date.now() - lastReport >= 5000) {
-        lastReport = Date.now();
-        env.out(`${tag}: ${opened}/${s.size} opened, ${(elapsed / 1000).toFixed(1)}s`);
-      }
-      await sleep(200);
-    }
+    await waitForOpened({
+      tag,
+      out: env.out,
+      opened: () => opened,
+      size: s.size,
+      since: createStart,
+      timeoutMs: 120_000 + s.size * 600,
+      everyMs: 5000,
+      gone: () => (s.alive() ? undefined : 'the controller exited'),
+    });
     await settle(s.proxy, 3000, 20_000);
     const cpuAfter = sampler.stop()!;
     const byKind = diff(s.proxy.requestsByKind(), proxyBefore);

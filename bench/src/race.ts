@@ -18,7 +18,7 @@
 // counted at the API server (its audit log) by client: the controller, its worker or reporter pods,
 // kube-scheduler, kube-controller-manager and the (simulated) kubelet (node Leases and the bench's
 // own node creations left out); the controller's CPU and peak RSS in a cgroup with its chart's limits.
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, fstatSync, openSync, readdirSync, readFileSync, readSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { silentLogger } from '@kube-node-ready/core';
@@ -41,7 +41,7 @@ import {
   type SandboxState,
 } from '@kube-node-ready/sandbox';
 import { apiserverApf, apiserverRequestCounts, diffApf, diffCounts, type ApfLevel } from './apiserver.js';
-import { freshSandbox, RUN_LABEL, startObserver, type BenchEnv } from './burst.js';
+import { freshSandbox, RUN_LABEL, startObserver, waitForOpened, type BenchEnv } from './burst.js';
 import { applyChartRbac, BENCH_WORKER_IMAGE, benchConfig, ControllerProcess, controllerKubeconfig, NAMESPACE, TAINT, VERIFIED_LABEL, type ControllerTuning } from './controller.js';
 import { NrcProcess, saKubeconfig } from './neighbour.js';
 import { machineCpu, ProcessSampler, sampleProcess } from './proc.js';
@@ -301,25 +301,22 @@ async function oneRun(env: BenchEnv, state: SandboxState, kc: k8s.KubeConfig, cg
     const apfBefore = await apiserverApf(kc);
     const requestsBefore = await apiserverRequestCounts(kc);
     const sampler = new ProcessSampler(proc.pid, 250);
+    const auditLog = auditLogPath(sandboxLayout(state.dir, state.slot));
+    const auditOffset = existsSync(auditLog) ? statSync(auditLog).size : 0;
     const t0 = Date.now();
     await pool(names, 50, async (name) => {
       await core.createNode({ body: simulatedNode({ name, labels, taints: [c.taint], bringUp: { ...RACE_BRING_UP } }) });
     });
-    const timeoutMs = env.burstTimeoutMs ?? 300_000 + size * 600;
-    let lastReport = 0;
-    while (opened < size) {
-      const elapsed = Date.now() - t0;
-      if (elapsed > timeoutMs) {
-        env.out(`${tag}: timed out after ${(elapsed / 1000).toFixed(0)}s with ${opened}/${size} opened`);
-        break;
-      }
-      if (proc.exited()) throw new Error(`${tag}: the controller exited (see ${join(env.logDir, `${runId}.log`)})`);
-      if (Date.now() - lastReport >= 10_000) {
-        lastReport = Date.now();
-        env.out(`${tag}: ${opened}/${size} opened, ${(elapsed / 1000).toFixed(0)}s`);
-      }
-      await sleep(200);
-    }
+    await waitForOpened({
+      tag,
+      out: env.out,
+      opened: () => opened,
+      size,
+      since: t0,
+      timeoutMs: env.burstTimeoutMs ?? 300_000 + size * 600,
+      everyMs: 10_000,
+      gone: () => (proc.exited() ? `the controller exited (see ${join(env.logDir, `${runId}.log`)})` : undefined),
+    });
     const tEnd = Date.now();
     // What the last opening set off (our worker pod's deletion, the kubelet's last status): then the audit log's batch is written.
     await sleep(10_000);
@@ -333,7 +330,7 @@ async function oneRun(env: BenchEnv, state: SandboxState, kc: k8s.KubeConfig, cg
     };
     if (nrc) reporters = reporterProcesses(join(nodeReadinessDir(state.binDir), 'reporter'));
     await sleep(2_000);
-    const writes = countWrites(auditLogPath(sandboxLayout(state.dir, state.slot)), t0, tEnd + 10_000, size);
+    const writes = countWrites(auditLog, t0, tEnd + 10_000, size, auditOffset);
     const nodes = [...times.values()].filter((n) => n.added !== undefined);
     const readyToOpen = nodes.filter((n) => n.opened !== undefined && n.ready !== undefined).map((n) => n.opened! - n.ready!);
     const openedTimes = nodes.flatMap((n) => (n.opened !== undefined ? [n.opened] : []));
@@ -418,12 +415,16 @@ export function auditClient(e: AuditEvent): string {
   return 'kubelet';
 }
 
-/** The audit log's writes received in [from, to], per node of the run, by client (bench and Leases left out). */
-export function countWrites(file: string, from: number, to: number, nodes: number): RaceWrites {
+/**
+ * The audit log's writes received in [from, to], per node of the run, by client (bench and Leases
+ * left out), read from byte `offset` on: the log's size before the run, as the log holds every
+ * earlier run too.
+ */
+export function countWrites(file: string, from: number, to: number, nodes: number, offset = 0): RaceWrites {
   const byRequest: Record<string, number> = {};
   let total = 0;
   let refused = 0;
-  for (const line of readFileSync(file, 'utf8').split('\n')) {
+  for (const line of readFrom(file, offset).split('\n')) {
     if (!line) continue;
     let e: AuditEvent;
     try {
@@ -454,6 +455,18 @@ export function countWrites(file: string, from: number, to: number, nodes: numbe
     byRequest: Object.fromEntries(Object.entries(byRequest).sort(([a], [b]) => a.localeCompare(b))),
     refused,
   };
+}
+
+/** The file from byte `offset` to its end (a line cut at the offset does not parse and is skipped). */
+function readFrom(file: string, offset: number): string {
+  const fd = openSync(file, 'r');
+  try {
+    const buf = Buffer.alloc(Math.max(0, fstatSync(fd).size - offset));
+    readSync(fd, buf, 0, buf.length, offset);
+    return buf.toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** How many reporter processes run and their RSS together (from /proc). */

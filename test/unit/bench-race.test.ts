@@ -50,5 +50,9 @@ describe('bench race: countWrites()', () => {
     expect(w.byClient).toEqual({ controller: 1, kubelet: 0.5 });
     expect(w.perNode).toBe(1.5);
     expect(w.refused).toBe(1);
+    // From the log's size before a run on: an earlier run's lines are not read at all.
+    const offset = Buffer.byteLength(lines.slice(0, 2).map((l) => JSON.stringify(l) + '\n').join(''));
+    const later = countWrites(file, 0, Date.parse('2026-11-29T08:00:05Z'), 1, offset);
+    expect(later.byRequest).toEqual({ 'controller: patch nodes': 1, 'kubelet: patch nodes/status': 1 });
   });
 });
