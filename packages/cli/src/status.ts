@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { ConfigError, ExitCode, errorMessage, formatDuration } from '@kube-node-ready/core';
-import { NodeVerificationApi, PodAnnotation, stateOf, WORKER_POD_SELECTOR, type ControllerConfig, type NodeVerification } from '@kube-node-ready/controller';
+import { NodeVerificationApi, PodAnnotation, podAttempt, stateOf, WORKER_POD_SELECTOR, workerNodeName, type ControllerConfig, type NodeVerification } from '@kube-node-ready/controller';
 import { controllerConfig, kubeConfig } from './kube.js';
 
 export const STATUS_USAGE = `usage: kube-node-ready status [--kubeconfig PATH] [--config PATH] [-o table|json] [--all]
@@ -115,10 +115,9 @@ export function attemptsInFlight(pods: readonly V1Pod[]): Map<string, number> {
   for (const pod of pods) {
     const phase = pod.status?.phase;
     if (pod.metadata?.deletionTimestamp || phase === 'Succeeded' || phase === 'Failed') continue;
-    const a = pod.metadata?.annotations ?? {};
-    const attempt = Number(a[PodAnnotation.Attempt]);
-    if (!Number.isInteger(attempt) || attempt < 1) continue;
-    const key = `${a[PodAnnotation.NodeName] ?? ''}/${a[PodAnnotation.NodeUid] ?? ''}`;
+    const attempt = podAttempt(pod);
+    if (attempt === 0) continue;
+    const key = `${workerNodeName(pod) ?? ''}/${pod.metadata?.annotations?.[PodAnnotation.NodeUid] ?? ''}`;
     out.set(key, Math.max(out.get(key) ?? 0, attempt));
   }
   return out;

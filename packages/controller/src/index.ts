@@ -23,7 +23,8 @@ export {
 } from './api/nodeverification.js';
 export { Outcome, Phase, type VerificationState, type AttemptResult } from './controllers/node/verification/types.js';
 export { workerPodName, nodeLabelValue } from './controllers/node/verification/naming.js';
-export { WORKER_POD_SELECTOR } from './controllers/node/verification/pod-spec.js';
+export { WORKER_POD_SELECTOR, workerNodeName } from './controllers/node/verification/pod-spec.js';
+export { podAttempt } from './controllers/node/verification/decide.js';
 export { Reason as EventReason } from './events/reasons.js';
 export { MetricName } from './metrics/names.js';
 export { runAgent, AGENT_USAGE } from './agent/main.js';
