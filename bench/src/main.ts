@@ -1,29 +1,5 @@
-// `make bench`: kube-node-ready's benchmarks in the sandbox (docs/benchmarks.md).
-//   node dist/bench.mjs [--quick] [--out bench/results/<date>[-quick].json] [--slot 10] [--reps N]
-//                       [--sizes 50,200,1000] [--steady-nodes 5000] [--max-concurrent 25] [--workers 20]
-//                       [--qps 200] [--burst 400] [--direct] [--controller-node-flags=--max-semi-space-size=2]
-//                       (default: the NODE_OPTIONS the Helm chart gives the controller; '=' for none)
-//                       [--controller-env='MALLOC_ARENA_MAX=2'] (default: the rest of the chart's fixed env; '=' for none)
-//                       [--controller-memory-limit 512Mi] (default: the chart's controller memory limit)
-//                       [--instant-worker] (bursts with a worker that passes at once: the controller's own cost)
-//                       [--burst-timeout SECONDS] (how long a burst may take; default 120 + 0.6 per node)
-//                       [--own-cost-size N] (after the bursts, one burst of N nodes with the instant worker and
-//                       slots for all: the controller's own cost and reaction; default 1000, 0 in --quick)
-//   node dist/bench.mjs side-by-side [--sizes 50,200,1000] [--reps 2] [--footprint 1000,5000] [--slot 10] [--out FILE]
-//                       kube-node-ready beside node-readiness-controller, the bench setting its condition
-//                       (bench/src/neighbour.ts); with --side-by-side after the bursts (the race replaced it in make bench)
-//   node dist/bench.mjs race [--sizes 50,200,1000] [--tuned qps=100,burst=200,workers=20,max-concurrent=100] [--slot 10] [--out FILE]
-//                       the race with node-readiness-controller and its own reporter, each at its chart's defaults
-//                       (bench/src/race.ts); make bench runs it after the bursts (not in --quick unless --race)
-//   node dist/bench.mjs race-chart FILE.json               redraw the race's chart, print its table
-//   node dist/bench.mjs scale [--scale-nodes 1000,2000,5000] [--scale-burst 100] [--slot 10] [--out FILE]
-//                       the controller's memory and CPU as the cluster grows, and their slope per node
-//                       (bench/src/scale.ts); make bench runs it after the steady state (not in --quick)
-//   node dist/bench.mjs side-by-side-chart FILE.json       redraw the side-by-side chart
-//   node dist/bench.mjs scale-chart FILE.json              redraw the scale chart
-//   node dist/bench.mjs chart RESULTS.json [--png FILE]    redraw the chart of a results file
-//   node dist/bench.mjs analyze RESULTS.json               slot use and refill delay per burst run
-//   node dist/bench.mjs observe ...                        (internal) the observer process
+// `make bench`: kube-node-ready's benchmarks in the sandbox (docs/benchmarks.md). Its commands and
+// options: USAGE below (node dist/bench.mjs --help).
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, totalmem } from 'node:os';
@@ -44,6 +20,33 @@ import { runSteady, type SteadyResult } from './steady.js';
 import type { WorkerResult } from './worker.js';
 import { measureProfileLookup } from './profiles.js';
 import { children, round } from './util.js';
+
+/** The bench's commands and options (--help); the bundle has no comments to read them from. */
+const USAGE = `  node dist/bench.mjs [--quick] [--out bench/results/<date>[-quick].json] [--slot 10] [--reps N]
+                      [--sizes 50,200,1000] [--steady-nodes 5000] [--max-concurrent 25] [--workers 20]
+                      [--qps 200] [--burst 400] [--direct] [--controller-node-flags=--max-semi-space-size=2]
+                      (default: the NODE_OPTIONS the Helm chart gives the controller; '=' for none)
+                      [--controller-env='MALLOC_ARENA_MAX=2'] (default: the rest of the chart's fixed env; '=' for none)
+                      [--controller-memory-limit 512Mi] (default: the chart's controller memory limit)
+                      [--instant-worker] (bursts with a worker that passes at once: the controller's own cost)
+                      [--burst-timeout SECONDS] (how long a burst may take; default 120 + 0.6 per node)
+                      [--own-cost-size N] (after the bursts, one burst of N nodes with the instant worker and
+                      slots for all: the controller's own cost and reaction; default 1000, 0 in --quick)
+  node dist/bench.mjs side-by-side [--sizes 50,200,1000] [--reps 2] [--footprint 1000,5000] [--slot 10] [--out FILE]
+                      kube-node-ready beside node-readiness-controller, the bench setting its condition
+                      (bench/src/neighbour.ts); with --side-by-side after the bursts (the race replaced it in make bench)
+  node dist/bench.mjs race [--sizes 50,200,1000] [--tuned qps=100,burst=200,workers=20,max-concurrent=100] [--slot 10] [--out FILE]
+                      the race with node-readiness-controller and its own reporter, each at its chart's defaults
+                      (bench/src/race.ts); make bench runs it after the bursts (not in --quick unless --race)
+  node dist/bench.mjs race-chart FILE.json               redraw the race's chart, print its table
+  node dist/bench.mjs scale [--scale-nodes 1000,2000,5000] [--scale-burst 100] [--slot 10] [--out FILE]
+                      the controller's memory and CPU as the cluster grows, and their slope per node
+                      (bench/src/scale.ts); make bench runs it after the steady state (not in --quick)
+  node dist/bench.mjs side-by-side-chart FILE.json       redraw the side-by-side chart
+  node dist/bench.mjs scale-chart FILE.json              redraw the scale chart
+  node dist/bench.mjs chart RESULTS.json [--png FILE]    redraw the chart of a results file
+  node dist/bench.mjs analyze RESULTS.json               slot use and refill delay per burst run
+  node dist/bench.mjs observe ...                        (internal) the observer process`;
 
 const TARGETS = {
   reactionP99MsAt200: 1000,
@@ -172,7 +175,7 @@ async function main(argv: string[]): Promise<number> {
     },
   });
   if (values.help) {
-    console.log(readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').filter((l) => l.startsWith('//')).slice(0, 6).join('\n').replace(/^\/\/ ?/gm, ''));
+    console.log(`usage:\n${USAGE}`);
     return 0;
   }
   const quick = values.quick!;
