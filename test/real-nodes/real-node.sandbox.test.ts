@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { repoRoot, sandboxControl } from '@kube-node-ready/sandbox';
 import { readNode } from '../../packages/controller/test/harness.js';
 import { CLUSTER_DNS } from '../../packages/sandbox/src/coredns.js';
-import { INOTIFY_INSTANCES, realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
+import { INOTIFY_INSTANCES, REAL_NODE_BRIDGE_MAC, realNodeBridge, realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
 import { processesAndMountsUnder } from '../leftovers.js';
 import { core, deleteNode, readVerification, sandbox, uniqueName, verificationInPhase, waitFor } from '../sandbox.js';
 import { realNodeSuite } from './real-nodes.js';
@@ -75,6 +75,10 @@ describe('a real node', () => {
     expect(leftovers(name, dir)).toEqual([]);
     // Its namespace is gone (other tests' real nodes may be running beside it).
     expect(existsSync(join('/run/netns', netns))).toBe(false);
+    // The nodes' bridge keeps the address it was given as its ports go: without one it would take
+    // its lowest port's, and the other nodes' ARP entries for their gateway would name a port gone.
+    const { netns: sandboxNs, slot } = sandbox().layout;
+    expect((await exec('ip', ['-n', sandboxNs, 'link', 'show', realNodeBridge(slot)])).stdout).toContain(`link/ether ${REAL_NODE_BRIDGE_MAC} `);
     await deleteNode(name);
   });
 

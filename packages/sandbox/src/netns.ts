@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import type { SandboxLayout } from './layout.js';
 import { run, runOk } from './proc.js';
 import { removeRecordedCgroups } from './runtime/cgroups.js';
-import { REAL_NODE_GATEWAY, REAL_NODE_RANGE, realNodeBridge, removeRealNodeNamespaces } from './real-node.js';
+import { REAL_NODE_BRIDGE_MAC, REAL_NODE_GATEWAY, REAL_NODE_RANGE, realNodeBridge, removeRealNodeNamespaces } from './real-node.js';
 import { cidrsExcept, NETNS_DIR, NFT, podCidr, POD_GATEWAY, removePodNetworks } from './runtime/pod-network.js';
 
 /**
@@ -35,6 +35,7 @@ export async function createNetns(layout: SandboxLayout): Promise<void> {
     // The real nodes' range: their bridge, and a route per node to its pod CIDR (real-node.ts).
     `route add unreachable ${REAL_NODE_RANGE}`,
     `link add ${realNodeBridge(layout.slot)} type bridge`,
+    `link set ${realNodeBridge(layout.slot)} address ${REAL_NODE_BRIDGE_MAC}`,
     `addr add ${REAL_NODE_GATEWAY}/24 dev ${realNodeBridge(layout.slot)}`,
     `link set ${realNodeBridge(layout.slot)} up`,
     `route add local ${POD_GATEWAY}/32 dev lo`,

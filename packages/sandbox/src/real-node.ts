@@ -30,6 +30,13 @@ import { repoRoot } from './sandbox.js';
 /** Addresses of the real nodes, outside every other range of the sandbox (layout.ts). */
 export const REAL_NODE_RANGE = '10.248.0.0/14';
 export const REAL_NODE_GATEWAY = '10.248.0.1';
+/**
+ * The bridge's MAC address, set: a Linux bridge without one takes the lowest MAC of its ports and
+ * changes it when that port goes. The real nodes' ARP entries for the gateway then named a removed
+ * node's port, and every node whose entry did lost its way out (its kubelet's connection, its pods'
+ * every check) until the entry expired, 30-60 s: a test beside another file's node removal failed.
+ */
+export const REAL_NODE_BRIDGE_MAC = '02:6b:6e:72:00:01';
 /** Every real node's pod CIDR (10.249.N.0/24) is inside it: kube-proxy's cluster CIDR. */
 export const REAL_NODE_POD_RANGE = '10.249.0.0/16';
 /** The registry's address in the sandbox's namespace, where real nodes pull images from. */
