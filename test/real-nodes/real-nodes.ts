@@ -2,7 +2,7 @@
 // real nodes pull, with a real cluster's start-up timeouts and CoreDNS's Service as the cluster DNS,
 // and real nodes added with the harness's taint and label, removed with everything they made.
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { repoRoot, sandboxControl } from '@kube-node-ready/sandbox';
 import { harness, type Harness } from '../../packages/controller/test/harness.js';
@@ -114,11 +114,28 @@ async function describeRealNodes(nodes: ReadonlyArray<readonly [string, { dir: s
       const lines = existsSync(path) ? readFileSync(path, 'utf8').trimEnd().split('\n').slice(-TAIL_LINES) : ['(gone)'];
       parts.push(`  ${file}, last ${TAIL_LINES} lines:`, ...lines.map((l) => `    ${l.slice(0, 400)}`));
     }
-    const inNode = async (argv: string[]) => {
-      const r = await run('nsenter', [`--net=${join(NETNS_DIR, netns)}`, '--', ...argv]);
-      return (r.stdout + r.stderr).trimEnd().split('\n').map((l) => `    ${l}`);
-    };
-    parts.push('  ip route:', ...(await inNode(['ip', 'route'])), '  nft list tables:', ...(await inNode([NFT, 'list', 'tables'])));
+    const lines = (r: { stdout: string; stderr: string }) => (r.stdout + r.stderr).trimEnd().split('\n').map((l) => `    ${l}`);
+    const inNode = async (argv: string[]) => lines(await run('nsenter', [`--net=${join(NETNS_DIR, netns)}`, '--', ...argv]));
+    // The sandbox's end of the node's link (real-node.ts: knr<slot>n<index>, the index in its directory's name).
+    const { netns: sandboxNs, slot } = sandbox().layout;
+    const veth = `knr${slot}n${basename(dir).slice(1)}`;
+    parts.push(
+      '  ip route:',
+      ...(await inNode(['ip', 'route'])),
+      '  ip -s link show eth0:',
+      ...(await inNode(['ip', '-s', 'link', 'show', 'eth0'])),
+      '  ip neigh:',
+      ...(await inNode(['ip', 'neigh'])),
+      '  nft list tables:',
+      ...(await inNode([NFT, 'list', 'tables'])),
+      // Is the node's own path to the API server alive now (its pods' path goes through it)?
+      '  the API server from the node (curl https://10.0.0.1:6443/healthz):',
+      ...(await inNode(['curl', '-sk', '-m', '5', '-o', '/dev/null', '-w', 'HTTP %{http_code} in %{time_total}s', 'https://10.0.0.1:6443/healthz'])),
+      `  the sandbox's side (namespace ${sandboxNs}): routes to the real nodes, ${veth}, neighbours:`,
+      ...lines(await run('ip', ['-n', sandboxNs, 'route', 'show', 'root', '10.248.0.0/15'])),
+      ...lines(await run('ip', ['-n', sandboxNs, '-s', 'link', 'show', veth])),
+      ...lines(await run('ip', ['-n', sandboxNs, 'neigh', 'show', 'dev', `knr${slot}br`])),
+    );
   }
   return parts.join('\n');
 }
