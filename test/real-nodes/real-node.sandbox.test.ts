@@ -30,6 +30,18 @@ function leftovers(name: string, dir: string): string[] {
   return left;
 }
 
+/** The node's NodeVerification once its first attempt has a result. */
+async function firstAttempt(name: string) {
+  return waitFor(
+    async () => {
+      const v = await readVerification(name);
+      return v?.status?.lastAttempt?.reason ? v : undefined;
+    },
+    `the first attempt on real node ${name} to finish`,
+    240_000,
+  );
+}
+
 describe('a real node', () => {
   it('registers with its startup taint, runs the worker from the image and is opened at attempt 1; removed, it leaves nothing behind', async () => {
     const image = await startController();
@@ -110,7 +122,7 @@ describe('a real node', () => {
     expect(nv.status?.attempt, JSON.stringify(nv.status)).toBe(1);
   }, 420_000);
 
-  it('runs container checks beside the worker on a real node: pulled by containerd, as non-root on a read-only root filesystem with a writable /tmp; one that exits 1 fails the attempt with what it printed, one whose image does not exist with the pull error', async () => {
+  it('runs container checks beside the worker on a real node: pulled by containerd, as non-root on a read-only root filesystem with a writable /tmp; one that exits 1 fails the attempt with what it printed', async () => {
     const image = realNodeProductImage(repoRoot());
     const node = ['/nodejs/bin/node', '-e'];
     // Each check says what is wrong on stdout (FallbackToLogsOnError) and exits 1, else exits 0.
@@ -125,33 +137,36 @@ describe('a real node', () => {
       containerChecks: [
         { name: 'scratch', image: `${image.repository}@${image.digest}`, command: [...node, scratch] },
         { name: 'disk', image: `${image.repository}@${image.digest}`, command: [...node, "console.log('disk /data is read-only'); process.exit(1)"] },
-        // An image the registry does not have: containerd's pull fails, and so does the check, at once.
-        { name: 'missing', image: `${image.repository.replace(/\/[^/]+$/, '/does-not-exist')}:v1` },
       ],
     });
     const name = await addRealNode('real-cc');
-    const nv = await waitFor(
-      async () => {
-        const v = await readVerification(name);
-        return v?.status?.lastAttempt?.reason ? v : undefined;
-      },
-      `the first attempt on real node ${name} to finish`,
-      240_000,
-    );
-    const last = nv.status?.lastAttempt;
-    expect(last?.reason, JSON.stringify(nv.status)).toBe('ChecksFailed');
-    expect(last?.message, JSON.stringify(nv.status)).toContain('disk /data is read-only');
-    // The pull error: at once, not when worker.startTimeout (120 s here) runs out.
-    expect(last?.message, JSON.stringify(nv.status)).toMatch(/missing: .*(ErrImagePull|ImagePullBackOff)/);
-    // The other container check passed.
+    const last = (await firstAttempt(name)).status?.lastAttempt;
+    expect(last?.reason, JSON.stringify(last)).toBe('ChecksFailed');
+    expect(last?.message, JSON.stringify(last)).toContain('disk /data is read-only');
+    // Every check ran to its end: the other container check and the worker's own passed.
     const checks = Object.fromEntries((last?.checks ?? []).map((c) => [c.name, c.ok]));
-    expect(checks, JSON.stringify(last)).toMatchObject({ scratch: true, disk: false, missing: false });
-    // A check that cannot start ends the attempt at once (pod-result.ts): the kubelet starts the
-    // containers in order, so the pull error comes after the worker started, before or after it
-    // finished. Finished, its checks passed; else the attempt says it ended without them.
-    const own = Object.fromEntries(Object.entries(checks).filter(([c]) => ['dns', 'api', 'tcp', 'service', 'podnet'].includes(c)));
+    expect(checks, JSON.stringify(last)).toMatchObject({ scratch: true, disk: false, dns: true, api: true, tcp: true, service: true, podnet: true });
+    expect((await readNode(name))?.spec?.taints?.map((t) => t.key)).toContain(suite.h.taint.key);
+  }, 420_000);
+
+  it('a container check whose image does not exist fails the attempt at once with the pull error', async () => {
+    const image = realNodeProductImage(repoRoot());
+    // An image the registry does not have: containerd's pull fails, and so does the check, at once
+    // (a check apart from the one above: an attempt ends at a check that cannot start, pod-result.ts,
+    // which may be before the other checks finished).
+    await startController({ containerChecks: [{ name: 'missing', image: `${image.repository.replace(/\/[^/]+$/, '/does-not-exist')}:v1` }] });
+    const name = await addRealNode('real-pull');
+    const { status } = await firstAttempt(name);
+    const last = status?.lastAttempt;
+    expect(last?.reason, JSON.stringify(last)).toBe('ChecksFailed');
+    // At once, not when worker.startTimeout (120 s here) runs out.
+    expect(last?.message, JSON.stringify(last)).toMatch(/missing: .*(ErrImagePull|ImagePullBackOff)/);
+    expect(Date.parse(last?.finishedAt ?? '') - Date.parse(status?.firstLaunchAt ?? ''), JSON.stringify(status)).toBeLessThan(120_000);
+    // The kubelet starts the containers in order, so the pull error comes after the worker started,
+    // before or after it finished: finished, its checks passed; else the attempt says it ended without them.
+    const own = Object.fromEntries((last?.checks ?? []).filter((c) => c.name !== 'missing').map((c) => [c.name, c.ok]));
     if (last?.message?.endsWith("(before the worker's checks finished)")) expect(own, JSON.stringify(last)).toEqual({});
-    else expect(own, JSON.stringify(last)).toEqual({ dns: true, api: true, tcp: true, service: true, podnet: true });
+    else expect(own, JSON.stringify(last)).toMatchObject({ dns: true, api: true, tcp: true, service: true, podnet: true });
     expect((await readNode(name))?.spec?.taints?.map((t) => t.key)).toContain(suite.h.taint.key);
   }, 420_000);
 
