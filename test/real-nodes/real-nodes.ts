@@ -7,7 +7,7 @@ import { afterAll, afterEach, beforeAll } from 'vitest';
 import { repoRoot, sandboxControl } from '@kube-node-ready/sandbox';
 import { harness, type Harness } from '../../packages/controller/test/harness.js';
 import { CLUSTER_DNS_SERVICE } from '../../packages/sandbox/src/coredns.js';
-import { realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
+import { REAL_NODE_RANGE, realNodeBridge, realNodeProductImage } from '../../packages/sandbox/src/real-node.js';
 import { run } from '../../packages/sandbox/src/proc.js';
 import { NETNS_DIR, NFT } from '../../packages/sandbox/src/runtime/pod-network.js';
 import { deleteNode, sandbox, uniqueName } from '../sandbox.js';
@@ -102,8 +102,9 @@ declare module 'vitest' {
 const TAIL_LINES = 12;
 
 /**
- * The state of real nodes for a failed test's report: the end of each node's kubelet, containerd and
- * kube-proxy logs, its routes and its nftables tables, since the node and its logs go at the end.
+ * The state of real nodes for a failed test's report, since the nodes and their logs go at the end:
+ * the end of each node's kubelet, containerd and kube-proxy logs; its routes, link, neighbours and
+ * nftables tables; whether it reaches the API server now; the sandbox's side of its link.
  */
 async function describeRealNodes(nodes: ReadonlyArray<readonly [string, { dir: string; netns: string }]>): Promise<string> {
   const parts: string[] = [];
@@ -117,8 +118,9 @@ async function describeRealNodes(nodes: ReadonlyArray<readonly [string, { dir: s
     const lines = (r: { stdout: string; stderr: string }) => (r.stdout + r.stderr).trimEnd().split('\n').map((l) => `    ${l}`);
     const inNode = async (argv: string[]) => lines(await run('nsenter', [`--net=${join(NETNS_DIR, netns)}`, '--', ...argv]));
     // The sandbox's end of the node's link (real-node.ts: knr<slot>n<index>, the index in its directory's name).
-    const { netns: sandboxNs, slot } = sandbox().layout;
+    const { netns: sandboxNs, slot, advertiseAddress, apiPort } = sandbox().layout;
     const veth = `knr${slot}n${basename(dir).slice(1)}`;
+    const healthz = `https://${advertiseAddress}:${apiPort}/healthz`;
     parts.push(
       '  ip route:',
       ...(await inNode(['ip', 'route'])),
@@ -129,12 +131,12 @@ async function describeRealNodes(nodes: ReadonlyArray<readonly [string, { dir: s
       '  nft list tables:',
       ...(await inNode([NFT, 'list', 'tables'])),
       // Is the node's own path to the API server alive now (its pods' path goes through it)?
-      '  the API server from the node (curl https://10.0.0.1:6443/healthz):',
-      ...(await inNode(['curl', '-sk', '-m', '5', '-o', '/dev/null', '-w', 'HTTP %{http_code} in %{time_total}s', 'https://10.0.0.1:6443/healthz'])),
+      `  the API server from the node (curl ${healthz}):`,
+      ...(await inNode(['curl', '-sk', '-m', '5', '-o', '/dev/null', '-w', 'HTTP %{http_code} in %{time_total}s', healthz])),
       `  the sandbox's side (namespace ${sandboxNs}): routes to the real nodes, ${veth}, neighbours:`,
-      ...lines(await run('ip', ['-n', sandboxNs, 'route', 'show', 'root', '10.248.0.0/15'])),
+      ...lines(await run('ip', ['-n', sandboxNs, 'route', 'show', 'root', REAL_NODE_RANGE])),
       ...lines(await run('ip', ['-n', sandboxNs, '-s', 'link', 'show', veth])),
-      ...lines(await run('ip', ['-n', sandboxNs, 'neigh', 'show', 'dev', `knr${slot}br`])),
+      ...lines(await run('ip', ['-n', sandboxNs, 'neigh', 'show', 'dev', realNodeBridge(slot)])),
     );
   }
   return parts.join('\n');
