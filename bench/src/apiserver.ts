@@ -1,7 +1,8 @@
 // The apiserver's own request counters (apiserver_request_total on /metrics, read with the admin
 // kubeconfig), keyed like the fault proxy's requestsByKind(): `<verb> <resource>[.<group>][/<sub>]`.
 // They count every client (the simulated kubelet, the scheduler, the observer, the bench itself),
-// so they cross-check the controller's own counts only for kinds no other client issues.
+// so they cross-check the controller's own counts only for kinds no other client issues. Also its
+// priority and fairness counters per priority level (apiserver_flowcontrol_*).
 import { request } from 'node:https';
 import type { RequestOptions } from 'node:https';
 import type { k8s } from '@kube-node-ready/sandbox';
@@ -9,7 +10,16 @@ import type { k8s } from '@kube-node-ready/sandbox';
 const VERBS: Record<string, string> = { GET: 'get', LIST: 'list', WATCH: 'watch', POST: 'create', PUT: 'update', PATCH: 'patch', DELETE: 'delete', DELETECOLLECTION: 'deletecollection', APPLY: 'apply', CONNECT: 'connect' };
 
 export async function apiserverRequestCounts(kc: k8s.KubeConfig): Promise<Record<string, number>> {
+  return requestCounts(await apiserverMetrics(kc));
+}
+
+/** Requests per kind and priority and fairness per level, from one read of the API server's metrics. */
+export async function apiserverSnapshot(kc: k8s.KubeConfig): Promise<{ requests: Record<string, number>; apf: Record<string, ApfLevel> }> {
   const text = await apiserverMetrics(kc);
+  return { requests: requestCounts(text), apf: apfLevels(text) };
+}
+
+function requestCounts(text: string): Record<string, number> {
   const counts: Record<string, number> = {};
   for (const line of text.split('\n')) {
     if (!line.startsWith('apiserver_request_total{')) continue;
@@ -29,10 +39,10 @@ export interface ApfLevel {
   rejected: number;
 }
 
-export async function apiserverApf(kc: k8s.KubeConfig): Promise<Record<string, ApfLevel>> {
+function apfLevels(text: string): Record<string, ApfLevel> {
   const out: Record<string, ApfLevel> = {};
   const level = (name: string) => (out[name] ??= { dispatched: 0, waitSeconds: 0, rejected: 0 });
-  for (const line of (await apiserverMetrics(kc)).split('\n')) {
+  for (const line of text.split('\n')) {
     const m = /^(apiserver_flowcontrol_dispatched_requests_total|apiserver_flowcontrol_request_wait_duration_seconds_sum|apiserver_flowcontrol_rejected_requests_total)\{(.*)\} (\S+)$/.exec(line);
     if (!m) continue;
     const pl = /priority_level="([^"]*)"/.exec(m[2]!)?.[1] ?? '?';

@@ -40,7 +40,7 @@ import {
   type ContainerCgroup,
   type SandboxState,
 } from '@kube-node-ready/sandbox';
-import { apiserverApf, apiserverRequestCounts, diffApf, diffCounts, type ApfLevel } from './apiserver.js';
+import { apiserverSnapshot, diffApf, diffCounts, type ApfLevel } from './apiserver.js';
 import { freshSandbox, RUN_LABEL, startObserver, waitForOpened, type BenchEnv } from './burst.js';
 import { applyChartRbac, BENCH_WORKER_IMAGE, benchConfig, ControllerProcess, controllerKubeconfig, NAMESPACE, TAINT, VERIFIED_LABEL, type ControllerTuning } from './controller.js';
 import { NrcProcess, saKubeconfig } from './neighbour.js';
@@ -113,7 +113,7 @@ export interface RaceRun {
    * writes only): `get nodes` (the reporter GETs its Node before every check) and all gets and lists.
    */
   reads: { getNodesPerNode: number; getsAndListsPerNode: number };
-  /** The API server's priority and fairness during the run, per priority level (the controller's ServiceAccount falls in workload-low). */
+  /** The API server's priority and fairness during the run, per priority level. */
   apf: Record<string, ApfLevel>;
   /** Machine CPU busy fraction during the run (2 cores share the control plane, the controllers and every pod). */
   machineBusy: number;
@@ -298,8 +298,7 @@ async function oneRun(env: BenchEnv, state: SandboxState, kc: k8s.KubeConfig, cg
     await obs.ready;
     const cpuBefore = sampleProcess(proc.pid)!;
     const machineBefore = machineCpu();
-    const apfBefore = await apiserverApf(kc);
-    const requestsBefore = await apiserverRequestCounts(kc);
+    const apiBefore = await apiserverSnapshot(kc);
     const sampler = new ProcessSampler(proc.pid, 250);
     const auditLog = auditLogPath(sandboxLayout(state.dir, state.slot));
     const auditOffset = existsSync(auditLog) ? statSync(auditLog).size : 0;
@@ -322,8 +321,9 @@ async function oneRun(env: BenchEnv, state: SandboxState, kc: k8s.KubeConfig, cg
     await sleep(10_000);
     const cpuAfter = sampler.stop() ?? cpuBefore;
     const machineAfter = machineCpu();
-    const apf = diffApf(await apiserverApf(kc), apfBefore);
-    const requests = diffCounts(await apiserverRequestCounts(kc), requestsBefore);
+    const apiAfter = await apiserverSnapshot(kc);
+    const apf = diffApf(apiAfter.apf, apiBefore.apf);
+    const requests = diffCounts(apiAfter.requests, apiBefore.requests);
     const reads = {
       getNodesPerNode: round((requests['get nodes'] ?? 0) / size, 2),
       getsAndListsPerNode: round(Object.entries(requests).filter(([k]) => /^(get|list) /.test(k)).reduce((a, [, v]) => a + v, 0) / size, 2),
