@@ -408,8 +408,8 @@ export class SimulatedKubelet implements LogSource {
       }
       this.writeStatus(pod, run);
     };
-    // The exit is handled once the log file has everything the container wrote: a termination
-    // message that falls back to the log reads it (reading before the stream flushed lost it).
+    // The exit is handled once the log file has everything the container wrote (its stream has
+    // flushed): a termination message that falls back to the log reads it.
     c.exited = new Promise((resolve) => proc.once('close', (code, signal) => out.end(() => {
       exited(code, signal);
       resolve();

@@ -31,10 +31,9 @@ import { repoRoot } from './sandbox.js';
 export const REAL_NODE_RANGE = '10.248.0.0/14';
 export const REAL_NODE_GATEWAY = '10.248.0.1';
 /**
- * The bridge's MAC address, set: a Linux bridge without one takes the lowest MAC of its ports and
- * changes it when that port goes. The real nodes' ARP entries for the gateway then named a removed
- * node's port, and every node whose entry did lost its way out (its kubelet's connection, its pods'
- * every check) until the entry expired, 30-60 s: a test beside another file's node removal failed.
+ * The bridge's MAC address, set so that it never changes: a Linux bridge without one takes the lowest
+ * MAC of its ports and changes it when that port goes, and a node whose ARP entry for its gateway
+ * names a removed port has no way out (nor its pods) until the entry expires.
  */
 export const REAL_NODE_BRIDGE_MAC = '02:6b:6e:72:00:01';
 /** Every real node's pod CIDR (10.249.N.0/24) is inside it: kube-proxy's cluster CIDR. */
